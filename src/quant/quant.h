@@ -1,0 +1,45 @@
+// CPU kernels for each tensor type: conversion to and from f32, and the dot
+// products a matrix multiply is made of.
+//
+// A matrix multiply W[K, N] x X[K, M] on the CPU first converts each column of
+// X (a K-row of f32) into W's `vec_dot_type` (Q8_0 for Q4_0/Q8_0, Q8_1 for
+// Q4_1, Q8_K for the K-quants, F16 for F16, ...), then calls `vec_dot` on
+// tiles of up to max_nr weight rows by max_nc activation rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lantern::quant {
+
+// dst[0..n) = src row dequantized. n is a multiple of the block size.
+using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
+// dst = src[0..n) quantized. n is a multiple of the block size.
+using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
+// For r < nr, c < nc:
+//   s[c * ldc + r] = dot(row r of the weights, row c of the activations)
+// where weight row r starts at (const char*)x + r * bx and activation row c
+// (already in vec_dot_type) at (const char*)y + c * by; both have n elements.
+using VecDotFn = void (*)(int64_t n, float* s, size_t ldc, const void* x, size_t bx,
+                          const void* y, size_t by, int nr, int nc);
+
+struct TypeOps {
+    ToFloatFn to_float = nullptr;
+    FromFloatFn from_float = nullptr;      // fast (vectorised) quantization
+    FromFloatFn from_float_ref = nullptr;  // plain scalar reference
+    DType vec_dot_type = DType::F32;
+    VecDotFn vec_dot = nullptr;
+    int max_nr = 1;  // largest tile vec_dot takes in one call
+    int max_nc = 1;
+};
+
+// Kernels of a type, or nullptr when the CPU has none for it.
+const TypeOps* type_ops(DType t);
+
+// Convenience wrappers over type_ops (throw Error(Unsupported) when missing).
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace lantern::quant

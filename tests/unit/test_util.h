@@ -1,0 +1,45 @@
+// Shared helpers for the test suite: where test data lives, random inputs.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace lantern::test {
+
+inline std::filesystem::path source_dir() {
+    if (const char* env = std::getenv("LANTERN_SOURCE_DIR")) return env;
+    return LANTERN_SOURCE_DIR;
+}
+
+// ../shared/testdata beside the checkout (LANTERN_TESTDATA overrides).
+inline std::filesystem::path testdata_dir() {
+    if (const char* env = std::getenv("LANTERN_TESTDATA")) return env;
+    return source_dir().parent_path() / "shared" / "testdata";
+}
+
+// The default model, fetched by scripts/setup.sh (LANTERN_MODEL overrides).
+inline std::filesystem::path default_model_path() {
+    if (const char* env = std::getenv("LANTERN_MODEL")) return env;
+    return source_dir() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+inline std::filesystem::path temp_path(const std::string& name) {
+    return std::filesystem::temp_directory_path() /
+           ("lantern-test-" + std::to_string(::getpid()) + "-" + name);
+}
+
+// Uniform floats in [lo, hi), never all zero.
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+}  // namespace lantern::test
