@@ -1,0 +1,77 @@
+#include "core/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lantern/error.h"
+
+namespace lantern {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const char* what, int err) {
+    throw Error(ErrorCode::Io, path + ": " + what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+MappedFile MappedFile::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, "cannot open", errno);
+
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        fail(path, "cannot stat", err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(ErrorCode::Io, path + ": not a regular file");
+    }
+
+    MappedFile m;
+    m.size_ = static_cast<size_t>(st.st_size);
+    if (m.size_ > 0) {
+        void* p = ::mmap(nullptr, m.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            fail(path, "cannot mmap", err);
+        }
+        m.data_ = static_cast<const uint8_t*>(p);
+    }
+    // The mapping keeps the file alive; the descriptor is no longer needed.
+    ::close(fd);
+    return m;
+}
+
+MappedFile::~MappedFile() { release(); }
+
+MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_) {
+    other.data_ = nullptr;
+    other.size_ = 0;
+}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+    if (this != &other) {
+        release();
+        data_ = other.data_;
+        size_ = other.size_;
+        other.data_ = nullptr;
+        other.size_ = 0;
+    }
+    return *this;
+}
+
+void MappedFile::release() noexcept {
+    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = nullptr;
+    size_ = 0;
+}
+
+}  // namespace lantern
