@@ -1,0 +1,39 @@
+// The CPU backend: host buffers, a thread pool, and the op table.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace lantern {
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int n_threads);
+
+    const char* name() const override { return "cpu"; }
+    std::string description() const override;
+    bool is_host() const override { return true; }
+    size_t alignment() const override { return 64; }
+
+    std::unique_ptr<Buffer> alloc(size_t size, BufferKind kind) override;
+    // A buffer over memory the caller owns (the mapped model file): weights
+    // are read in place, never copied.
+    std::unique_ptr<Buffer> wrap(const void* data, size_t size);
+
+    bool supports(const Tensor& node) const override;
+    void compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) override;
+    BackendStats stats() const override { return stats_; }
+
+    int threads() const { return pool_->size(); }
+    void set_threads(int n);
+
+private:
+    std::unique_ptr<ThreadPool> pool_;
+    std::vector<uint8_t> scratch_;
+    BackendStats stats_;
+};
+
+}  // namespace lantern

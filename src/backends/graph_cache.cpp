@@ -1,0 +1,61 @@
+#include "backends/graph_cache.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace lantern {
+namespace {
+
+NodeProps::Ref ref_of(const Tensor* t) {
+    NodeProps::Ref r;
+    if (t == nullptr) return r;
+    r.buffer_uid = t->buffer != nullptr ? t->buffer->uid() : 0;
+    r.offset = t->offset;
+    r.ne = t->ne;
+    r.nb = t->nb;
+    r.type = t->type;
+    return r;
+}
+
+long env_long(const char* name, long fallback) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return fallback;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    return (end != nullptr && *end == '\0') ? x : fallback;
+}
+
+}  // namespace
+
+GraphConfig GraphConfig::from_env() {
+    GraphConfig c;
+    c.enabled = env_long("LANTERN_GRAPHS", 1) != 0;
+    c.prefill = env_long("LANTERN_GRAPHS_PREFILL", 0) != 0;
+    const long cap = env_long("LANTERN_GRAPH_CACHE_SIZE", 12);
+    c.capacity = cap > 0 ? static_cast<size_t>(cap) : 12;
+    return c;
+}
+
+NodeProps NodeProps::of(const Tensor& node) {
+    NodeProps p;
+    p.op = node.op;
+    p.out = ref_of(&node);
+    for (int i = 0; i < kMaxSrc; ++i) p.src[static_cast<size_t>(i)] = ref_of(node.src[static_cast<size_t>(i)]);
+    p.params = node.params;
+    return p;
+}
+
+GraphSignature::GraphSignature(const std::vector<Tensor*>& nodes) {
+    props_.reserve(nodes.size());
+    for (const Tensor* n : nodes) props_.push_back(NodeProps::of(*n));
+}
+
+bool GraphSignature::matches(const std::vector<Tensor*>& nodes) const {
+    if (nodes.size() != props_.size()) return false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!(NodeProps::of(*nodes[i]) == props_[i])) return false;
+    }
+    return true;
+}
+
+}  // namespace lantern

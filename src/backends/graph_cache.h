@@ -1,0 +1,107 @@
+// Capture-and-replay bookkeeping shared by the GPU backends.
+//
+// A recorded graph (a CUDA graph, an OpenCL command buffer) is valid for a
+// step only while every node has the properties it was recorded with: op,
+// type, shapes, strides, the address of its output and of every source, and
+// its parameters. Positions and KV lengths are read from device memory, so
+// steady decoding keeps matching one recording. Recordings live in an LRU
+// cache; the backend supplies what a recording is (Exec).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace lantern {
+
+// Switches read once from the environment when a backend is created:
+//   LANTERN_GRAPHS=0             record nothing; every step runs eagerly
+//   LANTERN_GRAPHS_PREFILL=1     record prompt-processing steps too
+//   LANTERN_GRAPH_CACHE_SIZE=N   recordings kept (default 12)
+struct GraphConfig {
+    bool enabled = true;
+    bool prefill = false;
+    size_t capacity = 12;
+
+    static GraphConfig from_env();
+    // Whether a step with these hints should be recorded/replayed.
+    bool wants(const ComputeHints& hints) const { return enabled && (prefill || !hints.prefill); }
+};
+
+struct NodeProps {
+    struct Ref {
+        uint64_t buffer_uid = 0;  // Buffer::uid(), 0 for none
+        size_t offset = 0;
+        std::array<int64_t, kMaxDims> ne{};
+        std::array<size_t, kMaxDims> nb{};
+        DType type = DType::F32;
+        bool operator==(const Ref&) const = default;
+    };
+    Op op = Op::None;
+    Ref out;
+    std::array<Ref, kMaxSrc> src{};
+    std::array<int32_t, kMaxParams> params{};
+
+    static NodeProps of(const Tensor& node);
+    bool operator==(const NodeProps&) const = default;
+};
+
+class GraphSignature {
+public:
+    explicit GraphSignature(const std::vector<Tensor*>& nodes);
+    bool matches(const std::vector<Tensor*>& nodes) const;
+
+private:
+    std::vector<NodeProps> props_;
+};
+
+template <class Exec>
+class GraphCache {
+public:
+    explicit GraphCache(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
+
+    // The recording matching `nodes`, moved to the front; null on a miss.
+    Exec* lookup(const std::vector<Tensor*>& nodes) {
+        for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+            if (it->signature.matches(nodes)) {
+                entries_.splice(entries_.begin(), entries_, it);
+                ++stats_.graph_replays;
+                return entries_.front().exec.get();
+            }
+        }
+        ++stats_.graph_misses;
+        return nullptr;
+    }
+
+    // Stores a new recording at the front, dropping the least recently used.
+    Exec* insert(const std::vector<Tensor*>& nodes, std::unique_ptr<Exec> exec) {
+        entries_.push_front(Entry{GraphSignature(nodes), std::move(exec)});
+        ++stats_.graph_captures;
+        while (entries_.size() > capacity_) {
+            entries_.pop_back();
+            ++stats_.graph_evictions;
+        }
+        return entries_.front().exec.get();
+    }
+
+    void clear() { entries_.clear(); }
+    size_t size() const { return entries_.size(); }
+    size_t capacity() const { return capacity_; }
+    // Captures, replays (hits), misses and evictions.
+    const BackendStats& stats() const { return stats_; }
+
+private:
+    struct Entry {
+        GraphSignature signature;
+        std::unique_ptr<Exec> exec;
+    };
+    size_t capacity_;
+    std::list<Entry> entries_;
+    BackendStats stats_;
+};
+
+}  // namespace lantern
