@@ -1,0 +1,237 @@
+// Synthetic models: the file has the llama layout, the vocabulary, and sane
+// random weights; the output does not depend on the thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "gguf/gguf.h"
+#include "lantern/error.h"
+#include "model/synth.h"
+#include "quant/quant.h"
+#include "test_util.h"
+
+namespace lantern {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempFile {
+    fs::path path;
+    explicit TempFile(const std::string& name) : path(test::temp_path(name)) {}
+    ~TempFile() { fs::remove(path); }
+};
+
+std::string vocab_path() {
+    return (test::testdata_dir() / "vocab" / "ggml-vocab-llama-spm.gguf").string();
+}
+
+SynthShape tiny_shape() {
+    SynthShape s;
+    s.name = "tiny";
+    s.n_embd = 64;
+    s.n_layer = 2;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.n_ff = 96;
+    s.n_ctx = 128;
+    s.rope_base = 50000.0f;
+    s.rms_eps = 1e-6f;
+    return s;
+}
+
+SynthOptions tiny_options(DType type, const fs::path& out) {
+    SynthOptions o;
+    o.shape = tiny_shape();
+    o.type = type;
+    o.vocab_path = vocab_path();
+    o.output_path = out.string();
+    o.seed = 7;
+    o.n_threads = 2;
+    return o;
+}
+
+std::vector<float> tensor_values(const gguf::TensorInfo& t) {
+    std::vector<float> v(static_cast<size_t>(t.n_elements()));
+    const int64_t cols = t.shape[0];
+    const size_t row_bytes = dtype_row_size(t.type, cols);
+    for (int64_t r = 0; r < t.n_elements() / cols; ++r) {
+        quant::dequantize_row(t.type, t.data + r * row_bytes, v.data() + r * cols, cols);
+    }
+    return v;
+}
+
+std::vector<uint8_t> file_bytes(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class SynthTypeTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(SynthTypeTest, TinyModelHasLlamaLayoutVocabAndSaneWeights) {
+    const DType type = GetParam();
+    TempFile out(std::string("synth-") + dtype_name(type) + ".gguf");
+    write_synthetic_model(tiny_options(type, out.path));
+
+    const auto f = gguf::File::open(out.path.string());
+    const auto vocab = gguf::File::open(vocab_path());
+    EXPECT_EQ(f->get_string("general.architecture"), "llama");
+    EXPECT_EQ(f->get_int("llama.embedding_length"), 64);
+    EXPECT_EQ(f->get_int("llama.block_count"), 2);
+    EXPECT_EQ(f->get_int("llama.attention.head_count"), 4);
+    EXPECT_EQ(f->get_int("llama.attention.head_count_kv"), 2);
+    EXPECT_EQ(f->get_int("llama.feed_forward_length"), 96);
+    EXPECT_EQ(f->get_int("llama.context_length"), 128);
+    EXPECT_EQ(f->get_int("llama.rope.dimension_count"), 16);
+    EXPECT_EQ(f->get_int("llama.vocab_size"), 32000);
+    EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("llama.rope.freq_base")), 50000.0f);
+    EXPECT_FLOAT_EQ(static_cast<float>(*f->get_float("llama.attention.layer_norm_rms_epsilon")), 1e-6f);
+    const int64_t expected_ftype = type == DType::F32 ? 0 : type == DType::F16 ? 1 : type == DType::Q4_0 ? 2 : 7;
+    EXPECT_EQ(f->get_int("general.file_type"), expected_ftype);
+
+    // Every tokenizer key of the vocabulary, unchanged.
+    int copied = 0;
+    for (const auto& [key, value] : vocab->metadata()) {
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        const gguf::Value* v = f->find(key);
+        ASSERT_NE(v, nullptr) << key;
+        EXPECT_TRUE(*v == value) << key;
+        ++copied;
+    }
+    EXPECT_GE(copied, 8);
+
+    struct Expect {
+        std::string name;
+        std::vector<int64_t> shape;
+        bool norm;
+    };
+    std::vector<Expect> expected = {{"token_embd.weight", {64, 32000}, false}};
+    for (int il = 0; il < 2; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        expected.push_back({p + "attn_norm.weight", {64}, true});
+        expected.push_back({p + "attn_q.weight", {64, 64}, false});
+        expected.push_back({p + "attn_k.weight", {64, 32}, false});
+        expected.push_back({p + "attn_v.weight", {64, 32}, false});
+        expected.push_back({p + "attn_output.weight", {64, 64}, false});
+        expected.push_back({p + "ffn_norm.weight", {64}, true});
+        expected.push_back({p + "ffn_gate.weight", {64, 96}, false});
+        expected.push_back({p + "ffn_down.weight", {96, 64}, false});
+        expected.push_back({p + "ffn_up.weight", {64, 96}, false});
+    }
+    expected.push_back({"output_norm.weight", {64}, true});
+    expected.push_back({"output.weight", {64, 32000}, false});
+    ASSERT_EQ(f->tensors().size(), expected.size());
+
+    int64_t params = 0;
+    for (const Expect& e : expected) {
+        const gguf::TensorInfo* t = f->find_tensor(e.name);
+        ASSERT_NE(t, nullptr) << e.name;
+        EXPECT_EQ(t->shape, e.shape) << e.name;
+        EXPECT_EQ(t->type, e.norm ? DType::F32 : type) << e.name;
+        params += t->n_elements();
+
+        const std::vector<float> v = tensor_values(*t);
+        double sum = 0, sum2 = 0;
+        size_t zeros = 0;
+        for (float x : v) {
+            ASSERT_TRUE(std::isfinite(x)) << e.name;
+            sum += x;
+            sum2 += static_cast<double>(x) * x;
+            zeros += x == 0.0f;
+        }
+        const double mean = sum / static_cast<double>(v.size());
+        const double sd = std::sqrt(sum2 / static_cast<double>(v.size()) - mean * mean);
+        if (e.norm) {
+            EXPECT_NEAR(mean, 1.0, 0.01) << e.name;
+            EXPECT_GT(sd, 0.0) << e.name;
+        } else {
+            EXPECT_NEAR(mean, 0.0, 0.005) << e.name;
+            EXPECT_NEAR(sd, 0.02, 0.005) << e.name;
+        }
+        EXPECT_LT(zeros, v.size() / 2) << e.name;
+    }
+    EXPECT_EQ(params, synth_parameter_count(tiny_shape(), 32000));
+}
+
+INSTANTIATE_TEST_SUITE_P(Synth, SynthTypeTest,
+                         ::testing::Values(DType::F32, DType::F16, DType::Q4_0, DType::Q8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Synth, OutputIsIndependentOfThreadCountAndFollowsTheSeed) {
+    TempFile a("synth-a.gguf"), b("synth-b.gguf"), c("synth-c.gguf");
+    SynthOptions o = tiny_options(DType::Q8_0, a.path);
+    o.n_threads = 1;
+    write_synthetic_model(o);
+    o.output_path = b.path.string();
+    o.n_threads = 3;
+    write_synthetic_model(o);
+    o.output_path = c.path.string();
+    o.seed = 8;
+    write_synthetic_model(o);
+    EXPECT_EQ(file_bytes(a.path), file_bytes(b.path));
+    EXPECT_NE(file_bytes(a.path), file_bytes(c.path));
+}
+
+TEST(Synth, KQuantRowsThatDoNotSplitIntoSuperBlocksFallBack) {
+    if (quant::type_ops(DType::Q4_K) == nullptr) GTEST_SKIP() << "no Q4_K quantizer yet";
+    TempFile out("synth-q4k.gguf");
+    SynthOptions o = tiny_options(DType::Q4_K, out.path);
+    o.shape.n_embd = 96;  // not a multiple of 256: those rows fall back to Q5_0
+    o.shape.n_head = 3;
+    o.shape.n_head_kv = 1;
+    o.shape.n_ff = 256;   // ffn_down rows have 256 elements: Q4_K
+    write_synthetic_model(o);
+    const auto f = gguf::File::open(out.path.string());
+    EXPECT_EQ(f->get_int("general.file_type"), 15);
+    EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, DType::Q5_0);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_down.weight")->type, DType::Q4_K);
+}
+
+TEST(Synth, RejectsBadOptions) {
+    auto expect_code = [](auto&& fn, ErrorCode code, const char* text) {
+        try {
+            fn();
+            ADD_FAILURE() << "accepted: " << text;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), code) << e.what();
+            EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+        }
+    };
+    TempFile out("synth-bad.gguf");
+    expect_code([] { synth_shape("gpt-5"); }, ErrorCode::InvalidArgument, "llama2-7b");
+    expect_code([&] {
+        SynthOptions o = tiny_options(DType::IQ2_XXS, out.path);
+        write_synthetic_model(o);
+    }, ErrorCode::InvalidArgument, "iq2_xxs");
+    expect_code([&] {
+        SynthOptions o = tiny_options(DType::F16, out.path);
+        o.shape.n_head = 5;
+        write_synthetic_model(o);
+    }, ErrorCode::InvalidArgument, "n_head");
+    expect_code([&] {
+        SynthOptions o = tiny_options(DType::F16, out.path);
+        o.vocab_path = "/nonexistent/vocab.gguf";
+        write_synthetic_model(o);
+    }, ErrorCode::Io, "/nonexistent/vocab.gguf");
+    EXPECT_FALSE(fs::exists(out.path));
+}
+
+TEST(Synth, PublishedShapes) {
+    EXPECT_EQ(synth_shapes().size(), 4u);
+    const SynthShape& l2 = synth_shape("llama2-7b");
+    EXPECT_EQ(l2.n_ff, 11008);
+    // Llama 2 7B's published parameter count.
+    EXPECT_EQ(synth_parameter_count(l2, 32000), 6738415616);
+    const SynthShape& l3 = synth_shape("llama3-8b");
+    EXPECT_EQ(l3.n_head_kv, 8);
+    EXPECT_EQ(l3.rope_base, 500000.0f);
+    // Llama 3 8B with its 128256-token vocabulary: 8.03B.
+    EXPECT_EQ(synth_parameter_count(l3, 128256), 8030261248);
+    // SmolLM2-135M with an untied output matrix and its 49152-token vocabulary.
+    EXPECT_EQ(synth_parameter_count(synth_shape("smollm2-135m"), 49152), 162826560);
+    EXPECT_EQ(synth_shape("tinyllama-1.1b").n_layer, 22);
+}
+
+}  // namespace
+}  // namespace lantern
