@@ -1,0 +1,105 @@
+// Dot-product tiles of the K-quants against Q8_K activations.
+//
+// Each weight super-block is unpacked once (kquant.h) and then multiplied with
+// the NC activation super-blocks: vpmaddubsw of the unsigned quants with the
+// int8 activations gives int16 pair sums (< 2 * 63 * 127, no saturation),
+// vpmaddwd with the per-pair scales scx turns them into scaled int32 sums, and
+// the min / offset term comes from the activations' bsums in one more vpmaddwd.
+#include "quant/kernels.h"
+#include "quant/kquant.h"
+#include "quant/simd.h"
+#include "quant/tile.h"
+
+namespace lantern::quant {
+namespace {
+
+using kquant::Unpacked;
+
+#if LANTERN_SIMD_WIDTH
+// acc + the dot of one unpacked super-block with one activation super-block,
+// spread over the lanes.
+inline simd::VF dot_superblock(const Unpacked& w, const BlockQ8_K& a, simd::VF acc) {
+    using simd::VI;
+    VI isum = simd::zero_i();
+    for (int p = 0; p < kQKK; p += simd::kBytes) {
+        const VI pairs = simd::maddubs(simd::load_i(w.q + p), simd::load_i(a.qs + p));
+        isum = simd::add_i32(isum, simd::madd(pairs, simd::load_i(w.scx + p / 2)));
+    }
+    acc = simd::fmadd_f(simd::cvt_f(isum), simd::splat_f(w.d * a.d), acc);
+    const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
+                                           _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn)));
+    return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(mins)), simd::splat_f(-w.dm * a.d), acc);
+}
+#else
+inline float dot_superblock(const Unpacked& w, const BlockQ8_K& a) {
+    int isum = 0, msum = 0;
+    for (int g = 0; g < kQKK / 16; ++g) {
+        int gsum = 0;
+        for (int e = 16 * g; e < 16 * g + 16; ++e) gsum += w.q[e] * a.qs[e];
+        isum += gsum * w.scale(g);
+        msum += w.mn[g] * a.bsums[g];
+    }
+    return a.d * (w.d * static_cast<float>(isum) - w.dm * static_cast<float>(msum));
+}
+#endif
+
+template <class K>
+struct KTile {
+    using Block = typename K::Block;
+
+    template <int NR, int NC>
+    static void run(int64_t n, float* s, size_t ldc, const void* x, size_t bx, const void* y, size_t by) {
+        const int64_t nb = n / kQKK;
+        const Block* w[NR];
+        const BlockQ8_K* a[NC];
+        for (int r = 0; r < NR; ++r) w[r] = row_at<Block>(x, bx, r);
+        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
+        Unpacked u;
+#if LANTERN_SIMD_WIDTH
+        simd::VF acc[NR][NC];
+        for (auto& rr : acc)
+            for (simd::VF& v : rr) v = simd::zero_f();
+        for (int64_t b = 0; b < nb; ++b) {
+            for (int r = 0; r < NR; ++r) {
+                K::unpack(w[r][b], u);
+                for (int c = 0; c < NC; ++c) acc[r][c] = dot_superblock(u, a[c][b], acc[r][c]);
+            }
+        }
+        for (int r = 0; r < NR; ++r)
+            for (int c = 0; c < NC; ++c) s[static_cast<size_t>(c) * ldc + r] = simd::hsum_f(acc[r][c]);
+#else
+        float acc[NR][NC] = {};
+        for (int64_t b = 0; b < nb; ++b) {
+            for (int r = 0; r < NR; ++r) {
+                K::unpack(w[r][b], u);
+                for (int c = 0; c < NC; ++c) acc[r][c] += dot_superblock(u, a[c][b]);
+            }
+        }
+        for (int r = 0; r < NR; ++r)
+            for (int c = 0; c < NC; ++c) s[static_cast<size_t>(c) * ldc + r] = acc[r][c];
+#endif
+    }
+};
+
+#if LANTERN_SIMD_WIDTH == 512
+constexpr int kNR = 4, kNC = 4;
+#elif LANTERN_SIMD_WIDTH == 256
+constexpr int kNR = 2, kNC = 4;
+#else
+constexpr int kNR = 2, kNC = 2;
+#endif
+
+template <class K>
+constexpr DotKernel dot_kernel() {
+    return {&TiledDot<KTile<K>, kNR, kNC>::vec_dot, kNR, kNC};
+}
+
+}  // namespace
+
+const DotKernel kDotQ2_K = dot_kernel<kquant::Q2_K>();
+const DotKernel kDotQ3_K = dot_kernel<kquant::Q3_K>();
+const DotKernel kDotQ4_K = dot_kernel<kquant::Q4_K>();
+const DotKernel kDotQ5_K = dot_kernel<kquant::Q5_K>();
+const DotKernel kDotQ6_K = dot_kernel<kquant::Q6_K>();
+
+}  // namespace lantern::quant
