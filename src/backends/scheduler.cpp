@@ -138,8 +138,28 @@ void Scheduler::transfer(const Transfer& t, Backend& to) {
     }
 }
 
+void Scheduler::reserve(Graph& g) { prepare(g); }
+
 void Scheduler::compute(Graph& g, const ComputeHints& hints) {
-    Assignment a = assign(g);
+    Plan plan = prepare(g);
+    const Assignment& a = plan.assignment;
+    const int n = static_cast<int>(a.nodes.size());
+    std::vector<Tensor*> split;
+    for (int i = 0; i < n;) {
+        Backend* b = a.backends[static_cast<size_t>(i)];
+        for (const Transfer& t : plan.transfers_at[static_cast<size_t>(i)]) transfer(t, *b);
+        split.clear();
+        int j = i;
+        for (; j < n && a.backends[static_cast<size_t>(j)] == b; ++j) split.push_back(a.nodes[static_cast<size_t>(j)]);
+        b->compute(split, hints);
+        i = j;
+    }
+}
+
+Scheduler::Plan Scheduler::prepare(Graph& g) {
+    Plan plan;
+    plan.assignment = assign(g);
+    Assignment& a = plan.assignment;
     const int n = static_cast<int>(a.nodes.size());
 
     // Split boundaries: a split is a run of nodes on one backend.
@@ -184,7 +204,8 @@ void Scheduler::compute(Graph& g, const ComputeHints& hints) {
         }
     };
     std::unordered_map<CopyKey, Tensor*, CopyKeyHash> copies;
-    std::vector<std::vector<Transfer>> transfers_at(static_cast<size_t>(n));
+    std::vector<std::vector<Transfer>>& transfers_at = plan.transfers_at;
+    transfers_at.resize(static_cast<size_t>(n));
 
     for (int i = 0; i < n; ++i) {
         Tensor* node = a.nodes[static_cast<size_t>(i)];
@@ -270,18 +291,7 @@ void Scheduler::compute(Graph& g, const ComputeHints& hints) {
         for (Tensor* s : node->src) resolve_view(s);
     }
     for (Tensor* out : g.outputs()) resolve_view(out);
-
-    // Run split by split.
-    std::vector<Tensor*> split;
-    for (int i = 0; i < n;) {
-        Backend* b = a.backends[static_cast<size_t>(i)];
-        for (const Transfer& t : transfers_at[static_cast<size_t>(i)]) transfer(t, *b);
-        split.clear();
-        int j = i;
-        for (; j < n && a.backends[static_cast<size_t>(j)] == b; ++j) split.push_back(a.nodes[static_cast<size_t>(j)]);
-        b->compute(split, hints);
-        i = j;
-    }
+    return plan;
 }
 
 void Scheduler::read_output(const Tensor& t, void* dst, size_t n) {

@@ -43,6 +43,9 @@ public:
     // with Graph::mark_output) are then read with read_output. The graph must
     // outlive the step (call synchronize() or read_output before dropping it).
     void compute(Graph& g, const ComputeHints& hints);
+    // Plans `g` (placement, copies, allocation) without running it, so that
+    // compute buffers are sized for the largest step up front.
+    void reserve(Graph& g);
     // Blocking read of an output tensor's bytes.
     void read_output(const Tensor& t, void* dst, size_t n);
     void synchronize();
@@ -56,6 +59,11 @@ private:
         const Tensor* src;                  // null for a graph input
         const std::vector<uint8_t>* bytes;  // a graph input's host bytes
     };
+    struct Plan {
+        Assignment assignment;
+        std::vector<std::vector<Transfer>> transfers_at;  // by node index: before that split
+    };
+    Plan prepare(Graph& g);
     Buffer& ensure_buffer(Backend& b, size_t bytes);
     void transfer(const Transfer& t, Backend& to);
 

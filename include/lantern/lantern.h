@@ -1,0 +1,207 @@
+// Lantern's public C++ API: load a GGUF model, create a context, tokenize,
+// decode batches of tokens, sample.
+//
+//   auto model = lantern::Model::load("model.gguf", {});
+//   lantern::Context ctx(*model, {});
+//   auto ids = model->tokenize("Hello", /*add_special=*/true, /*parse_special=*/false);
+//   lantern::Batch batch;
+//   for (size_t i = 0; i < ids.size(); ++i) batch.add(ids[i], i, 0, i + 1 == ids.size());
+//   ctx.decode(batch);
+//   lantern::Sampler sampler({.temperature = 0}, model->n_vocab());
+//   int32_t next = sampler.sample(ctx.logits(0));
+//
+// Every failure is a lantern::Error (include/lantern/error.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lantern/error.h"
+
+namespace lantern {
+
+struct ModelParams {
+    // "cpu", "cuda", "opencl", or "auto" (the first GPU backend built in and
+    // present, else the CPU).
+    std::string backend = "cpu";
+    int device = 0;           // device index within the backend (see list_devices)
+    int n_gpu_layers = 0;     // the last N layers run on the GPU backend; > n_layer: all, output too
+    int n_threads = 0;        // CPU threads; 0: all hardware threads
+    // Called with 0..1 while weights are read and uploaded.
+    std::function<void(float)> progress;
+    // Load only the vocabulary and chat template (tokenize, templates); the
+    // file may be a vocabulary-only GGUF. Contexts cannot be made from it.
+    bool vocab_only = false;
+};
+
+struct ModelInfo {
+    std::string architecture;  // general.architecture
+    std::string name;          // general.name
+    std::string description;   // "llama 135M Q4_1", as llama-bench prints it
+    std::string file_type;     // dominant weight type, e.g. "Q4_1"
+    std::string backend;       // backend of the offloaded layers ("cpu" if none)
+    std::string device;        // that backend's device
+    uint64_t n_params = 0;
+    uint64_t file_bytes = 0;
+    int n_layer = 0;
+    int n_embd = 0;
+    int n_vocab = 0;
+    int n_ctx_train = 0;
+    int n_gpu_layers = 0;      // layers actually on the GPU backend
+};
+
+struct ChatMessage {
+    std::string role;
+    std::string content;
+};
+
+struct DeviceInfo {
+    std::string backend;       // "cuda", "opencl"
+    int index = 0;             // pass as ModelParams::device
+    std::string name;
+    std::string details;       // memory, compute units, version, extensions
+};
+
+// Devices of every GPU backend built into this binary.
+std::vector<DeviceInfo> list_devices();
+// Backends built into this binary ("cpu" first).
+std::vector<std::string> available_backends();
+
+class Model {
+public:
+    static std::unique_ptr<Model> load(const std::string& path, const ModelParams& params);
+    ~Model();
+    Model(const Model&) = delete;
+    Model& operator=(const Model&) = delete;
+
+    const ModelInfo& info() const;
+    int n_vocab() const;
+
+    // Text <-> tokens.
+    std::vector<int32_t> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+    std::string token_to_piece(int32_t token, bool render_special = false) const;
+    std::string detokenize(const std::vector<int32_t>& tokens, bool render_special = false) const;
+    bool is_end_of_generation(int32_t token) const;
+    int32_t bos_token() const;
+    int32_t eos_token() const;
+
+    // Renders a conversation with the model's chat template, or with
+    // `override_template` (a built-in name such as "chatml", or Jinja source).
+    std::string apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                    const std::string& override_template = "") const;
+
+    struct Impl;
+    Impl& impl() const { return *impl_; }
+
+private:
+    explicit Model(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+struct ContextParams {
+    int n_ctx = 4096;    // positions per sequence (capped at the model's training context)
+    int n_seq = 1;       // sequences the KV cache holds at once
+    int n_batch = 512;   // tokens per forward pass; longer batches are split
+    int n_threads = 0;   // 0: the model's
+};
+
+// Tokens of one decode call. Each token has a position within its sequence
+// and a sequence id; `logits` asks for that token's next-token logits.
+struct Batch {
+    std::vector<int32_t> tokens;
+    std::vector<int32_t> pos;
+    std::vector<int32_t> seq;
+    std::vector<uint8_t> logits;
+
+    void add(int32_t token, int32_t position, int32_t sequence, bool want_logits) {
+        tokens.push_back(token);
+        pos.push_back(position);
+        seq.push_back(sequence);
+        logits.push_back(want_logits ? 1 : 0);
+    }
+    size_t size() const { return tokens.size(); }
+    void clear() {
+        tokens.clear();
+        pos.clear();
+        seq.clear();
+        logits.clear();
+    }
+};
+
+struct PerfStats {
+    double load_ms = 0;
+    double prompt_ms = 0;
+    int64_t prompt_tokens = 0;
+    double gen_ms = 0;
+    int64_t gen_tokens = 0;
+    // Per backend: graph captures/replays/misses and memory (see --verbose).
+    std::vector<std::pair<std::string, std::string>> backend_stats;
+};
+
+class Context {
+public:
+    Context(Model& model, const ContextParams& params);
+    ~Context();
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    // Runs the batch. Positions of a sequence must continue from what it
+    // holds (or rewind into it); Error(ContextFull) when a position is past
+    // n_ctx. Nothing already in the cache is lost on error.
+    void decode(const Batch& batch);
+    // Logits of the i-th token that asked for them in the last decode.
+    const float* logits(int i) const;
+    int n_outputs() const;
+
+    // Forgets a sequence (its next decode starts at position 0).
+    void clear_sequence(int seq);
+    // Tokens a sequence holds.
+    int sequence_length(int seq) const;
+    int n_ctx() const;
+    int n_seq() const;
+
+    PerfStats perf() const;
+    void reset_perf();
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+struct SamplerParams {
+    float temperature = 0.8f;  // <= 0: greedy
+    int top_k = 40;            // 0: off
+    float top_p = 0.95f;       // 1: off
+    float min_p = 0.05f;       // 0: off
+    float repeat_penalty = 1.0f;
+    int repeat_last_n = 64;
+    float frequency_penalty = 0.0f;
+    float presence_penalty = 0.0f;
+    uint64_t seed = 0xFFFFFFFFu;  // this value: a random seed
+};
+
+class Sampler {
+public:
+    Sampler(const SamplerParams& params, int n_vocab);
+    ~Sampler();
+    Sampler(Sampler&&) noexcept;
+    Sampler& operator=(Sampler&&) noexcept;
+
+    // Picks a token from n_vocab logits and records it for the penalties.
+    int32_t sample(const float* logits);
+    void accept(int32_t token);
+    void reset();
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace lantern

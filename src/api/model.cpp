@@ -1,0 +1,190 @@
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "api/model_impl.h"
+#include "backends/registry.h"
+#include "backends/scheduler.h"
+
+namespace lantern {
+namespace {
+
+const char* file_type_name(int64_t ft) {
+    switch (ft) {
+        case 0: return "F32";
+        case 1: return "F16";
+        case 2: return "Q4_0";
+        case 3: return "Q4_1";
+        case 7: return "Q8_0";
+        case 8: return "Q5_0";
+        case 9: return "Q5_1";
+        case 10: return "Q2_K";
+        case 11: return "Q3_K_S";
+        case 12: return "Q3_K_M";
+        case 13: return "Q3_K_L";
+        case 14: return "Q4_K_S";
+        case 15: return "Q4_K_M";
+        case 16: return "Q5_K_S";
+        case 17: return "Q5_K_M";
+        case 18: return "Q6_K";
+        case 32: return "BF16";
+        default: return nullptr;
+    }
+}
+
+std::string size_label(uint64_t n) {
+    char buf[32];
+    if (n >= 1000000000ull) {
+        std::snprintf(buf, sizeof(buf), "%.1fB", static_cast<double>(n) / 1e9);
+    } else {
+        std::snprintf(buf, sizeof(buf), "%.0fM", static_cast<double>(n) / 1e6);
+    }
+    return buf;
+}
+
+// Asks for a replica of every weight a device-placed node reads, for a
+// one-token and a many-token step (a backend may accept an op at one batch
+// size and not another).
+void plan_weight_uploads(Model::Impl& m) {
+    Scheduler sched(*m.cpu, m.gpu.get(), static_cast<int>(m.hp.n_layer), m.n_gpu_layers, nullptr);
+    for (int64_t T : {int64_t{1}, int64_t{32}}) {
+        Graph g;
+        KvCache kv;
+        kv.n_ctx_seq = 64;
+        kv.n_seq = 1;
+        const int64_t row = m.hp.head_dim * m.hp.n_head_kv;
+        for (int64_t il = 0; il < m.hp.n_layer; ++il) {
+            g.set_layer(static_cast<int>(il));
+            kv.k.push_back(g.new_tensor(DType::F16, {row, kv.n_ctx_seq}, "cache_k"));
+            kv.v.push_back(g.new_tensor(DType::F16, {row, kv.n_ctx_seq}, "cache_v"));
+            kv.k.back()->flags |= kTensorCache;
+            kv.v.back()->flags |= kTensorCache;
+        }
+        std::vector<int32_t> zeros(static_cast<size_t>(T), 0);
+        const size_t bytes = zeros.size() * sizeof(int32_t);
+        StepInputs in;
+        in.tokens = g.input(DType::I32, {T}, "tokens", zeros.data(), bytes);
+        in.pos = g.input(DType::I32, {T}, "positions", zeros.data(), bytes);
+        in.seq = g.input(DType::I32, {T}, "sequences", zeros.data(), bytes);
+        m.build(g, kv, in);
+        Scheduler::Assignment a = sched.assign(g);
+        for (size_t i = 0; i < a.nodes.size(); ++i) {
+            if (a.backends[i]->is_host()) continue;
+            for (const Tensor* s : a.nodes[i]->src) {
+                if (s == nullptr) continue;
+                const Tensor* root = s->storage_root();
+                if (root->flags & kTensorWeight) m.store.request(root, m.table->host_data(root), a.backends[i]);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& params) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto m = std::make_unique<Impl>();
+    m->file = gguf::File::open(path);
+    m->tokenizer = std::make_unique<Tokenizer>(vocab_data_from_gguf(*m->file));
+    m->chat_template = m->file->get_string("tokenizer.chat_template");
+    if (params.vocab_only) {
+        m->vocab_only = true;
+        m->hp.arch = m->file->get_string("general.architecture").value_or("");
+        m->hp.n_vocab = m->tokenizer->n_vocab();
+        m->info.architecture = m->hp.arch;
+        m->info.name = m->file->get_string("general.name").value_or("");
+        m->info.n_vocab = m->tokenizer->n_vocab();
+        m->info.file_bytes = m->file->size();
+        m->info.description = m->hp.arch + " vocabulary";
+        return std::unique_ptr<Model>(new Model(std::move(m)));
+    }
+    m->hp = read_hparams(*m->file);
+    if (m->tokenizer->n_vocab() != m->hp.n_vocab) {
+        throw Error(ErrorCode::Format, path + ": the vocabulary has " + std::to_string(m->tokenizer->n_vocab()) +
+                                           " tokens but the model " + std::to_string(m->hp.n_vocab));
+    }
+
+    int threads = params.n_threads;
+    if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    m->cpu = std::make_unique<CpuBackend>(threads);
+
+    std::string backend = params.backend.empty() ? "cpu" : params.backend;
+    if (backend == "auto") {
+        backend = "cpu";
+        for (const BackendFactory& f : gpu_backend_factories()) {
+            if (!f.devices().empty()) {
+                backend = f.name;
+                break;
+            }
+        }
+    }
+    if (backend != "cpu") m->gpu = create_gpu_backend(backend, params.device);
+
+    m->mapping = m->cpu->wrap(m->file->base(), m->file->size());
+    m->table = std::make_unique<WeightTable>(*m->file, *m->mapping);
+    m->weights = bind_llama_weights(*m->table, m->hp);
+
+    const int n_layer = static_cast<int>(m->hp.n_layer);
+    m->n_gpu_layers = m->gpu ? std::clamp(params.n_gpu_layers, 0, n_layer + 1) : 0;
+    if (m->gpu && m->n_gpu_layers > 0) plan_weight_uploads(*m);
+
+    // Read every weight page once (mapped files load lazily) and upload the
+    // device replicas, reporting progress over both.
+    const size_t data_bytes = m->file->size() - m->file->data_offset();
+    size_t upload_bytes = 0;
+    if (m->gpu) upload_bytes = m->store.bytes_on(m->gpu.get());
+    const double total = static_cast<double>(data_bytes + upload_bytes);
+    volatile uint8_t sink = 0;
+    const uint8_t* base = m->file->base() + m->file->data_offset();
+    constexpr size_t kStep = 1 << 20;
+    for (size_t off = 0; off < data_bytes; off += 4096) {
+        sink = static_cast<uint8_t>(sink + base[off]);
+        if (params.progress && off % kStep == 0) params.progress(static_cast<float>(off / total));
+    }
+    m->store.upload([&](size_t done, size_t) {
+        if (params.progress) params.progress(static_cast<float>((data_bytes + done) / total));
+    });
+    if (params.progress) params.progress(1.0f);
+
+    ModelInfo& info = m->info;
+    info.architecture = m->hp.arch;
+    info.name = m->file->get_string("general.name").value_or("");
+    for (const gguf::TensorInfo& t : m->file->tensors()) info.n_params += static_cast<uint64_t>(t.n_elements());
+    info.file_bytes = m->file->size();
+    const char* ft = file_type_name(m->file->get_int("general.file_type").value_or(-1));
+    info.file_type = ft != nullptr ? ft : dtype_name(m->weights.layers[0].ffn_down->type);
+    info.description = m->hp.arch + " " + size_label(info.n_params) + " " + info.file_type;
+    info.n_layer = n_layer;
+    info.n_embd = static_cast<int>(m->hp.n_embd);
+    info.n_vocab = static_cast<int>(m->hp.n_vocab);
+    info.n_ctx_train = static_cast<int>(m->hp.n_ctx_train);
+    info.n_gpu_layers = std::min(m->n_gpu_layers, n_layer);
+    info.backend = m->gpu && m->n_gpu_layers > 0 ? m->gpu->name() : "cpu";
+    info.device = m->gpu && m->n_gpu_layers > 0 ? m->gpu->description() : m->cpu->description();
+    (void)t0;
+    return std::unique_ptr<Model>(new Model(std::move(m)));
+}
+
+const ModelInfo& Model::info() const { return impl_->info; }
+int Model::n_vocab() const { return static_cast<int>(impl_->hp.n_vocab); }
+
+std::vector<int32_t> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+    return impl_->tokenizer->encode(text, add_special, parse_special);
+}
+
+std::string Model::token_to_piece(int32_t token, bool render_special) const {
+    return impl_->tokenizer->token_to_piece(token, render_special);
+}
+
+std::string Model::detokenize(const std::vector<int32_t>& tokens, bool render_special) const {
+    return impl_->tokenizer->decode(tokens, render_special);
+}
+
+bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
+int32_t Model::bos_token() const { return impl_->tokenizer->bos(); }
+int32_t Model::eos_token() const { return impl_->tokenizer->eos(); }
+
+}  // namespace lantern

@@ -1,0 +1,43 @@
+// What a loaded model holds (behind lantern::Model).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/weight_store.h"
+#include "gguf/gguf.h"
+#include "lantern/lantern.h"
+#include "model/hparams.h"
+#include "model/llama_graph.h"
+#include "model/weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace lantern {
+
+struct Model::Impl {
+    std::unique_ptr<gguf::File> file;
+    HParams hp;
+    std::unique_ptr<Tokenizer> tokenizer;
+    std::optional<std::string> chat_template;  // tokenizer.chat_template
+
+    std::unique_ptr<CpuBackend> cpu;
+    std::unique_ptr<Backend> gpu;  // null when everything runs on the CPU
+    int n_gpu_layers = 0;
+
+    std::unique_ptr<Buffer> mapping;  // the file, as a host buffer
+    std::unique_ptr<WeightTable> table;
+    ModelWeights weights;
+    WeightStore store;
+
+    ModelInfo info;
+    bool vocab_only = false;
+
+    // Builds one step's graph (see model/llama_graph.h).
+    Tensor* build(Graph& g, const KvCache& kv, const StepInputs& in) const {
+        return build_llama_graph(g, hp, weights, kv, in);
+    }
+};
+
+}  // namespace lantern

@@ -1,0 +1,195 @@
+// lantern run: generate from a prompt, or chat with the model's template.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli/common.h"
+
+namespace lantern::cli {
+namespace {
+
+struct RunOptions {
+    ModelOptions model;
+    std::string prompt;
+    std::string prompt_file;
+    int n_predict = 256;
+    int n_ctx = 4096;
+    int n_batch = 512;
+    SamplerParams sampling;
+    int64_t seed = -1;
+    bool chat = false;
+    bool single_turn = false;
+    std::string system;
+    std::string chat_template;
+    bool ignore_eos = false;
+    bool no_display_prompt = false;
+};
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Decodes `tokens` at the end of sequence 0, asking for the last logits.
+void feed(Context& ctx, const std::vector<int32_t>& tokens) {
+    Batch b;
+    const int start = ctx.sequence_length(0);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        b.add(tokens[i], start + static_cast<int>(i), 0, i + 1 == tokens.size());
+    }
+    ctx.decode(b);
+}
+
+// Samples and streams up to n tokens; returns the text generated.
+std::string generate(const Model& model, Context& ctx, Sampler& sampler, int n, bool ignore_eos, bool* stopped) {
+    std::string text;
+    *stopped = false;
+    for (int i = 0; i < n; ++i) {
+        const int32_t tok = sampler.sample(ctx.logits(0));
+        if (model.is_end_of_generation(tok) && !ignore_eos) {
+            *stopped = true;
+            break;
+        }
+        const std::string piece = model.token_to_piece(tok);
+        text += piece;
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+        if (ctx.sequence_length(0) >= ctx.n_ctx()) break;
+        feed(ctx, {tok});
+    }
+    return text;
+}
+
+void print_stats(const Context& ctx, bool verbose) {
+    const PerfStats p = ctx.perf();
+    std::fprintf(stderr, "\nprompt: %lld tokens in %.1f ms (%.2f tokens/s)\n", static_cast<long long>(p.prompt_tokens),
+                 p.prompt_ms, p.prompt_ms > 0 ? 1000.0 * static_cast<double>(p.prompt_tokens) / p.prompt_ms : 0.0);
+    std::fprintf(stderr, "generation: %lld tokens in %.1f ms (%.2f tokens/s)\n", static_cast<long long>(p.gen_tokens),
+                 p.gen_ms, p.gen_ms > 0 ? 1000.0 * static_cast<double>(p.gen_tokens) / p.gen_ms : 0.0);
+    if (verbose) {
+        for (const auto& [name, stats] : p.backend_stats) std::fprintf(stderr, "%s: %s\n", name.c_str(), stats.c_str());
+    }
+}
+
+void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler) {
+    const std::vector<int32_t> tokens = model.tokenize(o.prompt, true, true);
+    if (tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
+    if (static_cast<int>(tokens.size()) >= ctx.n_ctx()) {
+        throw Error(ErrorCode::ContextFull, "the prompt has " + std::to_string(tokens.size()) +
+                                                " tokens; the context holds " + std::to_string(ctx.n_ctx()));
+    }
+    if (!o.no_display_prompt) {
+        std::fwrite(o.prompt.data(), 1, o.prompt.size(), stdout);
+        std::fflush(stdout);
+    }
+    for (int32_t t : tokens) sampler.accept(t);
+    feed(ctx, tokens);
+    bool stopped = false;
+    generate(model, ctx, sampler, o.n_predict, o.ignore_eos, &stopped);
+    std::printf("\n");
+}
+
+void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler) {
+    std::vector<ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    const bool interactive = isatty(STDIN_FILENO) != 0;
+    std::string cached;  // the text whose tokens the cache holds
+    std::string first = o.prompt;
+    for (int turn = 0;; ++turn) {
+        std::string user;
+        if (turn == 0 && !first.empty()) {
+            user = first;
+        } else {
+            if (o.single_turn && turn > 0) break;
+            if (interactive) {
+                std::fprintf(stdout, "\n> ");
+                std::fflush(stdout);
+            }
+            if (!std::getline(std::cin, user)) break;
+            if (user.empty()) continue;
+        }
+        messages.push_back({"user", user});
+        const std::string full = model.apply_chat_template(messages, true, o.chat_template);
+        std::string delta;
+        if (full.compare(0, cached.size(), cached) == 0) {
+            delta = full.substr(cached.size());
+        } else {  // the template rewrote history: start over
+            ctx.clear_sequence(0);
+            delta = full;
+            cached.clear();
+        }
+        const std::string bos = model.bos_token() >= 0 ? model.token_to_piece(model.bos_token(), true) : "";
+        const bool add_special = cached.empty() && (bos.empty() || full.rfind(bos, 0) != 0);
+        const std::vector<int32_t> tokens = model.tokenize(delta, add_special, true);
+        if (ctx.sequence_length(0) + static_cast<int>(tokens.size()) >= ctx.n_ctx()) {
+            throw Error(ErrorCode::ContextFull, "the conversation no longer fits in the context (" +
+                                                    std::to_string(ctx.n_ctx()) + " tokens)");
+        }
+        for (int32_t t : tokens) sampler.accept(t);
+        feed(ctx, tokens);
+        bool stopped = false;
+        const std::string reply = generate(model, ctx, sampler, o.n_predict, false, &stopped);
+        std::printf("\n");
+        std::fflush(stdout);
+        messages.push_back({"assistant", reply});
+        cached = full + reply;
+        if (o.single_turn) break;
+    }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+    auto o = std::make_shared<RunOptions>();
+    CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt, or chat (--chat, or no prompt)");
+    o->model.add_to(*cmd);
+    cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+    cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
+    cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens")->capture_default_str();
+    cmd->add_option("-b,--batch-size", o->n_batch, "tokens per forward pass")->capture_default_str();
+    cmd->add_option("--temp", o->sampling.temperature, "temperature (0: greedy)")->capture_default_str();
+    cmd->add_option("--top-k", o->sampling.top_k, "top-k (0: off)")->capture_default_str();
+    cmd->add_option("--top-p", o->sampling.top_p, "top-p (1: off)")->capture_default_str();
+    cmd->add_option("--min-p", o->sampling.min_p, "min-p (0: off)")->capture_default_str();
+    cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty, "repetition penalty")->capture_default_str();
+    cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n, "tokens the penalties look back")
+        ->capture_default_str();
+    cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty");
+    cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty");
+    cmd->add_option("-s,--seed", o->seed, "random seed (-1: random)")->capture_default_str();
+    cmd->add_flag("--chat,-i", o->chat, "chat with the model's chat template");
+    cmd->add_flag("-st,--single-turn", o->single_turn, "in chat mode, stop after the first answer");
+    cmd->add_option("-sys,--system", o->system, "system message for chat mode");
+    cmd->add_option("--chat-template", o->chat_template, "chat template: a built-in name or Jinja source");
+    cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
+    cmd->add_flag("--no-display-prompt", o->no_display_prompt, "do not echo the prompt");
+    cmd->callback([o] {
+        if (!o->prompt_file.empty()) {
+            std::ifstream in(o->prompt_file, std::ios::binary);
+            if (!in) throw Error(ErrorCode::Io, "cannot read " + o->prompt_file);
+            std::stringstream ss;
+            ss << in.rdbuf();
+            o->prompt = ss.str();
+        }
+        std::unique_ptr<Model> model = o->model.load();
+        ContextParams cp;
+        cp.n_ctx = std::min(o->n_ctx, model->info().n_ctx_train > 0 ? model->info().n_ctx_train : o->n_ctx);
+        cp.n_batch = o->n_batch;
+        Context ctx(*model, cp);
+        SamplerParams sp = o->sampling;
+        sp.seed = o->seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(o->seed);
+        Sampler sampler(sp, model->n_vocab());
+        if (o->chat || o->prompt.empty()) {
+            run_chat(*o, *model, ctx, sampler);
+        } else {
+            run_completion(*o, *model, ctx, sampler);
+        }
+        print_stats(ctx, o->model.verbose);
+    });
+}
+
+}  // namespace lantern::cli

@@ -1,0 +1,87 @@
+#include "cli/common.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace lantern::cli {
+namespace fs = std::filesystem;
+
+namespace {
+constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fs::path executable_dir() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path(".") : exe.parent_path();
+}
+}  // namespace
+
+std::string default_model_path() {
+    if (const char* env = std::getenv("LANTERN_MODEL"); env != nullptr && *env != '\0') return env;
+    const fs::path candidates[] = {
+        executable_dir() / ".." / ".." / "models" / kDefaultModelFile,  // build/bin -> repo root
+        fs::path("models") / kDefaultModelFile,
+    };
+    for (const fs::path& p : candidates) {
+        std::error_code ec;
+        if (fs::exists(p, ec)) return fs::weakly_canonical(p, ec).string();
+    }
+    throw Error(ErrorCode::Io, std::string("no model given (-m) and the default model ") + kDefaultModelFile +
+                                   " was not found: run scripts/setup.sh or set LANTERN_MODEL");
+}
+
+int hardware_threads() {
+    const unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void ModelOptions::add_to(CLI::App& cmd) {
+    cmd.add_option("-m,--model", model_path, "GGUF model file (default: SmolLM2-135M-Instruct)");
+    cmd.add_option("--backend", backend, "cpu, cuda, opencl or auto")->capture_default_str();
+    cmd.add_option("--device", device, "device index within the backend (see `lantern devices`)");
+    cmd.add_option("-ngl,--n-gpu-layers", n_gpu_layers, "layers to run on the GPU backend, counted from the last")
+        ->capture_default_str();
+    cmd.add_option("-t,--threads", n_threads, "CPU threads (default: all)");
+    cmd.add_flag("-v,--verbose", verbose, "print backend statistics");
+}
+
+std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
+    ModelParams p;
+    p.backend = backend;
+    p.device = device;
+    p.n_gpu_layers = n_gpu_layers;
+    p.n_threads = n_threads > 0 ? n_threads : hardware_threads();
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    int last = -1;
+    if (tty && !quiet) {
+        p.progress = [&last](float f) {
+            const int pct = static_cast<int>(f * 100.0f);
+            if (pct == last) return;
+            last = pct;
+            const int width = 30, filled = pct * width / 100;
+            std::fprintf(stderr, "\rloading [%.*s%*s] %3d%%", filled, "##############################",
+                         width - filled, "", pct);
+            std::fflush(stderr);
+        };
+    }
+    const std::string path = model_path.empty() ? default_model_path() : model_path;
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<Model> m = Model::load(path, p);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (tty && !quiet) std::fprintf(stderr, "\r%*s\r", 50, "");
+    if (!quiet) {
+        const ModelInfo& i = m->info();
+        std::fprintf(stderr, "model: %s (%s), %d layers, backend %s (%d layers offloaded), %d threads\n",
+                     i.description.c_str(), path.c_str(), i.n_layer, i.backend.c_str(), i.n_gpu_layers,
+                     p.n_threads);
+        std::fprintf(stderr, "load time: %.1f ms\n", ms);
+    }
+    return m;
+}
+
+}  // namespace lantern::cli

@@ -1,0 +1,41 @@
+// Pieces shared by the subcommands of the `lantern` tool.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "lantern/lantern.h"
+
+namespace lantern::cli {
+
+// Options every model-loading command takes.
+struct ModelOptions {
+    std::string model_path;  // empty: the default model
+    std::string backend = "cpu";
+    int device = 0;
+    int n_gpu_layers = 0;
+    int n_threads = 0;
+    bool verbose = false;
+
+    void add_to(CLI::App& cmd);
+    // Loads with a progress bar on stderr (when it is a terminal) and prints
+    // the load time.
+    std::unique_ptr<Model> load(bool quiet = false) const;
+};
+
+// The default model: $LANTERN_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
+// beside the build directory or the current directory.
+std::string default_model_path();
+
+// Hardware threads, at least 1.
+int hardware_threads();
+
+// Subcommand registration (one file each).
+void add_run_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_synth_command(CLI::App& app);
+void add_devices_command(CLI::App& app);
+
+}  // namespace lantern::cli

@@ -1,0 +1,91 @@
+#include "model/weights.h"
+
+#include "backends/backend.h"
+#include "gguf/gguf.h"
+#include "lantern/error.h"
+
+namespace lantern {
+namespace {
+
+std::string shape_str(const std::array<int64_t, kMaxDims>& ne) {
+    std::string s = "[";
+    int last = kMaxDims - 1;
+    while (last > 0 && ne[static_cast<size_t>(last)] == 1) --last;
+    for (int d = 0; d <= last; ++d) {
+        if (d > 0) s += ", ";
+        s += std::to_string(ne[static_cast<size_t>(d)]);
+    }
+    return s + "]";
+}
+
+}  // namespace
+
+WeightTable::WeightTable(const gguf::File& file, Buffer& mapping) : file_(file) {
+    for (const gguf::TensorInfo& info : file.tensors()) {
+        Tensor& t = tensors_.emplace_back();
+        t.type = info.type;
+        for (size_t d = 0; d < info.shape.size(); ++d) t.ne[d] = info.shape[d];
+        t.set_contiguous_strides();
+        t.buffer = &mapping;
+        t.offset = static_cast<size_t>(info.data - file.base());
+        t.flags = kTensorWeight;
+        t.name = info.name.c_str();
+        by_name_[info.name] = &t;
+    }
+}
+
+Tensor* WeightTable::find(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second;
+}
+
+Tensor* WeightTable::optional(const std::string& name, std::initializer_list<int64_t> shape) const {
+    Tensor* t = find(name);
+    if (t == nullptr) return nullptr;
+    std::array<int64_t, kMaxDims> want{1, 1, 1, 1};
+    size_t d = 0;
+    for (int64_t n : shape) want[d++] = n;
+    if (t->ne != want) {
+        throw Error(ErrorCode::Format, file_.path() + ": tensor '" + name + "' has shape " + shape_str(t->ne) +
+                                           ", expected " + shape_str(want));
+    }
+    return t;
+}
+
+Tensor* WeightTable::require(const std::string& name, std::initializer_list<int64_t> shape) const {
+    Tensor* t = optional(name, shape);
+    if (t == nullptr) throw Error(ErrorCode::Format, file_.path() + ": missing tensor '" + name + "'");
+    return t;
+}
+
+const void* WeightTable::host_data(const Tensor* t) const { return file_.base() + t->offset; }
+
+ModelWeights bind_llama_weights(const WeightTable& w, const HParams& hp) {
+    ModelWeights m;
+    const int64_t e = hp.n_embd, q = hp.n_head * hp.head_dim, kv = hp.n_head_kv * hp.head_dim;
+    m.tok_embd = w.require("token_embd.weight", {e, hp.n_vocab});
+    m.output_norm = w.require("output_norm.weight", {e});
+    m.output = w.optional("output.weight", {e, hp.n_vocab});
+    if (m.output == nullptr) m.output = m.tok_embd;  // tied embeddings
+    m.rope_freqs = w.optional("rope_freqs.weight", {hp.n_rot / 2});
+    m.layers.resize(static_cast<size_t>(hp.n_layer));
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        LayerWeights& l = m.layers[static_cast<size_t>(il)];
+        const std::string p = "blk." + std::to_string(il) + ".";
+        l.attn_norm = w.require(p + "attn_norm.weight", {e});
+        l.wq = w.require(p + "attn_q.weight", {e, q});
+        l.wk = w.require(p + "attn_k.weight", {e, kv});
+        l.wv = w.require(p + "attn_v.weight", {e, kv});
+        l.wo = w.require(p + "attn_output.weight", {q, e});
+        l.bq = w.optional(p + "attn_q.bias", {q});
+        l.bk = w.optional(p + "attn_k.bias", {kv});
+        l.bv = w.optional(p + "attn_v.bias", {kv});
+        l.ffn_norm = w.require(p + "ffn_norm.weight", {e});
+        l.ffn_gate = w.require(p + "ffn_gate.weight", {e, hp.n_ff});
+        l.ffn_up = w.require(p + "ffn_up.weight", {e, hp.n_ff});
+        l.ffn_down = w.require(p + "ffn_down.weight", {hp.n_ff, e});
+    }
+    return m;
+}
+
+}  // namespace lantern

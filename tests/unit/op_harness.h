@@ -1,0 +1,58 @@
+// Op tests shared by every backend.
+//
+// An OpCase is a small graph (one op, or a few) over random leaves. run_case
+// executes it on a backend through the scheduler's own path (allocation,
+// weight upload, compute, readback) with guard bytes around every output,
+// and returns the outputs as floats. The reference is ReferenceBackend: a
+// plain scalar implementation of every op in double precision.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "graph/graph.h"
+
+namespace lantern::test {
+
+struct OpCase {
+    std::string name;
+    Graph graph;
+    // Host bytes of every leaf (weights, inputs, caches).
+    std::vector<std::pair<Tensor*, std::vector<uint8_t>>> leaves;
+    std::vector<Tensor*> outputs;
+    double tolerance = 1e-7;  // normalised MSE allowed against the reference
+    // Rough size of the work, for the perf mode: bytes moved, flops.
+    double bytes = 0;
+    double flops = 0;
+};
+
+// Every op, with several shapes and types. Deterministic in `seed`.
+std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed);
+
+struct CaseResult {
+    bool supported = false;          // the backend accepts every node
+    bool guards_intact = true;       // no write outside an output
+    std::vector<std::vector<float>> outputs;
+    double seconds_per_run = 0;      // with timing runs > 0
+};
+
+// Runs the case on `backend` (weights through upload_weight). When the
+// backend lacks a node, supported is false and nothing runs. `timing_runs`
+// > 0 repeats the compute that many times and reports the mean time.
+CaseResult run_case(OpCase& c, Backend& backend, int timing_runs = 0);
+
+// sum((a - ref)^2) / sum(ref^2); infinity when either holds a NaN or the
+// sizes differ.
+double nmse(const std::vector<float>& a, const std::vector<float>& ref);
+
+// A host backend implementing every op plainly, in double precision.
+std::unique_ptr<Backend> make_reference_backend();
+
+// Wraps a backend and hides the listed ops from supports() (to exercise
+// fallbacks and fused-op defaults).
+std::unique_ptr<Backend> make_masked_backend(Backend& inner, std::vector<Op> hidden);
+
+}  // namespace lantern::test
