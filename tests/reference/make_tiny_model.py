@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Write a tiny, seeded, random-weight GGUF model of a given architecture.
+
+  python3 tests/reference/make_tiny_model.py ARCH OUT.gguf [--type TYPE]
+         [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
+         [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
+
+ARCH: llama | mistral | qwen2 | phi3 | gemma3
+TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
+      q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
+      multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
+      --wide does for any type).
+Only 2-D weight matrices are quantized (token_embd and output included, unless
+--output-type overrides them); norms, biases and rope factor vectors stay F32,
+as in llama.cpp's files.  The same seed and width give the same float weights
+for every --type, so e.g. `llama --type f32` and `llama --type q8_0` (or
+`--wide --type f32` and `--type q4_k`) are the same model up to quantization
+error.
+
+Default shapes: n_embd 64, n_head 4, n_head_kv 2 (GQA), head_dim 16, n_ff 128,
+2 layers (gemma3: 6 layers so that layer 5 is a global layer), context 512.
+Vocabulary (gpt2, default): ids 0..255 are the 256 byte tokens in byte order
+(GPT-2 byte-to-unicode spelling, so id == byte value), then 10 merge results
+(Ġt he Ġthe in er Ġa on re Ġs at), then <|endoftext|> (bos), <|im_start|>,
+<|im_end|> (eos) as control tokens: 269 tokens, tokenizer.ggml.pre "gpt-2",
+add_bos_token false, a ChatML chat template.
+--tokenizer llama writes a SentencePiece-style vocabulary instead: <unk> <s>
+</s>, <0x00>..<0xFF> byte tokens, a few ▁-pieces with scores, ChatML control
+tokens; add_bos_token true.
+
+Per-architecture features exercised (disable the optional ones with --plain):
+  llama   separate output.weight; rope_freqs.weight (Llama-3 style frequency
+          factors, 1..8); freq_base 10000; normal (interleaved) rope.
+  mistral written as general.architecture "llama" (that is what real Mistral
+          GGUFs use; override with --arch-name mistral) with
+          llama.attention.sliding_window 8 and linear rope scaling factor 2.
+  qwen2   q/k/v biases; tied output (no output.weight); freq_base 1e6; neox.
+  phi3    fused attn_qkv and fused ffn_up (gate|up); partial rotary
+          (rope.dimension_count = 3/4 head_dim); longrope factors
+          rope_factors_short/long.weight and rope.scaling.attn_factor; context
+          512 with rope.scaling.original_context_length 256 (short factors
+          unless the engine runs with n_ctx > 256: pass --n-ctx to the
+          reference to match).
+  gemma3  6 layers, sliding_window 4 (layers 0-4 local, 5 global), head_dim 32
+          (key_length != n_embd / n_head), q/k norms, post-attention and
+          post-ffw norms, GeGLU, tied output, freq_base 1e6 with linear scaling
+          factor 8 (global layers only), local base 10000 (llama.cpp default,
+          not stored); norm weights around 1 (stored as llama.cpp stores them,
+          i.e. already "1 + w"); --softcap adds attn/final logit softcapping
+          (50 / 30) which real Gemma 3 files do not have.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+import gguf
+from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType, RopeScalingType, TokenType
+from gguf.quants import quantize
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kquants  # noqa: E402
+
+ARCHS = ("llama", "mistral", "qwen2", "phi3", "gemma3")
+
+LEGACY_TYPES = {
+    "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
+    "bf16": GGMLQuantizationType.BF16, "q4_0": GGMLQuantizationType.Q4_0,
+    "q4_1": GGMLQuantizationType.Q4_1, "q5_0": GGMLQuantizationType.Q5_0,
+    "q5_1": GGMLQuantizationType.Q5_1, "q8_0": GGMLQuantizationType.Q8_0,
+}
+K_TYPES = {
+    "q2_k": GGMLQuantizationType.Q2_K, "q3_k": GGMLQuantizationType.Q3_K,
+    "q4_k": GGMLQuantizationType.Q4_K, "q5_k": GGMLQuantizationType.Q5_K,
+    "q6_k": GGMLQuantizationType.Q6_K,
+}
+FILE_TYPES = {
+    "f32": LlamaFileType.ALL_F32, "f16": LlamaFileType.MOSTLY_F16,
+    "bf16": LlamaFileType.MOSTLY_BF16, "q4_0": LlamaFileType.MOSTLY_Q4_0,
+    "q4_1": LlamaFileType.MOSTLY_Q4_1, "q5_0": LlamaFileType.MOSTLY_Q5_0,
+    "q5_1": LlamaFileType.MOSTLY_Q5_1, "q8_0": LlamaFileType.MOSTLY_Q8_0,
+    "q2_k": LlamaFileType.MOSTLY_Q2_K, "q3_k": LlamaFileType.MOSTLY_Q3_K_M,
+    "q4_k": LlamaFileType.MOSTLY_Q4_K_M, "q5_k": LlamaFileType.MOSTLY_Q5_K_M,
+    "q6_k": LlamaFileType.MOSTLY_Q6_K,
+}
+
+GPT2_MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("e", "r"),
+               ("Ġ", "a"), ("o", "n"), ("r", "e"), ("Ġ", "s"), ("a", "t")]
+SPM_PIECES = ["▁", "▁t", "he", "▁the", "in", "er", "▁a", "on", "re", "▁s", "at"]
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def gpt2_byte_to_unicode() -> dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    extra = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + extra)
+            extra += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def add_tokenizer(w: GGUFWriter, kind: str) -> int:
+    """Writes the tokenizer keys; returns the vocabulary size."""
+    if kind == "gpt2":
+        b2u = gpt2_byte_to_unicode()
+        tokens = [b2u[b] for b in range(256)]
+        types = [TokenType.NORMAL] * 256
+        for a, b in GPT2_MERGES:
+            tokens.append(a + b)
+            types.append(TokenType.NORMAL)
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        base = len(tokens)
+        tokens += specials
+        types += [TokenType.CONTROL] * len(specials)
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("gpt-2")
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges([f"{a} {b}" for a, b in GPT2_MERGES])
+        w.add_bos_token_id(base)
+        w.add_eos_token_id(base + 2)
+        w.add_pad_token_id(base)
+        w.add_add_bos_token(False)
+    elif kind == "llama":
+        tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+        types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+        scores = [0.0] * len(tokens)
+        for i, p in enumerate(SPM_PIECES):
+            tokens.append(p)
+            types.append(TokenType.NORMAL)
+            scores.append(-float(i + 1))
+        for s in ("<|im_start|>", "<|im_end|>"):
+            tokens.append(s)
+            types.append(TokenType.CONTROL)
+            scores.append(0.0)
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_scores(scores)
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_add_bos_token(True)
+        w.add_add_space_prefix(True)
+    else:
+        raise ValueError(kind)
+    w.add_chat_template(CHATML_TEMPLATE)
+    return len(tokens)
+
+
+class TensorSink:
+    """Collects float tensors (numpy layout: reversed GGUF dims) and writes them."""
+
+    def __init__(self, writer: GGUFWriter, wtype: str, otype: str):
+        self.w = writer
+        self.wtype = wtype
+        self.otype = otype
+
+    def add(self, name: str, arr: np.ndarray, quantizable: bool = True) -> None:
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        if arr.ndim < 2 or not quantizable:
+            self.w.add_tensor(name, arr)
+            return
+        t = self.otype if name in ("token_embd.weight", "output.weight") else self.wtype
+        if t == "f32":
+            self.w.add_tensor(name, arr)
+        elif t == "f16":
+            self.w.add_tensor(name, arr.astype(np.float16))
+        elif t in LEGACY_TYPES:
+            q = quantize(arr, LEGACY_TYPES[t])
+            self.w.add_tensor(name, q, raw_dtype=LEGACY_TYPES[t])
+        elif t in K_TYPES:
+            q = kquants.ENCODERS[K_TYPES[t].name](arr)
+            self.w.add_tensor(name, q, raw_dtype=K_TYPES[t])
+        else:
+            raise ValueError(f"unknown type {t}")
+
+
+def build(args) -> None:
+    arch = args.arch
+    plain = args.plain
+    rng = np.random.default_rng(args.seed)
+    is_k = args.wide or args.type in K_TYPES or args.output_type in K_TYPES
+    n_embd = 256 if is_k else 64
+    n_ff = 512 if is_k else 128
+    n_head, n_head_kv = 4, 2
+    head_dim = n_embd // n_head
+    if arch == "gemma3":
+        head_dim = 2 * n_embd // n_head          # 32 (k: 128): q width != n_embd
+    n_layer = args.n_layer or (6 if arch == "gemma3" else 2)
+    n_ctx = 512
+    file_arch = args.arch_name or ("llama" if arch == "mistral" else arch)
+
+    w = GGUFWriter(args.out, file_arch)
+    w.add_name(f"tiny-{arch}-{args.type}")
+    w.add_type("model")
+    n_vocab = add_tokenizer(w, args.tokenizer)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_head_kv)
+    w.add_layer_norm_rms_eps(1e-6 if arch == "gemma3" else 1e-5)
+    w.add_vocab_size(n_vocab)
+    w.add_file_type(FILE_TYPES[args.type])
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    n_rot = head_dim
+    if arch == "phi3" and not plain:
+        n_rot = (3 * head_dim // 4) // 2 * 2
+    w.add_rope_dimension_count(n_rot)
+    w.add_rope_freq_base(1e6 if arch in ("qwen2", "gemma3") else 10000.0)
+    if arch == "gemma3":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+        if args.sliding_window != 0:
+            w.add_sliding_window(args.sliding_window or 4)
+        if not plain:
+            w.add_rope_scaling_type(RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(8.0)
+        if args.softcap:
+            w.add_attn_logit_softcapping(50.0)
+            w.add_final_logit_softcapping(30.0)
+    if arch == "mistral":
+        if args.sliding_window != 0:
+            w.add_sliding_window(args.sliding_window or 8)
+        if not plain:
+            w.add_rope_scaling_type(RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(2.0)
+    if arch == "phi3" and not plain:
+        w.add_rope_scaling_attn_factors(1.19)
+        w.add_rope_scaling_orig_ctx_len(256)
+
+    sink = TensorSink(w, args.type, args.output_type or args.type)
+
+    def mat(n_out: int, n_in: int, scale: float = 1.0) -> np.ndarray:
+        # numpy (n_out, n_in) == GGUF dims [n_in, n_out]
+        return rng.standard_normal((n_out, n_in)) * (scale / np.sqrt(n_in))
+
+    def norm(n: int) -> np.ndarray:
+        return 1.0 + 0.1 * rng.standard_normal(n)
+
+    # tied-output archs get small embeddings so that logits stay O(1)
+    embd_std = {"gemma3": 1.0, "qwen2": 2.0}.get(arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
+    sink.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)) * embd_std)
+    sink.add("output_norm.weight", norm(n_embd))
+    if arch not in ("qwen2", "gemma3"):
+        sink.add("output.weight", mat(n_vocab, n_embd, 2.0))
+    if arch == "llama" and not plain:
+        sink.add("rope_freqs.weight", np.geomspace(1.0, 8.0, n_rot // 2))
+    if arch == "phi3" and not plain:
+        sink.add("rope_factors_short.weight", 1.0 + 0.5 * rng.random(n_rot // 2))
+        sink.add("rope_factors_long.weight", np.geomspace(1.0, 6.0, n_rot // 2))
+
+    nq = n_head * head_dim
+    nkv = n_head_kv * head_dim
+    for il in range(n_layer):
+        p = f"blk.{il}."
+        sink.add(p + "attn_norm.weight", norm(n_embd))
+        if arch == "phi3":
+            sink.add(p + "attn_qkv.weight", np.concatenate(
+                [mat(nq, n_embd), mat(nkv, n_embd), mat(nkv, n_embd)], axis=0))
+        else:
+            sink.add(p + "attn_q.weight", mat(nq, n_embd))
+            sink.add(p + "attn_k.weight", mat(nkv, n_embd))
+            sink.add(p + "attn_v.weight", mat(nkv, n_embd))
+        if arch == "qwen2":
+            sink.add(p + "attn_q.bias", 0.1 * rng.standard_normal(nq))
+            sink.add(p + "attn_k.bias", 0.1 * rng.standard_normal(nkv))
+            sink.add(p + "attn_v.bias", 0.1 * rng.standard_normal(nkv))
+        if arch == "gemma3":
+            sink.add(p + "attn_q_norm.weight", norm(head_dim))
+            sink.add(p + "attn_k_norm.weight", norm(head_dim))
+        sink.add(p + "attn_output.weight", mat(n_embd, nq))
+        if arch == "gemma3":
+            sink.add(p + "post_attention_norm.weight", norm(n_embd))
+        sink.add(p + "ffn_norm.weight", norm(n_embd))
+        if arch == "phi3":
+            sink.add(p + "ffn_up.weight", np.concatenate([mat(n_ff, n_embd), mat(n_ff, n_embd)], axis=0))
+        else:
+            sink.add(p + "ffn_gate.weight", mat(n_ff, n_embd))
+            sink.add(p + "ffn_up.weight", mat(n_ff, n_embd))
+        sink.add(p + "ffn_down.weight", mat(n_embd, n_ff))
+        if arch == "gemma3":
+            sink.add(p + "post_ffw_norm.weight", norm(n_embd))
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="write a tiny random GGUF model")
+    ap.add_argument("arch", choices=ARCHS)
+    ap.add_argument("out")
+    ap.add_argument("--type", default="f32", choices=sorted(list(LEGACY_TYPES) + list(K_TYPES)))
+    ap.add_argument("--output-type", default=None, choices=sorted(list(LEGACY_TYPES) + list(K_TYPES)),
+                    help="type of token_embd/output (default: --type)")
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--n-layer", type=int, default=0)
+    ap.add_argument("--tokenizer", choices=("gpt2", "llama"), default="gpt2")
+    ap.add_argument("--arch-name", default=None, help="override general.architecture")
+    ap.add_argument("--sliding-window", type=int, default=None,
+                    help="mistral/gemma3 window (default 8/4; 0 = none)")
+    ap.add_argument("--softcap", action="store_true", help="gemma3: add logit softcapping keys")
+    ap.add_argument("--plain", action="store_true",
+                    help="skip optional features (rope factors/scaling, partial rotary)")
+    ap.add_argument("--wide", action="store_true",
+                    help="n_embd 256 / n_ff 512 (what the k-quant types use)")
+    args = ap.parse_args(argv)
+    build(args)
+    print(f"wrote {args.out} ({args.arch}, {args.type})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
