@@ -4,6 +4,7 @@
 // mapping, so a malformed or truncated file ends in an Error, never an
 // out-of-bounds read. Counts are checked against the bytes left before
 // anything is reserved for them, so an absurd count cannot exhaust memory.
+#include <algorithm>
 #include <bit>
 #include <limits>
 
@@ -22,6 +23,11 @@ constexpr uint64_t kInt64Max = static_cast<uint64_t>(std::numeric_limits<int64_t
 constexpr size_t kMinKvBytes = 8 + 4 + 1;              // key length, type, one-byte value
 constexpr size_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, one dim, type, offset
 constexpr size_t kMinNestedArrayBytes = 4 + 8;         // element type, count
+
+// Reserve no more than this many elements up front: a count that passes the
+// bytes-left check can still be far more items than a file holds in practice,
+// and the vectors grow as real items arrive.
+size_t reserve_hint(uint64_t count) { return static_cast<size_t>(std::min<uint64_t>(count, 1u << 16)); }
 
 std::string quoted(std::string_view s) {
     std::string out = "'";
@@ -123,12 +129,12 @@ Array read_array(Cursor& c, int depth) {
     switch (a.elem_type) {
         case ValueType::STRING:
             c.check_count(count, 8, "array length");
-            a.strings.reserve(static_cast<size_t>(count));
+            a.strings.reserve(reserve_hint(count));
             for (uint64_t i = 0; i < count; ++i) a.strings.push_back(c.read_string("array string"));
             break;
         case ValueType::ARRAY:
             c.check_count(count, kMinNestedArrayBytes, "array length");
-            a.arrays.reserve(static_cast<size_t>(count));
+            a.arrays.reserve(reserve_hint(count));
             for (uint64_t i = 0; i < count; ++i) a.arrays.push_back(read_array(c, depth + 1));
             break;
         default: {
@@ -268,7 +274,7 @@ void File::parse() {
     uint64_t n_kv = 0;
     read_header(c, version_, n_tensors, n_kv);
 
-    kv_.reserve(static_cast<size_t>(n_kv));
+    kv_.reserve(reserve_hint(n_kv));
     for (uint64_t i = 0; i < n_kv; ++i) {
         c.set_where("metadata #" + std::to_string(i));
         std::string key = c.read_string("key");
@@ -298,7 +304,7 @@ void File::parse() {
         alignment_ = static_cast<size_t>(v);
     }
 
-    tensors_.reserve(static_cast<size_t>(n_tensors));
+    tensors_.reserve(reserve_hint(n_tensors));
     for (uint64_t i = 0; i < n_tensors; ++i) {
         TensorInfo t = read_tensor_info(c, i);
         if (tensor_index_.count(t.name) != 0) {
