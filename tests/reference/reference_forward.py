@@ -380,7 +380,9 @@ def _read_gguf(path: str, cache_dir: str | None):
                 os.rename(tmp, cdir)
         except OSError as exc:  # cache is best effort
             sys.stderr.write(f"warning: could not write cache {cdir}: {exc}\n")
-    w = {k: a.astype(np.float64) for k, a in w32.items()}
+    w = {}
+    for k in list(w32):  # widen one tensor at a time to bound peak memory
+        w[k] = w32.pop(k).astype(np.float64)
     return meta, w, tokens, merges
 
 
