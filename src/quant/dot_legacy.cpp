@@ -7,7 +7,8 @@
 // per activation block. Q8_0 weights are made unsigned with u = q ^ 0x80
 // (offset 128) when VNNI is there, and multiplied with the sign trick
 // otherwise. The int32 lanes become floats scaled by d_w * d_a; Q4_1/Q5_1 add
-// m_w * s_a, where the activation's s = d_a * sum(a) is stored in its block.
+// m_w * d_a * sum(a), with sum(a) taken from the quants (Q8_1's stored
+// s = d_a * sum(a) is rounded to fp16, so the kernels do not use it).
 //
 // A step covers one block per 256-bit piece of a vector (two with AVX-512);
 // each weight step is unpacked once and used for all NC activation rows.
@@ -49,62 +50,94 @@ struct LegacyTile {
 
 private:
 #if LANTERN_SIMD_WIDTH
+    using VF = simd::VF;
+    using VI = simd::VI;
+
     // The constant subtracted from u through the activation sums.
     static constexpr int kCorrection = W::kSigned ? (LANTERN_SIMD_VNNI ? 128 : 0) : W::kOffset;
 
-    // Blocks b .. b + kPieces - 1; in the tail only block b, whose copy in the
-    // second piece gets weight scale (and min) 0.
-    template <int NR, int NC, bool kTail>
-    static inline void step(simd::VF (&acc)[NR][NC], const Block* const (&w)[NR], const Act* const (&a)[NC],
-                            int64_t b) {
-        using simd::VF;
-        using simd::VI;
-        VI aq[NC], corr[NC];
-        VF ad[NC], as[NC];
-        for (int c = 0; c < NC; ++c) {
-            const void* q[kPieces];
-            float d[kPieces], sum[kPieces];
-            for (int i = 0; i < kPieces; ++i) {
-                const Act& blk = a[c][b + (kTail ? 0 : i)];
-                q[i] = blk.qs;
-                d[i] = fp16_to_f32(blk.d);
-                if constexpr (W::kHasMin) sum[i] = fp16_to_f32(blk.s);
-            }
-            aq[c] = simd::load_pieces(q);
-            ad[c] = simd::splat_pieces(d);
-            if constexpr (W::kHasMin) as[c] = simd::splat_pieces(sum);
-            if constexpr (kCorrection != 0) {
-                const VI k = simd::splat_i8(static_cast<int8_t>(kCorrection));
-                corr[c] = simd::sub_i32(simd::zero_i(), simd::dot_u8s8(simd::zero_i(), k, aq[c]));
-            }
+    // One step of kPieces activation blocks: quants, scales, -kCorrection * sum
+    // of the quants per int32 lane and (for Q4_1/Q5_1) d * sum per lane.
+    struct ActStep {
+        VI q, corr;
+        VF d, s;
+    };
+    // One step of kPieces weight blocks: quants as unsigned bytes (signed for
+    // Q8_0 without VNNI), scales and mins.
+    struct WeightStep {
+        VI q;
+        VF d, m;
+    };
+
+    // Blocks p[0 .. kPieces); in the tail only p[0], whose copy in the second
+    // piece gets weight scale (and min) 0 so that it adds nothing.
+    template <bool kTail>
+    static ActStep load_act(const Act* p) {
+        ActStep a;
+        const void* q[kPieces];
+        for (int i = 0; i < kPieces; ++i) q[i] = p[kTail ? 0 : i].qs;
+        a.q = simd::load_pieces(q);
+        a.d = kTail ? splat_tail([](const Act& b) { return fp16_to_f32(b.d); }, p, false)
+                    : simd::splat_fp16_pieces<sizeof(Act)>(&p->d);
+        if constexpr (W::kHasMin) {
+            // d * sum(a), from the quants rather than Q8_1's fp16 s (which is
+            // rounded): the lanes of a piece add up to the block's sum.
+            const VI sums = simd::dot_u8s8(simd::zero_i(), simd::splat_i8(1), a.q);
+            a.s = simd::mul_f(a.d, simd::cvt_f(sums));
         }
-        for (int r = 0; r < NR; ++r) {
-            const Block* blocks[kPieces];
-            float d[kPieces], m8[kPieces];
-            for (int i = 0; i < kPieces; ++i) {
-                blocks[i] = &w[r][b + (kTail ? 0 : i)];
-                const bool dead = kTail && i > 0;
-                d[i] = dead ? 0.0f : scale_of<W>(*blocks[i]);
-                // The min term is added on all 8 lanes of a piece: 1/8 each.
-                if constexpr (W::kHasMin) m8[i] = dead ? 0.0f : 0.125f * min_of<W>(*blocks[i]);
-            }
-            VI wq = W::load(blocks);
-            if constexpr (W::kSigned && kCorrection != 0) wq = simd::xor_i(wq, simd::splat_i8(-128));
-            const VF wd = simd::splat_pieces(d);
-            VF wm = simd::zero_f();
-            if constexpr (W::kHasMin) wm = simd::splat_pieces(m8);
-            for (int c = 0; c < NC; ++c) {
-                VI dot;
-                if constexpr (kCorrection != 0) {
-                    dot = simd::dot_u8s8(corr[c], wq, aq[c]);
-                } else if constexpr (W::kSigned) {
-                    dot = simd::dot_s8s8(simd::zero_i(), wq, aq[c]);
-                } else {
-                    dot = simd::dot_u8s8(simd::zero_i(), wq, aq[c]);
-                }
-                acc[r][c] = simd::fmadd_f(simd::cvt_f(dot), simd::mul_f(wd, ad[c]), acc[r][c]);
-                if constexpr (W::kHasMin) acc[r][c] = simd::fmadd_f(wm, as[c], acc[r][c]);
-            }
+        if constexpr (kCorrection != 0) {
+            const VI k = simd::splat_i8(static_cast<int8_t>(kCorrection));
+            a.corr = simd::sub_i32(simd::zero_i(), simd::dot_u8s8(simd::zero_i(), k, a.q));
+        }
+        return a;
+    }
+
+    template <bool kTail>
+    static WeightStep load_weights(const Block* p) {
+        WeightStep w;
+        const Block* blocks[kPieces];
+        for (int i = 0; i < kPieces; ++i) blocks[i] = &p[kTail ? 0 : i];
+        w.q = W::load(blocks);
+        if constexpr (W::kSigned && kCorrection != 0) w.q = simd::xor_i(w.q, simd::splat_i8(-128));
+        w.d = kTail ? splat_tail([](const Block& b) { return scale_of<W>(b); }, p, true)
+                    : simd::splat_fp16_pieces<sizeof(Block)>(&p->d);
+        if constexpr (W::kHasMin) {
+            w.m = kTail ? splat_tail([](const Block& b) { return min_of<W>(b); }, p, true)
+                        : simd::splat_fp16_pieces<sizeof(Block)>(&p->m);
+        }
+        return w;
+    }
+
+    // f(p[0]) in piece 0; in the others f(p[0]) again, or 0 when `dead`.
+    template <class F, class B>
+    static VF splat_tail(F f, const B* p, bool dead) {
+        float v[kPieces];
+        for (int i = 0; i < kPieces; ++i) v[i] = (i > 0 && dead) ? 0.0f : f(p[0]);
+        return simd::splat_pieces(v);
+    }
+
+    static void accumulate(VF& acc, const WeightStep& w, const ActStep& a) {
+        VI dot;
+        if constexpr (kCorrection != 0) {
+            dot = simd::dot_u8s8(a.corr, w.q, a.q);
+        } else if constexpr (W::kSigned) {
+            dot = simd::dot_s8s8(simd::zero_i(), w.q, a.q);
+        } else {
+            dot = simd::dot_u8s8(simd::zero_i(), w.q, a.q);
+        }
+        acc = simd::fmadd_f(simd::cvt_f(dot), simd::mul_f(w.d, a.d), acc);
+        if constexpr (W::kHasMin) acc = simd::fmadd_f(w.m, a.s, acc);
+    }
+
+    template <int NR, int NC, bool kTail>
+    static inline void step(VF (&acc)[NR][NC], const Block* const (&w)[NR], const Act* const (&a)[NC], int64_t b) {
+        // The weights stay in registers while the activations stream past:
+        // NR * NC accumulators + 2 NR weight vectors + one activation step.
+        WeightStep ws[NR];
+        for (int r = 0; r < NR; ++r) ws[r] = load_weights<kTail>(w[r] + b);
+        for (int c = 0; c < NC; ++c) {
+            const ActStep as = load_act<kTail>(a[c] + b);
+            for (int r = 0; r < NR; ++r) accumulate(acc[r][c], ws[r], as);
         }
     }
 #else
@@ -116,7 +149,11 @@ private:
             int isum = 0;
             for (int j = 0; j < kQK; ++j) isum += (u[j] - W::kOffset) * a[b].qs[j];
             sum += static_cast<float>(isum) * (scale_of<W>(w[b]) * fp16_to_f32(a[b].d));
-            if constexpr (W::kHasMin) sum += min_of<W>(w[b]) * fp16_to_f32(a[b].s);
+            if constexpr (W::kHasMin) {
+                int asum = 0;
+                for (int j = 0; j < kQK; ++j) asum += a[b].qs[j];
+                sum += min_of<W>(w[b]) * (fp16_to_f32(a[b].d) * static_cast<float>(asum));
+            }
         }
         return sum;
     }
@@ -128,9 +165,9 @@ private:
 #if LANTERN_SIMD_WIDTH == 512
 constexpr int kNR = 4, kNC = 4;
 #elif LANTERN_SIMD_WIDTH == 256
-constexpr int kNR = 2, kNC = 3;
+constexpr int kNR = 4, kNC = 4;
 #else
-constexpr int kNR = 2, kNC = 2;
+constexpr int kNR = 4, kNC = 4;
 #endif
 
 template <class W>

@@ -125,6 +125,24 @@ inline VI bit_pieces(const void* const (&p)[kPieces], int8_t value) {
 inline VF splat_pieces(const float (&v)[kPieces]) {
     return _mm512_insertf32x8(_mm512_set1_ps(v[0]), _mm256_set1_ps(v[1]), 1);
 }
+// The fp16 values at p and p + kStride bytes, as floats in every lane of
+// piece 0 and piece 1 respectively. Reads 32 bytes from p (64 when the second
+// value lies beyond them): p and p + kStride are two adjacent blocks' fields,
+// so the caller ensures p + kStride + 32 (+32) is readable.
+template <int kStride>
+inline VF splat_fp16_pieces(const void* p) {
+    static_assert(kStride % 2 == 0 && kStride + 2 <= 64);
+    constexpr short k1 = kStride / 2;
+    if constexpr (kStride + 2 <= 32) {
+        const __m256i raw = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+        const __m256i idx = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, k1, k1, k1, k1, k1, k1, k1, k1);
+        return _mm512_cvtph_ps(_mm256_permutexvar_epi16(idx, raw));
+    } else {
+        const __m512i raw = _mm512_loadu_si512(p);
+        const __m512i idx = _mm512_setr_epi64(0, 0, k1 * 0x0001000100010001ll, k1 * 0x0001000100010001ll, 0, 0, 0, 0);
+        return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, raw)));
+    }
+}
 
 #else  // LANTERN_SIMD_WIDTH == 256
 
@@ -214,6 +232,12 @@ inline VI bit_pieces(const void* const (&p)[kPieces], int8_t value) {
     return _mm256_and_si256(set, _mm256_set1_epi8(value));
 }
 inline VF splat_pieces(const float (&v)[kPieces]) { return _mm256_set1_ps(v[0]); }
+template <int kStride>
+inline VF splat_fp16_pieces(const void* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+}
 
 #endif
 
