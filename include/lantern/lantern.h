@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lantern/error.h"
+#include "lantern/sampling.h"
 
 namespace lantern {
 
@@ -174,17 +175,7 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-struct SamplerParams {
-    float temperature = 0.8f;  // <= 0: greedy
-    int top_k = 40;            // 0: off
-    float top_p = 0.95f;       // 1: off
-    float min_p = 0.05f;       // 0: off
-    float repeat_penalty = 1.0f;
-    int repeat_last_n = 64;
-    float frequency_penalty = 0.0f;
-    float presence_penalty = 0.0f;
-    uint64_t seed = 0xFFFFFFFFu;  // this value: a random seed
-};
+// SamplerParams: see lantern/sampling.h.
 
 class Sampler {
 public:

@@ -26,7 +26,7 @@ void check(bool ok, const std::string& what) {
 
 }  // namespace
 
-Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : params_(params), n_vocab_(n_vocab) {
+TokenSampler::TokenSampler(const SamplerParams& params, int32_t n_vocab) : params_(params), n_vocab_(n_vocab) {
     check(n_vocab > 0, "n_vocab must be positive, got " + std::to_string(n_vocab));
     check(!std::isnan(params.temperature), "temperature is NaN");
     check(params.top_p >= 0.0f && params.top_p <= 1.0f, "top_p must be in [0, 1], got " + std::to_string(params.top_p));
@@ -52,7 +52,7 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : params_(params)
     if (params.repeat_last_n > 0) ring_.resize(size_t(params.repeat_last_n));
 }
 
-void Sampler::reset() {
+void TokenSampler::reset() {
     rng_.seed(seed_);
     for (int32_t t : distinct_) counts_[size_t(t)] = 0;
     distinct_.clear();
@@ -61,7 +61,7 @@ void Sampler::reset() {
     if (params_.repeat_last_n == -1) ring_.clear();
 }
 
-void Sampler::accept(int32_t token) {
+void TokenSampler::accept(int32_t token) {
     check(token >= 0 && token < n_vocab_,
           "accepted token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(n_vocab_) + ")");
     if (params_.repeat_last_n == 0) return;
@@ -79,26 +79,26 @@ void Sampler::accept(int32_t token) {
     count_in(token);
 }
 
-std::vector<int32_t> Sampler::history() const {
+std::vector<int32_t> TokenSampler::history() const {
     std::vector<int32_t> out;
     out.reserve(ring_size_);
     for (size_t i = 0; i < ring_size_; ++i) out.push_back(ring_[(ring_head_ + i) % ring_.size()]);
     return out;
 }
 
-bool Sampler::penalties_active() const {
+bool TokenSampler::penalties_active() const {
     return ring_size_ > 0 && (params_.repeat_penalty != 1.0f || params_.frequency_penalty != 0.0f ||
                               params_.presence_penalty != 0.0f);
 }
 
-void Sampler::count_in(int32_t token) {
+void TokenSampler::count_in(int32_t token) {
     if (counts_[size_t(token)]++ == 0) {
         slot_[size_t(token)] = int32_t(distinct_.size());
         distinct_.push_back(token);
     }
 }
 
-void Sampler::count_out(int32_t token) {
+void TokenSampler::count_out(int32_t token) {
     if (--counts_[size_t(token)] == 0) {  // swap-remove from distinct_
         const int32_t slot = slot_[size_t(token)];
         distinct_[size_t(slot)] = distinct_.back();
@@ -107,24 +107,24 @@ void Sampler::count_out(int32_t token) {
     }
 }
 
-float Sampler::penalized(float logit, int32_t count) const {
+float TokenSampler::penalized(float logit, int32_t count) const {
     logit = logit > 0.0f ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
     return logit - (float(count) * params_.frequency_penalty + float(count > 0) * params_.presence_penalty);
 }
 
-void Sampler::apply_penalties(float* logits) const {
+void TokenSampler::apply_penalties(float* logits) const {
     check(logits != nullptr, "logits is null");
     if (!penalties_active()) return;
     for (int32_t t : distinct_) logits[t] = penalized(logits[t], counts_[size_t(t)]);
 }
 
 // cands_ is in id order here, so cands_[t] is token t.
-void Sampler::penalize_candidates() {
+void TokenSampler::penalize_candidates() {
     if (!penalties_active()) return;
     for (int32_t t : distinct_) cands_[size_t(t)].logit = penalized(cands_[size_t(t)].logit, counts_[size_t(t)]);
 }
 
-int32_t Sampler::argmax() const {
+int32_t TokenSampler::argmax() const {
     size_t best = 0;
     for (size_t i = 1; i < cands_.size(); ++i) {
         if (ByLogitDesc{}(cands_[i], cands_[best])) best = i;
@@ -132,7 +132,7 @@ int32_t Sampler::argmax() const {
     return cands_[best].id;
 }
 
-void Sampler::top_k(size_t k) {
+void TokenSampler::top_k(size_t k) {
     if (k == 0 || k >= cands_.size()) return;
     std::nth_element(cands_.begin(), cands_.begin() + std::ptrdiff_t(k), cands_.end(), ByLogitDesc{});
     cands_.resize(k);
@@ -140,7 +140,7 @@ void Sampler::top_k(size_t k) {
     sorted_ = true;
 }
 
-void Sampler::top_p(float p) {
+void TokenSampler::top_p(float p) {
     if (p >= 1.0f || cands_.size() <= 1) return;
     float max_logit = cands_[0].logit;
     if (!sorted_) {
@@ -201,7 +201,7 @@ void Sampler::top_p(float p) {
     sorted_ = n_above == 0;  // otherwise only the boundary bucket is in order
 }
 
-void Sampler::min_p(float p) {
+void TokenSampler::min_p(float p) {
     if (p <= 0.0f || cands_.size() <= 1) return;
     float max_logit = cands_[0].logit;
     if (!sorted_) {
@@ -220,9 +220,9 @@ void Sampler::min_p(float p) {
     }
 }
 
-double Sampler::uniform01() { return double(rng_() >> 11) * 0x1.0p-53; }
+double TokenSampler::uniform01() { return double(rng_() >> 11) * 0x1.0p-53; }
 
-int32_t Sampler::draw(float temperature) {
+int32_t TokenSampler::draw(float temperature) {
     float max_logit = cands_[0].logit;
     for (const Candidate& c : cands_) max_logit = std::max(max_logit, c.logit);
     if (max_logit == -INFINITY) return argmax();  // nothing has any mass: be deterministic
@@ -246,7 +246,7 @@ int32_t Sampler::draw(float temperature) {
     return cands_[0].id;
 }
 
-int32_t Sampler::sample(const float* logits) {
+int32_t TokenSampler::sample(const float* logits) {
     check(logits != nullptr, "logits is null");
     cands_.resize(size_t(n_vocab_));
     for (int32_t i = 0; i < n_vocab_; ++i) {

@@ -30,28 +30,18 @@
 #include <random>
 #include <vector>
 
+#include "lantern/sampling.h"
+
 namespace lantern {
 
 // Seed value that asks for a random seed (drawn from std::random_device).
-inline constexpr uint64_t kSamplerRandomSeed = 0xFFFFFFFFu;
+// SamplerParams and kSamplerRandomSeed: include/lantern/sampling.h.
 
-struct SamplerParams {
-    float temperature = 0.8f;        // <= 0: greedy
-    int top_k = 40;                  // <= 0: off
-    float top_p = 0.95f;             // >= 1: off
-    float min_p = 0.05f;             // <= 0: off
-    float repeat_penalty = 1.0f;     // 1: off
-    int repeat_last_n = 64;          // penalty window; 0: penalties off, -1: every accepted token
-    float frequency_penalty = 0.0f;  // 0: off
-    float presence_penalty = 0.0f;   // 0: off
-    uint64_t seed = kSamplerRandomSeed;
-};
-
-class Sampler {
+class TokenSampler {
 public:
     // Throws Error(InvalidArgument) if n_vocab <= 0 or a parameter is out of
     // range (negative penalty, top_p/min_p outside [0, 1], NaN).
-    Sampler(const SamplerParams& params, int32_t n_vocab);
+    TokenSampler(const SamplerParams& params, int32_t n_vocab);
 
     // Picks the next token from `logits` (n_vocab floats, not modified).
     // Does not record the token: call accept() with the token actually used.

@@ -1,4 +1,4 @@
-// Sampler tests: each stage against its definition on hand-made distributions,
+// TokenSampler tests: each stage against its definition on hand-made distributions,
 // reproducibility, and the empirical distribution of draws against softmax.
 #include <gtest/gtest.h>
 
@@ -33,7 +33,7 @@ std::vector<float> log_probs(const std::vector<double>& probs) {
 }
 
 // The set of tokens drawn in `n` samples (history is never accepted).
-std::set<int32_t> drawn(Sampler& s, const std::vector<float>& logits, int n = 4000) {
+std::set<int32_t> drawn(TokenSampler& s, const std::vector<float>& logits, int n = 4000) {
     std::set<int32_t> seen;
     for (int i = 0; i < n; ++i) seen.insert(s.sample(logits.data()));
     return seen;
@@ -49,61 +49,61 @@ std::vector<double> softmax(const std::vector<float>& logits, double temperature
     return p;
 }
 
-TEST(Sampler, GreedyPicksArgmax) {
+TEST(TokenSampler, GreedyPicksArgmax) {
     SamplerParams p;
     p.temperature = 0.0f;
     p.seed = kSamplerRandomSeed;  // greedy must not depend on the seed
-    Sampler s(p, 6);
+    TokenSampler s(p, 6);
     const std::vector<float> logits = {0.1f, -3.0f, 2.5f, 2.4f, -INFINITY, 1.0f};
     for (int i = 0; i < 10; ++i) EXPECT_EQ(s.sample(logits.data()), 2);
 
     p.temperature = -1.0f;
-    Sampler neg(p, 6);
+    TokenSampler neg(p, 6);
     EXPECT_EQ(neg.sample(logits.data()), 2);
 }
 
-TEST(Sampler, GreedyTiesGoToLowestId) {
+TEST(TokenSampler, GreedyTiesGoToLowestId) {
     SamplerParams p;
     p.temperature = 0.0f;
-    Sampler s(p, 5);
+    TokenSampler s(p, 5);
     const std::vector<float> logits = {1.0f, 3.0f, -2.0f, 3.0f, 3.0f};
     EXPECT_EQ(s.sample(logits.data()), 1);
     const std::vector<float> nan_first = {NAN, 0.5f, 0.5f, 0.0f, 0.0f};  // NaN never wins
     EXPECT_EQ(s.sample(nan_first.data()), 1);
 }
 
-TEST(Sampler, TopKKeepsExactlyTheKLargest) {
+TEST(TokenSampler, TopKKeepsExactlyTheKLargest) {
     SamplerParams p = plain();
     p.top_k = 3;
-    Sampler s(p, 8);
+    TokenSampler s(p, 8);
     // Probabilities chosen so that every kept token is likely enough to be seen.
     const std::vector<float> logits = {0.0f, 1.0f, 0.2f, 1.1f, 0.9f, 0.1f, -1.0f, 0.5f};
     EXPECT_EQ(drawn(s, logits), (std::set<int32_t>{1, 3, 4}));
 
     p.top_k = 1;  // top-1 is greedy whatever the temperature
-    Sampler one(p, 8);
+    TokenSampler one(p, 8);
     EXPECT_EQ(drawn(one, logits, 200), (std::set<int32_t>{3}));
 
     p.top_k = 100;  // larger than the vocabulary: nothing removed
-    Sampler all(p, 8);
+    TokenSampler all(p, 8);
     EXPECT_EQ(drawn(all, logits, 20000).size(), 8u);
 }
 
-TEST(Sampler, TopKBreaksTiesByLowestId) {
+TEST(TokenSampler, TopKBreaksTiesByLowestId) {
     SamplerParams p = plain();
     p.top_k = 2;
-    Sampler s(p, 6);
+    TokenSampler s(p, 6);
     const std::vector<float> logits = {0.0f, 2.0f, 2.0f, 2.0f, 2.0f, 1.0f};
     EXPECT_EQ(drawn(s, logits), (std::set<int32_t>{1, 2}));
 }
 
-TEST(Sampler, TopPKeepsSmallestPrefixReachingP) {
+TEST(TokenSampler, TopPKeepsSmallestPrefixReachingP) {
     // p = 0.5, 0.3, 0.15, 0.05 (shuffled ids): cumulative 0.5, 0.8, 0.95, 1.0.
     const std::vector<float> logits = log_probs({0.15, 0.5, 0.05, 0.3});
     auto kept = [&](float top_p) {
         SamplerParams p = plain();
         p.top_p = top_p;
-        Sampler s(p, 4);
+        TokenSampler s(p, 4);
         return drawn(s, logits);
     };
     EXPECT_EQ(kept(0.4f), (std::set<int32_t>{1}));           // 0.5 >= 0.4
@@ -113,7 +113,7 @@ TEST(Sampler, TopPKeepsSmallestPrefixReachingP) {
     EXPECT_EQ(kept(0.0f), (std::set<int32_t>{1}));           // always keeps one
 }
 
-TEST(Sampler, TopPWithoutTopKOnALargeVocabulary) {
+TEST(TokenSampler, TopPWithoutTopKOnALargeVocabulary) {
     // 200 equally likely tokens scattered over 5000 ids (the rest have no mass):
     // top_p = 0.5 keeps the 100 with the lowest ids. The candidates are not sorted
     // by top-k first, so this walks the growing partial sort.
@@ -127,17 +127,17 @@ TEST(Sampler, TopPWithoutTopKOnALargeVocabulary) {
 
     SamplerParams p = plain(99);
     p.top_p = 0.5f;
-    Sampler s(p, n);
+    TokenSampler s(p, n);
     EXPECT_EQ(drawn(s, logits, 20000), expected);
 }
 
-TEST(Sampler, MinPKeepsTokensAboveFractionOfMax) {
+TEST(TokenSampler, MinPKeepsTokensAboveFractionOfMax) {
     const std::vector<float> logits = log_probs({0.05, 0.5, 0.15, 0.3});
     auto kept = [&](float min_p, int top_k) {
         SamplerParams p = plain();
         p.min_p = min_p;
         p.top_k = top_k;  // min-p on sorted (after top-k) and unsorted candidates
-        Sampler s(p, 4);
+        TokenSampler s(p, 4);
         return drawn(s, logits);
     };
     for (int top_k : {0, 4}) {
@@ -148,24 +148,24 @@ TEST(Sampler, MinPKeepsTokensAboveFractionOfMax) {
     }
 }
 
-TEST(Sampler, FiltersComposeInOrder) {
+TEST(TokenSampler, FiltersComposeInOrder) {
     // top-k 3 -> {1, 3, 2}; top-p 0.7 over their renormalised mass
     // (0.5, 0.3, 0.15)/0.95 -> {1, 3}; min-p 0.7 -> {1}.
     const std::vector<float> logits = log_probs({0.05, 0.5, 0.15, 0.3});
     SamplerParams p = plain();
     p.top_k = 3;
     p.top_p = 0.7f;
-    Sampler s(p, 4);
+    TokenSampler s(p, 4);
     EXPECT_EQ(drawn(s, logits), (std::set<int32_t>{1, 3}));
     p.min_p = 0.7f;
-    Sampler s2(p, 4);
+    TokenSampler s2(p, 4);
     EXPECT_EQ(drawn(s2, logits), (std::set<int32_t>{1}));
 }
 
-TEST(Sampler, RepetitionPenaltyDividesPositiveMultipliesNegative) {
+TEST(TokenSampler, RepetitionPenaltyDividesPositiveMultipliesNegative) {
     SamplerParams p = plain();
     p.repeat_penalty = 2.0f;
-    Sampler s(p, 5);
+    TokenSampler s(p, 5);
     s.accept(0);
     s.accept(1);
     s.accept(1);  // counted once for the repetition penalty
@@ -178,11 +178,11 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveMultipliesNegative) {
     EXPECT_FLOAT_EQ(logits[4], 0.0f);
 }
 
-TEST(Sampler, FrequencyAndPresencePenaltiesSubtract) {
+TEST(TokenSampler, FrequencyAndPresencePenaltiesSubtract) {
     SamplerParams p = plain();
     p.frequency_penalty = 0.25f;
     p.presence_penalty = 1.0f;
-    Sampler s(p, 4);
+    TokenSampler s(p, 4);
     for (int32_t t : {2, 2, 2, 0}) s.accept(t);
     std::vector<float> logits = {1.0f, 1.0f, 1.0f, 1.0f};
     s.apply_penalties(logits.data());
@@ -192,12 +192,12 @@ TEST(Sampler, FrequencyAndPresencePenaltiesSubtract) {
     EXPECT_FLOAT_EQ(logits[3], 1.0f);
 }
 
-TEST(Sampler, PenaltyWindowForgetsOldTokens) {
+TEST(TokenSampler, PenaltyWindowForgetsOldTokens) {
     SamplerParams p = plain();
     p.repeat_penalty = 2.0f;
     p.frequency_penalty = 0.5f;
     p.repeat_last_n = 3;
-    Sampler s(p, 4);
+    TokenSampler s(p, 4);
     for (int32_t t : {0, 1, 1, 2}) s.accept(t);  // 0 has left the window
     EXPECT_EQ(s.history(), (std::vector<int32_t>{1, 1, 2}));
     std::vector<float> logits = {2.0f, 2.0f, 2.0f, 2.0f};
@@ -208,14 +208,14 @@ TEST(Sampler, PenaltyWindowForgetsOldTokens) {
     EXPECT_FLOAT_EQ(logits[3], 2.0f);
 
     p.repeat_last_n = 0;  // penalties off
-    Sampler off(p, 4);
+    TokenSampler off(p, 4);
     off.accept(0);
     std::vector<float> same = {2.0f, 2.0f, 2.0f, 2.0f};
     off.apply_penalties(same.data());
     EXPECT_FLOAT_EQ(same[0], 2.0f);
 
     p.repeat_last_n = -1;  // the whole history
-    Sampler all(p, 4);
+    TokenSampler all(p, 4);
     for (int i = 0; i < 1000; ++i) all.accept(i % 2);
     std::vector<float> l = {2.0f, 2.0f, 2.0f, 2.0f};
     all.apply_penalties(l.data());
@@ -226,18 +226,18 @@ TEST(Sampler, PenaltyWindowForgetsOldTokens) {
     EXPECT_TRUE(all.history().empty());
 }
 
-TEST(Sampler, PenaltiesApplyBeforeGreedy) {
+TEST(TokenSampler, PenaltiesApplyBeforeGreedy) {
     SamplerParams p;
     p.temperature = 0.0f;
     p.repeat_penalty = 1.1f;
-    Sampler s(p, 3);
+    TokenSampler s(p, 3);
     const std::vector<float> logits = {2.0f, 1.9f, -5.0f};
     EXPECT_EQ(s.sample(logits.data()), 0);
     s.accept(0);  // 2.0 / 1.1 = 1.82 < 1.9
     EXPECT_EQ(s.sample(logits.data()), 1);
 }
 
-TEST(Sampler, SameSeedSameTokens) {
+TEST(TokenSampler, SameSeedSameTokens) {
     const int n = 1000;
     std::mt19937 gen(7);
     std::normal_distribution<float> nd(0.0f, 2.0f);
@@ -249,7 +249,7 @@ TEST(Sampler, SameSeedSameTokens) {
         SamplerParams p;  // the defaults: every filter on
         p.seed = seed;
         p.repeat_penalty = 1.1f;
-        Sampler s(p, n);
+        TokenSampler s(p, n);
         std::vector<int32_t> out;
         for (const auto& step : steps) {
             out.push_back(s.sample(step.data()));
@@ -262,7 +262,7 @@ TEST(Sampler, SameSeedSameTokens) {
     EXPECT_NE(a, c);
 
     SamplerParams p = plain(42);
-    Sampler s(p, n);
+    TokenSampler s(p, n);
     std::vector<int32_t> first, again;
     for (const auto& step : steps) first.push_back(s.sample(step.data()));
     s.reset();
@@ -270,22 +270,22 @@ TEST(Sampler, SameSeedSameTokens) {
     EXPECT_EQ(first, again);
 }
 
-TEST(Sampler, RandomSeedIsReported) {
+TEST(TokenSampler, RandomSeedIsReported) {
     SamplerParams p = plain(kSamplerRandomSeed);
-    Sampler a(p, 10), b(p, 10);
+    TokenSampler a(p, 10), b(p, 10);
     EXPECT_NE(a.seed(), kSamplerRandomSeed);
     EXPECT_NE(a.seed(), b.seed());  // 2^-64 chance of a false failure
     p.seed = a.seed();
-    Sampler c(p, 10);
+    TokenSampler c(p, 10);
     std::vector<float> logits(10, 0.0f);
     for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(logits.data()), c.sample(logits.data()));
 }
 
 // The draw sequence is fixed by the seed alone: std::mt19937_64 is specified
 // bit for bit and the uniform is built from its raw output. These tokens pin it.
-TEST(Sampler, SeededSequenceIsPinned) {
+TEST(TokenSampler, SeededSequenceIsPinned) {
     SamplerParams p = plain(2024);
-    Sampler s(p, 8);
+    TokenSampler s(p, 8);
     const std::vector<float> logits(8, 0.0f);  // uniform over 8 tokens
     std::vector<int32_t> out;
     for (int i = 0; i < 16; ++i) out.push_back(s.sample(logits.data()));
@@ -306,13 +306,13 @@ double chi_square(const std::vector<int>& counts, const std::vector<double>& pro
     return chi2;
 }
 
-TEST(Sampler, DrawsFollowSoftmax) {
+TEST(TokenSampler, DrawsFollowSoftmax) {
     const std::vector<float> logits = {0.3f, -1.2f, 2.0f, 0.0f, 1.1f, -0.4f, 0.9f, -2.5f, 1.6f, 0.5f};
     const int draws = 200000;
     for (float temperature : {1.0f, 0.5f, 2.0f}) {
         SamplerParams p = plain(777);
         p.temperature = temperature;
-        Sampler s(p, int32_t(logits.size()));
+        TokenSampler s(p, int32_t(logits.size()));
         std::vector<int> counts(logits.size(), 0);
         for (int i = 0; i < draws; ++i) ++counts[size_t(s.sample(logits.data()))];
         const auto probs = softmax(logits, temperature);
@@ -323,12 +323,12 @@ TEST(Sampler, DrawsFollowSoftmax) {
     }
 }
 
-TEST(Sampler, FilteredDrawsFollowRenormalisedSoftmax) {
+TEST(TokenSampler, FilteredDrawsFollowRenormalisedSoftmax) {
     // top-k 4 of 6, then the kept four are drawn in proportion to softmax.
     const std::vector<float> logits = {1.0f, 0.2f, -0.3f, 0.8f, 0.5f, 1.3f};
     SamplerParams p = plain(5);
     p.top_k = 4;
-    Sampler s(p, 6);
+    TokenSampler s(p, 6);
     const int draws = 100000;
     std::vector<int> counts(6, 0);
     for (int i = 0; i < draws; ++i) ++counts[size_t(s.sample(logits.data()))];
@@ -339,7 +339,7 @@ TEST(Sampler, FilteredDrawsFollowRenormalisedSoftmax) {
     EXPECT_LT(chi_square(kept_counts, kept, draws), 16.27);  // 3 dof, p = 0.001
 }
 
-TEST(Sampler, LargeVocabularyIsFast) {
+TEST(TokenSampler, LargeVocabularyIsFast) {
     const int n = 152064;  // Qwen2's vocabulary
     std::vector<float> logits(static_cast<size_t>(n));
     std::mt19937 gen(3);
@@ -350,7 +350,7 @@ TEST(Sampler, LargeVocabularyIsFast) {
         p.top_k = top_k;
         p.repeat_penalty = 1.1f;
         p.seed = 11;
-        Sampler s(p, n);
+        TokenSampler s(p, n);
         const auto t0 = std::chrono::steady_clock::now();
         const int steps = 50;
         for (int i = 0; i < steps; ++i) s.accept(s.sample(logits.data()));
@@ -360,21 +360,21 @@ TEST(Sampler, LargeVocabularyIsFast) {
     }
 }
 
-TEST(Sampler, RejectsBadArguments) {
-    EXPECT_THROW(Sampler(plain(), 0), Error);
+TEST(TokenSampler, RejectsBadArguments) {
+    EXPECT_THROW(TokenSampler(plain(), 0), Error);
     SamplerParams p = plain();
     p.top_p = 1.5f;
-    EXPECT_THROW(Sampler(p, 10), Error);
+    EXPECT_THROW(TokenSampler(p, 10), Error);
     p = plain();
     p.min_p = -0.1f;
-    EXPECT_THROW(Sampler(p, 10), Error);
+    EXPECT_THROW(TokenSampler(p, 10), Error);
     p = plain();
     p.repeat_penalty = 0.0f;
-    EXPECT_THROW(Sampler(p, 10), Error);
+    EXPECT_THROW(TokenSampler(p, 10), Error);
     p = plain();
     p.repeat_last_n = -2;
-    EXPECT_THROW(Sampler(p, 10), Error);
-    Sampler s(plain(), 10);
+    EXPECT_THROW(TokenSampler(p, 10), Error);
+    TokenSampler s(plain(), 10);
     EXPECT_THROW(s.accept(10), Error);
     EXPECT_THROW(s.accept(-1), Error);
     try {

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up the machine (scripts/setup.sh) and runs the whole test suite: the
+# C++ tests (ctest: unit, op, tokenizer, model and end-to-end tests, the
+# OpenCL backend on PoCL when built) and the Python reference's own checks.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${LANTERN_BUILD_DIR:-$root/build}"
+
+"$root/scripts/setup.sh"
+jobs="$(nproc 2>/dev/null || echo 2)"
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" --timeout 1200
+python3 -m pytest -q "$root/tests/reference"
