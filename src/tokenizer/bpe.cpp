@@ -1,7 +1,6 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "lantern/error.h"
 #include "tokenizer/byte_level.h"
@@ -120,17 +119,8 @@ void BpeModel::encode_piece(std::string_view bytes, const TokenIndex& index, boo
     }
 
     for (int32_t i = 0; i >= 0; i = s.next[i]) {
-        int32_t id = s.ids[i];
-        if (id < 0) {
-            if (unk < 0) {
-                char hex[8];
-                snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned>(static_cast<uint8_t>(bytes[i])));
-                throw Error(ErrorCode::Tokenizer, std::string("byte ") + hex +
-                                                      " has no token in the vocabulary and there is no unknown token");
-            }
-            id = unk;
-        }
-        out.push_back(id);
+        const int32_t id = s.ids[i] >= 0 ? s.ids[i] : unk;
+        if (id >= 0) out.push_back(id);
     }
 }
 

@@ -33,8 +33,9 @@ public:
     };
 
     // Appends the ids of one piece of raw text. With ignore_merges, a piece
-    // that is itself a token is emitted whole. A byte without a token becomes
-    // `unk`, or throws Error(Tokenizer) when unk < 0.
+    // that is itself a token is emitted whole. A byte the vocabulary cannot
+    // spell (vocabularies trained on UTF-8 text may lack the bytes that never
+    // occur in it) becomes `unk`, or is dropped when unk < 0.
     void encode_piece(std::string_view bytes, const TokenIndex& index, bool ignore_merges,
                       int32_t unk, std::vector<int32_t>& out, Scratch& scratch) const;
 

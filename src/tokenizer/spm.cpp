@@ -34,8 +34,8 @@ void SpmModel::encode(std::string_view text, const TokenIndex& index, int32_t un
     s.start.clear();
     s.len.clear();
     for (size_t pos = 0; pos < text.size();) {
-        const size_t len = std::min(unicode::utf8_sequence_length(static_cast<uint8_t>(text[pos])),
-                                    text.size() - pos);
+        uint32_t cp = 0;
+        const size_t len = unicode::decode_utf8(text, pos, cp);  // 1 for a byte of invalid UTF-8
         s.start.push_back(static_cast<uint32_t>(pos));
         s.len.push_back(static_cast<uint32_t>(len));
         pos += len;

@@ -12,6 +12,7 @@
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/token_index.h"
+#include "tokenizer/unicode.h"
 
 namespace lantern {
 
@@ -49,6 +50,7 @@ struct Tokenizer::Impl {
 
     bool add_bos = false, add_eos = false, add_space_prefix = false, remove_extra_ws = false;
     int32_t eot = -1, nl = -1;
+    int32_t byte_unk = -1;  // BPE: what a byte without a token becomes (-1: dropped)
     std::vector<uint8_t> special;                       // [n_vocab]
     std::array<std::vector<int32_t>, 256> by_first_byte;  // special ids, longest text first
     std::vector<int32_t> eog;                           // sorted
@@ -180,6 +182,9 @@ Tokenizer::Tokenizer(VocabData data, WarningFn on_warning) {
         m.pre.emplace(spec->patterns);
         m.ignore_merges = spec->ignore_merges;
         m.nl = m.bpe->byte_token('\n');
+        // Only a genuine unknown token stands in for a byte the vocabulary
+        // cannot spell; some files name <|endoftext|> as "unknown".
+        if (d.unk >= 0 && m.type(d.unk) == TokenType::Unknown) m.byte_unk = d.unk;
     }
 
     // Special tokens, bucketed by first byte, longest first.
@@ -254,7 +259,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool at_start, std::vec
     s.pieces.clear();
     pre->split(text, s.pieces, s.pre);
     for (const auto& [begin, end] : s.pieces) {
-        bpe->encode_piece(text.substr(begin, end - begin), index, ignore_merges, data.unk, out, s.bpe);
+        bpe->encode_piece(text.substr(begin, end - begin), index, ignore_merges, byte_unk, out, s.bpe);
     }
 }
 
@@ -305,7 +310,21 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
     std::string out;
     switch (type) {
         case TokenType::Control: return render_special ? text : std::string();
-        case TokenType::UserDefined: return text;
+        case TokenType::UserDefined:
+            // Byte-level vocabularies may complete their byte alphabet with
+            // user-defined one-character tokens (deepseek: the 13 bytes never
+            // valid in UTF-8); a token the encoder spells a byte with stands
+            // for that byte.
+            if (m.kind == Impl::Kind::Bpe) {
+                uint32_t cp = 0;
+                if (!text.empty() && unicode::decode_utf8(text, 0, cp) == text.size()) {
+                    const int byte = tok::char_to_byte(cp);
+                    if (byte >= 0 && m.bpe->byte_token(static_cast<uint8_t>(byte)) == id) {
+                        return std::string(1, static_cast<char>(byte));
+                    }
+                }
+            }
+            return text;
         case TokenType::Unknown:
             if (render_special) return text;
             // SentencePiece shows the unknown piece as " ⁇ ".
