@@ -79,7 +79,7 @@ struct BlockQ3_K {
 
 // 8 groups of 32: value[e] = d * sc[s] * q - dmin * m[s] with s = e / 32, k = e % 32,
 // q = nibble (s odd: high) of qs[32 * (s / 2) + k]. sc/m are 6 bits packed in
-// `scales` (see unpack_scale_min_k4 in quant_k.cpp).
+// `scales` (see scales_mins_k4 in kquant.h).
 struct BlockQ4_K {
     uint16_t d;
     uint16_t dmin;

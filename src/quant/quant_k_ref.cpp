@@ -190,7 +190,7 @@ struct SymmetricQuant {
     }
 };
 
-// Q4_K / Q5_K's 12 bytes of 6-bit scales and mins (inverse of scale_min_k4).
+// Q4_K / Q5_K's 12 bytes of 6-bit scales and mins (inverse of scales_mins_k4).
 void pack_scale_min_k4(const int (&sc)[8], const int (&m)[8], uint8_t* out) {
     for (int j = 0; j < 4; ++j) {
         out[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
