@@ -22,10 +22,16 @@
 // (leftmost, longest first) and emits each as its single id; with
 // parse_special = false they are ordinary text.
 //
-// Round trip: decode(encode(text, false, false)) == text for any input,
-// including invalid UTF-8 (it is carried through byte tokens or byte-level
-// characters). The one normalisation is SentencePiece's
-// remove_extra_whitespaces, which is off unless the file asks for it.
+// Round trip: decode(encode(text, false, false)) == text, invalid UTF-8
+// included (it travels as byte tokens or byte-level characters), except:
+//   - SPM: a literal "▁" (U+2581) in the text decodes as a space, as in
+//     SentencePiece; with remove_extra_whitespaces (off unless the file asks)
+//     space runs collapse;
+//   - BPE: a byte the vocabulary has no character for (some omit bytes that
+//     never occur in UTF-8, 0xC0, 0xC1, 0xF5..0xFF) is dropped, or becomes
+//     the unknown token if the vocabulary has one of type Unknown.
+// Special tokens written in the text round-trip with parse_special and
+// decode(..., render_special = true).
 #pragma once
 
 #include <cstdint>
