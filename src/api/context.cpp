@@ -22,44 +22,82 @@ struct Context::Impl {
 
     Impl(Model::Impl& model, const ContextParams& p) : m(model), params(p) {}
 
-    // Builds one forward pass over tokens [begin, end) of the batch.
+    // One forward pass's graph, kept and re-run while the next pass has the
+    // same shape (token count and which rows want logits): only the input
+    // bytes change, so the scheduler skips planning and a GPU backend replays
+    // its recorded graph.
     struct Step {
         Graph graph;
         Tensor* logits = nullptr;
-        std::vector<int32_t> out_rows;  // rows of the ubatch with logits
+        StepInputs in;
+        std::vector<int32_t> out_rows;  // rows of the pass with logits
     };
-    void build_step(Step& s, const Batch& b, size_t begin, size_t end, bool all_outputs) const;
+    static constexpr size_t kMaxSteps = 4;
+    std::map<std::pair<int64_t, std::vector<int32_t>>, std::unique_ptr<Step>> steps;
+
+    // The step for tokens [begin, end) of b, built or reused, inputs filled.
+    Step& step_for(const Batch& b, size_t begin, size_t end, bool all_outputs);
+    std::unique_ptr<Step> build_step(const Batch& b, size_t begin, size_t end, const std::vector<int32_t>& rows) const;
     void place_caches();
 };
 
-void Context::Impl::build_step(Step& s, const Batch& b, size_t begin, size_t end, bool all_outputs) const {
+std::unique_ptr<Context::Impl::Step> Context::Impl::build_step(const Batch& b, size_t begin, size_t end,
+                                                                 const std::vector<int32_t>& rows) const {
+    auto s = std::make_unique<Step>();
     const int64_t T = static_cast<int64_t>(end - begin);
     const size_t bytes = static_cast<size_t>(T) * sizeof(int32_t);
-    Graph& g = s.graph;
-    StepInputs in;
-    in.tokens = g.input(DType::I32, {T}, "tokens", b.tokens.data() + begin, bytes);
-    in.pos = g.input(DType::I32, {T}, "positions", b.pos.data() + begin, bytes);
-    in.seq = g.input(DType::I32, {T}, "sequences", b.seq.data() + begin, bytes);
-    s.out_rows.clear();
+    Graph& g = s->graph;
+    s->in.tokens = g.input(DType::I32, {T}, "tokens", b.tokens.data() + begin, bytes);
+    s->in.pos = g.input(DType::I32, {T}, "positions", b.pos.data() + begin, bytes);
+    s->in.seq = g.input(DType::I32, {T}, "sequences", b.seq.data() + begin, bytes);
+    s->out_rows = rows;
+    if (static_cast<int64_t>(rows.size()) != T) {
+        s->in.out_ids = g.input(DType::I32, {static_cast<int64_t>(rows.size())}, "out_ids", rows.data(),
+                                rows.size() * sizeof(int32_t));
+    }
+    s->logits = m.build(g, kv, s->in);
+    return s;
+}
+
+Context::Impl::Step& Context::Impl::step_for(const Batch& b, size_t begin, size_t end, bool all_outputs) {
+    const int64_t T = static_cast<int64_t>(end - begin);
+    std::vector<int32_t> rows;
     for (size_t i = begin; i < end; ++i) {
-        if (all_outputs || b.logits[i]) s.out_rows.push_back(static_cast<int32_t>(i - begin));
+        if (all_outputs || b.logits[i]) rows.push_back(static_cast<int32_t>(i - begin));
     }
     // A pass with no wanted logits still ends in the head; compute the last row.
-    if (s.out_rows.empty()) s.out_rows.push_back(static_cast<int32_t>(T - 1));
-    if (static_cast<int64_t>(s.out_rows.size()) != T) {
-        in.out_ids = g.input(DType::I32, {static_cast<int64_t>(s.out_rows.size())}, "out_ids", s.out_rows.data(),
-                             s.out_rows.size() * sizeof(int32_t));
+    if (rows.empty()) rows.push_back(static_cast<int32_t>(T - 1));
+
+    auto key = std::make_pair(T, rows);
+    auto it = steps.find(key);
+    if (it != steps.end() && sched->ready(it->second->graph)) {
+        Step& s = *it->second;
+        const size_t bytes = static_cast<size_t>(T) * sizeof(int32_t);
+        s.graph.set_input_data(s.in.tokens, b.tokens.data() + begin, bytes);
+        s.graph.set_input_data(s.in.pos, b.pos.data() + begin, bytes);
+        s.graph.set_input_data(s.in.seq, b.seq.data() + begin, bytes);
+        return s;
     }
-    s.logits = m.build(g, kv, in);
+    if (it != steps.end()) {
+        sched->forget(it->second->graph);
+        steps.erase(it);
+    }
+    while (steps.size() >= kMaxSteps) {
+        sched->forget(steps.begin()->second->graph);
+        steps.erase(steps.begin());
+    }
+    std::unique_ptr<Step> s = build_step(b, begin, end, rows);
+    Step& ref = *s;
+    steps.emplace(std::move(key), std::move(s));
+    return ref;
 }
 
 // Each layer's cache goes where that layer's KV writes run.
 void Context::Impl::place_caches() {
-    Step probe;
     Batch one;
     one.add(0, 0, 0, true);
-    build_step(probe, one, 0, 1, true);
-    Scheduler::Assignment a = sched->assign(probe.graph);
+    std::unique_ptr<Step> probe = build_step(one, 0, 1, {0});
+    Scheduler::Assignment a = sched->assign(probe->graph);
     std::map<Backend*, std::vector<Tensor*>> by_backend;
     for (size_t i = 0; i < a.nodes.size(); ++i) {
         if (a.nodes[i]->op != Op::KvStore) continue;
@@ -108,14 +146,20 @@ Context::Context(Model& model, const ContextParams& params)
 
     // Size the compute buffers for the largest pass up front.
     Batch worst;
-    for (int i = 0; i < c.params.n_batch; ++i) worst.add(0, std::min(i, c.params.n_ctx - 1), 0, true);
-    Impl::Step step;
-    c.build_step(step, worst, 0, worst.size(), true);
-    c.sched->reserve(step.graph);
+    std::vector<int32_t> rows;
+    for (int i = 0; i < c.params.n_batch; ++i) {
+        worst.add(0, std::min(i, c.params.n_ctx - 1), 0, true);
+        rows.push_back(i);
+    }
+    std::unique_ptr<Impl::Step> step = c.build_step(worst, 0, worst.size(), rows);
+    c.sched->reserve(step->graph);
 }
 
 Context::~Context() {
-    if (impl_ && impl_->sched) impl_->sched->synchronize();
+    if (impl_ && impl_->sched) {
+        impl_->sched->synchronize();
+        for (auto& [key, step] : impl_->steps) impl_->sched->forget(step->graph);
+    }
 }
 
 void Context::decode(const Batch& b) {
@@ -164,8 +208,7 @@ void Context::decode(const Batch& b) {
     c.n_out = 0;
     for (size_t begin = 0; begin < n; begin += static_cast<size_t>(c.params.n_batch)) {
         const size_t end = std::min(n, begin + static_cast<size_t>(c.params.n_batch));
-        Impl::Step step;
-        c.build_step(step, b, begin, end, false);
+        Impl::Step& step = c.step_for(b, begin, end, false);
         c.sched->compute(step.graph, hints);
         int wanted = 0;
         for (size_t i = begin; i < end; ++i) wanted += b.logits[i] ? 1 : 0;

@@ -106,6 +106,7 @@ Buffer& Scheduler::ensure_buffer(Backend& b, size_t bytes) {
         if (buf) b.synchronize();
         buf.reset();
         buf = b.alloc(std::max<size_t>(bytes, b.alignment()), BufferKind::Compute);
+        ++buffers_generation_;
     }
     return *buf;
 }
@@ -140,8 +141,22 @@ void Scheduler::transfer(const Transfer& t, Backend& to) {
 
 void Scheduler::reserve(Graph& g) { prepare(g); }
 
+bool Scheduler::ready(const Graph& g) const {
+    auto it = plans_.find(&g);
+    return it != plans_.end() && it->second.generation == buffers_generation_;
+}
+
+void Scheduler::forget(const Graph& g) { plans_.erase(&g); }
+
 void Scheduler::compute(Graph& g, const ComputeHints& hints) {
-    Plan plan = prepare(g);
+    auto it = plans_.find(&g);
+    if (it == plans_.end()) {
+        Plan fresh = prepare(g);
+        it = plans_.emplace(&g, std::move(fresh)).first;
+    } else if (it->second.generation != buffers_generation_) {
+        throw Error(ErrorCode::InvalidArgument, "scheduler: the graph's plan is stale (a compute buffer grew); rebuild it");
+    }
+    const Plan& plan = it->second;
     const Assignment& a = plan.assignment;
     const int n = static_cast<int>(a.nodes.size());
     std::vector<Tensor*> split;
@@ -291,6 +306,7 @@ Scheduler::Plan Scheduler::prepare(Graph& g) {
         for (Tensor* s : node->src) resolve_view(s);
     }
     for (Tensor* out : g.outputs()) resolve_view(out);
+    plan.generation = buffers_generation_;
     return plan;
 }
 

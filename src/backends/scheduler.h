@@ -42,7 +42,18 @@ public:
     // Runs a step: returns once the work is enqueued. Output tensors (marked
     // with Graph::mark_output) are then read with read_output. The graph must
     // outlive the step (call synchronize() or read_output before dropping it).
+    //
+    // The first compute of a graph plans it (and rewrites its sources to the
+    // copies and replicas each backend reads). The plan is kept: computing the
+    // same graph again, with new input bytes (Graph::set_input_data), skips
+    // all host-side planning, which is what makes a decode step cheap. A plan
+    // goes stale when another graph's plan had to grow a compute buffer; then
+    // ready() is false and the caller builds the graph anew.
     void compute(Graph& g, const ComputeHints& hints);
+    bool ready(const Graph& g) const;
+    // Drops the plan kept for g (call before destroying a computed graph
+    // whose address could be reused).
+    void forget(const Graph& g);
     // Plans `g` (placement, copies, allocation) without running it, so that
     // compute buffers are sized for the largest step up front.
     void reserve(Graph& g);
@@ -62,6 +73,7 @@ private:
     struct Plan {
         Assignment assignment;
         std::vector<std::vector<Transfer>> transfers_at;  // by node index: before that split
+        uint64_t generation = 0;                          // buffers_generation_ when made
     };
     Plan prepare(Graph& g);
     Buffer& ensure_buffer(Backend& b, size_t bytes);
@@ -73,6 +85,8 @@ private:
     int n_gpu_layers_;
     const WeightStore* weights_;
     std::unordered_map<const Backend*, std::unique_ptr<Buffer>> buffers_;
+    uint64_t buffers_generation_ = 0;  // bumped whenever a compute buffer is replaced
+    std::unordered_map<const Graph*, Plan> plans_;
 };
 
 }  // namespace lantern

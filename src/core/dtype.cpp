@@ -49,12 +49,20 @@ constexpr std::array<Entry, 30> kTable = {{
     {DType::F32, {nullptr, 0, 0, false}},
 }};
 
-const Entry* find(uint32_t id) {
+// Entries indexed by type id (the ids are small and dense), built once.
+constexpr uint32_t kMaxId = 31;
+constexpr std::array<const Entry*, kMaxId> make_index() {
+    std::array<const Entry*, kMaxId> index{};
     for (const Entry& e : kTable) {
-        if (e.traits.name != nullptr && static_cast<uint32_t>(e.type) == id) return &e;
+        if (e.traits.name != nullptr && static_cast<uint32_t>(e.type) < kMaxId) {
+            index[static_cast<uint32_t>(e.type)] = &e;
+        }
     }
-    return nullptr;
+    return index;
 }
+constexpr std::array<const Entry*, kMaxId> kIndex = make_index();
+
+const Entry* find(uint32_t id) { return id < kMaxId ? kIndex[id] : nullptr; }
 
 }  // namespace
 

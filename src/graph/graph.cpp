@@ -2,14 +2,23 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "lantern/error.h"
 
 namespace lantern {
 namespace {
 
-void require(bool ok, const char* op, const std::string& what) {
-    if (!ok) throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + what);
+// Throws when !ok; the message is only built on failure (graph building is
+// on every step's path).
+template <class Msg>
+void require(bool ok, const char* op, Msg&& what) {
+    if (ok) return;
+    if constexpr (std::is_invocable_v<Msg>) {
+        throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + what());
+    } else {
+        throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + what);
+    }
 }
 
 std::string shape_str(const Tensor* t) {
@@ -37,6 +46,17 @@ const std::vector<uint8_t>& Graph::input_data(const Tensor* t) const {
     throw Error(ErrorCode::InvalidArgument, std::string("tensor '") + t->name + "' is not an input");
 }
 
+void Graph::set_input_data(const Tensor* t, const void* data, size_t nbytes) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+        if (inputs_[i] != t) continue;
+        require(nbytes == input_bytes_[i].size(), "set_input_data",
+                [&] { return std::string(t->name) + ": byte count differs from the input's"; });
+        std::memcpy(input_bytes_[i].data(), data, nbytes);
+        return;
+    }
+    throw Error(ErrorCode::InvalidArgument, std::string("tensor '") + t->name + "' is not an input");
+}
+
 Tensor* Graph::new_tensor(DType type, std::initializer_list<int64_t> ne, const char* name) {
     require(ne.size() >= 1 && ne.size() <= kMaxDims, "new_tensor", "1 to 4 dims");
     Tensor* t = alloc_tensor();
@@ -52,7 +72,7 @@ Tensor* Graph::new_tensor(DType type, std::initializer_list<int64_t> ne, const c
 Tensor* Graph::input(DType type, std::initializer_list<int64_t> ne, const char* name,
                      const void* data, size_t nbytes) {
     Tensor* t = new_tensor(type, ne, name);
-    require(nbytes == t->nbytes(), "input", std::string(name) + " byte count does not match its shape");
+    require(nbytes == t->nbytes(), "input", [&] { return std::string(name) + " byte count does not match its shape"; });
     t->flags |= kTensorInput;
     inputs_.push_back(t);
     const auto* p = static_cast<const uint8_t*>(data);
@@ -83,12 +103,12 @@ Tensor* Graph::view(Tensor* src, std::initializer_list<int64_t> ne, std::initial
     t->layer = layer_;
     t->flags = src->flags & (kTensorWeight | kTensorCache);
     require(offset + t->nbytes() <= src->nbytes(), "view",
-            std::string("view of '") + src->name + "' runs past its end");
+            [&] { return std::string("view of '") + src->name + "' runs past its end"; });
     return t;
 }
 
 Tensor* Graph::reshape(Tensor* src, std::initializer_list<int64_t> ne) {
-    require(src->is_contiguous(), "reshape", std::string("'") + src->name + "' is not contiguous");
+    require(src->is_contiguous(), "reshape", [&] { return std::string("'") + src->name + "' is not contiguous"; });
     Tensor* t = alloc_tensor();
     *t = Tensor{};
     t->type = src->type;
@@ -98,7 +118,7 @@ Tensor* Graph::reshape(Tensor* src, std::initializer_list<int64_t> ne) {
         t->ne[d++] = n;
         count *= n;
     }
-    require(count == src->n_elements(), "reshape", "element count changes " + shape_str(src));
+    require(count == src->n_elements(), "reshape", [&] { return "element count changes " + shape_str(src); });
     t->set_contiguous_strides();
     t->view_src = src;
     t->name = src->name;
@@ -130,7 +150,7 @@ Tensor* Graph::get_rows(Tensor* table, Tensor* ids) {
 
 Tensor* Graph::mul_mat(Tensor* w, Tensor* x) {
     require(w->ne[0] == x->ne[0], "mul_mat",
-            std::string("inner dims differ: '") + w->name + "' " + shape_str(w) + " x " + shape_str(x));
+            [&] { return std::string("inner dims differ: '") + w->name + "' " + shape_str(w) + " x " + shape_str(x); });
     require(x->type == DType::F32, "mul_mat", "activations must be f32");
     require(x->nb[0] == sizeof(float), "mul_mat", "activation rows must be contiguous");
     return new_node(Op::MulMat, DType::F32, {w->ne[1], x->ne[1], x->ne[2], x->ne[3]}, {w, x}, "mul_mat");
@@ -144,12 +164,12 @@ Tensor* Graph::rms_norm(Tensor* x, Tensor* w, float eps) {
 }
 
 Tensor* Graph::add(Tensor* a, Tensor* b) {
-    require(a->ne[0] == b->ne[0], "add", "row lengths differ " + shape_str(a) + " " + shape_str(b));
+    require(a->ne[0] == b->ne[0], "add", [&] { return "row lengths differ " + shape_str(a) + " " + shape_str(b); });
     return new_node(Op::Add, DType::F32, {a->ne[0], a->ne[1], a->ne[2], a->ne[3]}, {a, b}, "add");
 }
 
 Tensor* Graph::mul(Tensor* a, Tensor* b) {
-    require(a->ne[0] == b->ne[0], "mul", "row lengths differ " + shape_str(a) + " " + shape_str(b));
+    require(a->ne[0] == b->ne[0], "mul", [&] { return "row lengths differ " + shape_str(a) + " " + shape_str(b); });
     return new_node(Op::Mul, DType::F32, {a->ne[0], a->ne[1], a->ne[2], a->ne[3]}, {a, b}, "mul");
 }
 

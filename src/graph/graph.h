@@ -27,6 +27,8 @@ public:
     // Input leaves created with input(), with their host data.
     const std::vector<Tensor*>& inputs() const { return inputs_; }
     const std::vector<uint8_t>& input_data(const Tensor* t) const;
+    // Replaces an input's bytes (same size) so the graph can run again.
+    void set_input_data(const Tensor* t, const void* data, size_t nbytes);
     const std::vector<Tensor*>& outputs() const { return outputs_; }
 
     // Layer stamped on nodes created from now on.
