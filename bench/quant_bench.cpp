@@ -7,6 +7,7 @@
 //       (2 ops per multiply-add).
 //   FromFloat/<type>: activation quantization of rows of K = 4096; GB/s of
 //       f32 input.
+//   ToFloat/<type>: dequantization of a row of K = 4096; GB/s of f32 output.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -91,6 +92,18 @@ void from_float(benchmark::State& state, DType t) {
     state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kK * static_cast<int64_t>(sizeof(float)));
 }
 
+void to_float(benchmark::State& state, DType t) {
+    const TypeOps* ops = type_ops(t);
+    const Matrix w(t, 1, 1, ops->from_float_ref);
+    std::vector<float> out(static_cast<size_t>(kK));
+    for (auto _ : state) {
+        ops->to_float(w.bytes.data(), out.data(), kK);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kK * static_cast<int64_t>(sizeof(float)));
+}
+
 int register_all() {
     const DType weights[] = {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q2_K,
                              DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16,
@@ -101,6 +114,9 @@ int register_all() {
     }
     for (DType t : weights) {
         benchmark::RegisterBenchmark(("VecDotTile/" + std::string(dtype_name(t))).c_str(), vec_dot_tile, t);
+    }
+    for (DType t : weights) {
+        benchmark::RegisterBenchmark(("ToFloat/" + std::string(dtype_name(t))).c_str(), to_float, t);
     }
     for (DType t : {DType::Q8_0, DType::Q8_1, DType::Q8_K, DType::F16, DType::BF16}) {
         benchmark::RegisterBenchmark(("FromFloat/" + std::string(dtype_name(t))).c_str(), from_float, t);

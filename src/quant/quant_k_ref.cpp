@@ -1,11 +1,13 @@
 // Reference quantizers of the K-quants.
 //
 // Each group of 16 or 32 elements gets a float scale (and, for Q2_K/Q4_K/Q5_K,
-// a non-negative min) fitted by least squares over a few rounds of "round to
-// the nearest level, then refit"; the group scales and mins are then
-// quantized against the super-block's d / dmin, and the elements re-rounded
-// with the scales as stored. The results are valid blocks of the published
-// layouts; they are not byte-identical to llama.cpp's quantizer.
+// a non-negative min): from each of 17 starting points (the group's range
+// stretched over slightly fewer or more levels) a few least-squares rounds of
+// "round to the nearest level, then refit", keeping the fit of least squared
+// error. The group scales and mins are then quantized against the
+// super-block's d / dmin, and the elements re-rounded with the scales as
+// stored. The results are valid blocks of the published layouts; they are
+// not byte-identical to llama.cpp's quantizer.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -37,20 +39,14 @@ float error_with_min(const float* x, int n, int top, ScaleMin f) {
     return err;
 }
 
-ScaleMin fit_with_min(const float* x, int n, int top) {
-    float lo = 0.0f, hi = x[0];
-    for (int i = 0; i < n; ++i) {
-        lo = std::min(lo, x[i]);
-        hi = std::max(hi, x[i]);
-    }
-    ScaleMin best{(hi - lo) / static_cast<float>(top), -lo};
-    if (best.scale <= 0.0f) return {0.0f, -lo};
-    float best_err = error_with_min(x, n, top, best);
+// Least-squares rounds of x = s * q + t (t <= 0) over the levels the current
+// fit picks, from `f`, while the error drops. Returns the error of the result.
+float refine_with_min(const float* x, int n, int top, ScaleMin& f) {
+    float best_err = error_with_min(x, n, top, f);
     for (int round = 0; round < 4; ++round) {
-        // Least squares of x = s * q + t over the current levels, with t <= 0.
         double sq = 0, sqq = 0, sx = 0, sxq = 0;
         for (int i = 0; i < n; ++i) {
-            const double q = round_clamp((x[i] + best.min) / best.scale, 0, top);
+            const double q = round_clamp((x[i] + f.min) / f.scale, 0, top);
             sq += q;
             sqq += q * q;
             sx += x[i];
@@ -68,8 +64,30 @@ ScaleMin fit_with_min(const float* x, int n, int top) {
         if (next.scale <= 0.0f) break;
         const float err = error_with_min(x, n, top, next);
         if (err >= best_err) break;
-        best = next;
+        f = next;
         best_err = err;
+    }
+    return best_err;
+}
+
+// Starts from [min(0, min x), max x] spread over top - 0.8 .. top + 0.8
+// levels and keeps the best refined fit.
+ScaleMin fit_with_min(const float* x, int n, int top) {
+    float lo = 0.0f, hi = x[0];
+    for (int i = 0; i < n; ++i) {
+        lo = std::min(lo, x[i]);
+        hi = std::max(hi, x[i]);
+    }
+    if (hi <= lo) return {0.0f, -lo};
+    ScaleMin best{(hi - lo) / static_cast<float>(top), -lo};
+    float best_err = refine_with_min(x, n, top, best);
+    for (int step = -8; step <= 8; ++step) {
+        ScaleMin f{(hi - lo) / (static_cast<float>(top) + 0.1f * static_cast<float>(step)), -lo};
+        const float err = refine_with_min(x, n, top, f);
+        if (err < best_err) {
+            best = f;
+            best_err = err;
+        }
     }
     return best;
 }
@@ -86,6 +104,28 @@ float error_symmetric(const float* x, int n, int half, float scale) {
     return err;
 }
 
+// Least-squares rounds of x = s * q from `scale` while the error drops.
+float refine_symmetric(const float* x, int n, int half, float& scale) {
+    float best_err = error_symmetric(x, n, half, scale);
+    for (int round = 0; round < 4; ++round) {
+        double sxq = 0, sqq = 0;
+        for (int i = 0; i < n; ++i) {
+            const double q = round_clamp(x[i] / scale, -half, half - 1);
+            sxq += x[i] * q;
+            sqq += q * q;
+        }
+        if (sqq == 0) break;
+        const float next = static_cast<float>(sxq / sqq);
+        const float err = error_symmetric(x, n, half, next);
+        if (err >= best_err) break;
+        scale = next;
+        best_err = err;
+    }
+    return best_err;
+}
+
+// Starts from the extreme element on level -half +- 0.8 and keeps the best
+// refined fit.
 float fit_symmetric(const float* x, int n, int half) {
     float amax = 0.0f, extreme = 0.0f;
     for (int i = 0; i < n; ++i) {
@@ -95,21 +135,14 @@ float fit_symmetric(const float* x, int n, int half) {
         }
     }
     if (amax == 0.0f) return 0.0f;
-    float best = extreme / static_cast<float>(-half);
-    float best_err = error_symmetric(x, n, half, best);
-    for (int round = 0; round < 4; ++round) {
-        double sxq = 0, sqq = 0;
-        for (int i = 0; i < n; ++i) {
-            const double q = round_clamp(x[i] / best, -half, half - 1);
-            sxq += x[i] * q;
-            sqq += q * q;
+    float best = 0.0f, best_err = 0.0f;
+    for (int step = -8; step <= 8; ++step) {
+        float scale = extreme / (static_cast<float>(-half) + 0.1f * static_cast<float>(step));
+        const float err = refine_symmetric(x, n, half, scale);
+        if (step == -8 || err < best_err) {
+            best = scale;
+            best_err = err;
         }
-        if (sqq == 0) break;
-        const float next = static_cast<float>(sxq / sqq);
-        const float err = error_symmetric(x, n, half, next);
-        if (err >= best_err) break;
-        best = next;
-        best_err = err;
     }
     return best;
 }

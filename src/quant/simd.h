@@ -55,6 +55,11 @@ inline VI zero_i() { return _mm512_setzero_si512(); }
 inline VF zero_f() { return _mm512_setzero_ps(); }
 inline VI splat_i8(int8_t v) { return _mm512_set1_epi8(v); }
 inline VF splat_f(float v) { return _mm512_set1_ps(v); }
+inline VI splat_i32(int32_t v) { return _mm512_set1_epi32(v); }
+// 16 bytes at p, zero-extended to int32.
+inline VI widen_u8(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 inline VI add_i32(VI a, VI b) { return _mm512_add_epi32(a, b); }
 inline VI sub_i32(VI a, VI b) { return _mm512_sub_epi32(a, b); }
 inline VI or_i(VI a, VI b) { return _mm512_or_si512(a, b); }
@@ -158,6 +163,10 @@ inline VI zero_i() { return _mm256_setzero_si256(); }
 inline VF zero_f() { return _mm256_setzero_ps(); }
 inline VI splat_i8(int8_t v) { return _mm256_set1_epi8(v); }
 inline VF splat_f(float v) { return _mm256_set1_ps(v); }
+inline VI splat_i32(int32_t v) { return _mm256_set1_epi32(v); }
+inline VI widen_u8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
 inline VI add_i32(VI a, VI b) { return _mm256_add_epi32(a, b); }
 inline VI sub_i32(VI a, VI b) { return _mm256_sub_epi32(a, b); }
 inline VI or_i(VI a, VI b) { return _mm256_or_si256(a, b); }
