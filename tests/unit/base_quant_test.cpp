@@ -270,9 +270,10 @@ TEST_P(QuantDot, EveryTileShapeMatchesFloat64Dot) {
     const TypeOps* ops = type_ops(t);
     const TypeOps* act = type_ops(ops->vec_dot_type);
     const int64_t block = std::max(dtype_block_size(t), dtype_block_size(ops->vec_dot_type));
-    // Odd block counts exercise the kernels' tails; plain types also get a
-    // length that is no multiple of any vector width.
-    std::vector<int64_t> lengths = {block, 3 * block, 8 * block};
+    // Odd block counts exercise the kernels' tails, 16 and 35 blocks whole and
+    // partial chunks of 16; plain types also get a length that is no multiple
+    // of any vector width.
+    std::vector<int64_t> lengths = {block, 3 * block, 8 * block, 16 * block, 35 * block};
     if (block == 1) lengths = {7, 100, 1024};
     for (int64_t n : lengths) {
         SCOPED_TRACE("n = " + std::to_string(n));
