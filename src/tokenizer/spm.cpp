@@ -11,6 +11,16 @@
 namespace lantern::tok {
 namespace {
 
+constexpr std::string_view kEscape = "\xE2\x96\x81";  // "▁"
+
+// Whether `piece` has a "▁" right after some other character ("a▁").
+bool has_inner_word_start(std::string_view piece) {
+    for (size_t at = piece.find(kEscape, 1); at != std::string_view::npos; at = piece.find(kEscape, at + 1)) {
+        if (at < kEscape.size() || piece.compare(at - kEscape.size(), kEscape.size(), kEscape) != 0) return true;
+    }
+    return false;
+}
+
 // Max-heap order on (score, -left): the best score first, ties leftmost.
 bool worse(const SpmModel::Scratch::Candidate& a, const SpmModel::Scratch::Candidate& b) {
     return a.score != b.score ? a.score < b.score : a.left > b.left;
@@ -18,18 +28,41 @@ bool worse(const SpmModel::Scratch::Candidate& a, const SpmModel::Scratch::Candi
 
 }  // namespace
 
-SpmModel::SpmModel(std::vector<float> scores, std::vector<uint8_t> mergeable,
-                   const TokenIndex& index)
+SpmModel::SpmModel(const std::vector<std::string>& tokens, std::vector<float> scores,
+                   std::vector<uint8_t> mergeable, const TokenIndex& index)
     : scores_(std::move(scores)), mergeable_(std::move(mergeable)) {
     for (unsigned b = 0; b < 256; ++b) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
         byte_tokens_[b] = index.find(name);
     }
+    // When no piece the encoder may produce joins a character to a following
+    // "▁", no merge can cross a word start, and merges in different words
+    // never interact: encoding word by word gives the same ids as encoding
+    // the whole text, with small heaps instead of one the size of the text.
+    split_words_ = true;
+    for (size_t i = 0; i < tokens.size() && split_words_; ++i) {
+        if (mergeable_[i] && has_inner_word_start(tokens[i])) split_words_ = false;
+    }
 }
 
 void SpmModel::encode(std::string_view text, const TokenIndex& index, int32_t unk,
                       std::vector<int32_t>& out, Scratch& s) const {
+    if (!split_words_) {
+        encode_segment(text, index, unk, out, s);
+        return;
+    }
+    size_t begin = 0;
+    for (size_t at = text.find(kEscape, 1); at != std::string_view::npos; at = text.find(kEscape, at + 1)) {
+        if (at >= kEscape.size() && text.compare(at - kEscape.size(), kEscape.size(), kEscape) == 0) continue;
+        encode_segment(text.substr(begin, at - begin), index, unk, out, s);
+        begin = at;
+    }
+    encode_segment(text.substr(begin), index, unk, out, s);
+}
+
+void SpmModel::encode_segment(std::string_view text, const TokenIndex& index, int32_t unk,
+                              std::vector<int32_t>& out, Scratch& s) const {
     if (text.empty()) return;
     s.start.clear();
     s.len.clear();

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,7 +20,7 @@ public:
     // `mergeable[id]`: the piece may be produced by encoding (normal pieces;
     // control, user-defined, unused and byte pieces may not). `scores` may be
     // empty (all equal).
-    SpmModel(std::vector<float> scores, std::vector<uint8_t> mergeable,
+    SpmModel(const std::vector<std::string>& tokens, std::vector<float> scores, std::vector<uint8_t> mergeable,
              const TokenIndex& index);
 
     struct Scratch {
@@ -40,11 +41,17 @@ public:
                 Scratch& scratch) const;
 
     int32_t byte_token(uint8_t byte) const { return byte_tokens_[byte]; }
+    // Whether encode() may work word by word (see spm.cpp).
+    bool splits_words() const { return split_words_; }
 
 private:
+    void encode_segment(std::string_view text, const TokenIndex& index, int32_t unk, std::vector<int32_t>& out,
+                        Scratch& scratch) const;
+
     std::vector<float> scores_;
     std::vector<uint8_t> mergeable_;
     std::array<int32_t, 256> byte_tokens_{};
+    bool split_words_ = false;
 };
 
 }  // namespace lantern::tok

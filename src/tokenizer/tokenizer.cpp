@@ -164,7 +164,7 @@ Tokenizer::Tokenizer(VocabData data, WarningFn on_warning) {
             const TokenType t = m.type(static_cast<int32_t>(i));
             mergeable[i] = t == TokenType::Normal || t == TokenType::Undefined;
         }
-        m.spm.emplace(d.scores, std::move(mergeable), m.index);
+        m.spm.emplace(d.tokens, d.scores, std::move(mergeable), m.index);
         m.nl = m.spm->byte_token('\n');
         if (m.nl < 0) m.nl = m.index.find("\n");
     } else {

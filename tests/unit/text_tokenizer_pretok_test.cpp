@@ -111,7 +111,11 @@ const SplitCase kCases[] = {
 
 std::string show(const std::vector<std::string>& pieces) {
     std::string s;
-    for (const auto& p : pieces) s += "[" + escaped(p) + "]";
+    for (const auto& p : pieces) {
+        s += '[';
+        s += escaped(p);
+        s += ']';
+    }
     return s;
 }
 

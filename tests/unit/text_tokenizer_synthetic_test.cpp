@@ -124,6 +124,21 @@ TEST(TokSyntheticSpm, SpacesAreEscapedAndPrefixed) {
     EXPECT_EQ(tok.token_to_piece(*tok.find_token(kEsc + "a"), false), " a");
 }
 
+// Encoding works word by word only when no piece joins a character to a
+// following "▁"; a vocabulary with such a piece is merged across words.
+TEST(TokSyntheticSpm, PiecesAcrossWordStarts) {
+    SpmBuilder v;
+    v.add(kEsc, -3);
+    v.add("a", -3);
+    v.add("b", -3);
+    v.add("a" + kEsc, -2);
+    v.add("a" + kEsc + "b", -1);
+    v.d.add_space_prefix = false;
+    const Tokenizer tok(v.d);
+    EXPECT_EQ(texts(tok, tok.encode("a b", false, false)), (V{"a" + kEsc + "b"}));
+    EXPECT_EQ(tok.decode(tok.encode("a b a", false, false)), "a b a");
+}
+
 TEST(TokSyntheticSpm, RemoveExtraWhitespaces) {
     SpmBuilder v;
     v.add(kEsc, -1);
