@@ -11,11 +11,19 @@
 // ErrorCode::Unsupported.
 //
 // Pre-tokenizers (gpt2 only) are looked up by name in a table of published
-// split rules (pretokenizer.cpp lists every name). "default" -- what a file
-// without `tokenizer.ggml.pre` gets -- means the GPT-2 rules. An unknown name
-// also falls back to the GPT-2 rules; the Tokenizer then reports it once,
-// through the optional warning callback and in warnings(), and
-// pre_tokenizer_fallback() returns true.
+// split rules (pretokenizer_table.cpp lists every name: gpt-2, llama-bpe,
+// qwen2, deepseek-llm, deepseek-coder, deepseek-v3, falcon, starcoder,
+// smollm, refact, command-r, mpt, olmo, dbrx, stablelm2, jais, tekken, poro,
+// bloom, chatglm-bpe, viking, exaone, chameleon, minerva-7b, codeshell,
+// smaug-bpe, gpt-4o, ...). "default" -- what a file without
+// `tokenizer.ggml.pre` gets -- means the GPT-2 rules. An unknown name also
+// falls back to the GPT-2 rules (not an error: the split rules only refine
+// where merges may happen, and GPT-2's are the common ancestor); the
+// Tokenizer then reports it once, through the optional warning callback and
+// in warnings(), and pre_tokenizer_fallback() returns true.
+//
+// No Unicode normalisation is applied (Qwen2's tokenizer.json asks for NFC;
+// text is taken as given, as llama.cpp does).
 //
 // Special tokens: tokens of type CONTROL, USER_DEFINED or UNKNOWN with a
 // non-empty text. encode(..., parse_special = true) finds them in the text
