@@ -1,7 +1,9 @@
 // Micro-benchmarks of the CPU quant kernels (src/quant), one thread:
-//   VecDot1Row/<type>/<rows>: one activation row against `rows` weight rows
-//       (tiles of max_nr x 1, as in generation); GB/s of weights read.
-//       512 rows of K = 4096 fit in L2; 16384 rows come from DRAM.
+//   VecDot1Row/<type>/<rows>/<K>: one activation row against `rows` weight
+//       rows (tiles of max_nr x 1, as in generation); GB/s of weights read.
+//       512 rows of K = 4096 fit in L2, 16384 rows come from DRAM (mostly:
+//       37 MB of Q4_0 against a 32 MB L3); 1536 x 768 is a small model's
+//       matrix, where the per-call overhead shows.
 //   VecDotTile/<type>: a 64 x 64 block of weight x activation rows (K = 4096)
 //       in tiles of max_nr x max_nc, as in prompt processing; GOPS
 //       (2 ops per multiply-add).
@@ -26,13 +28,13 @@ constexpr int64_t kK = 4096;
 struct Matrix {
     size_t stride;
     std::vector<uint8_t> bytes;
-    Matrix(DType t, int rows, uint32_t seed, FromFloatFn quantize) : stride(dtype_row_size(t, kK)) {
+    Matrix(DType t, int rows, uint32_t seed, FromFloatFn quantize, int64_t k = kK) : stride(dtype_row_size(t, k)) {
         bytes.resize(stride * rows);
         // A few distinct rows, repeated.
         for (int r = 0; r < rows; ++r) {
             if (r < 8) {
-                const std::vector<float> x = test::random_floats(static_cast<size_t>(kK), seed + r);
-                quantize(x.data(), bytes.data() + r * stride, kK);
+                const std::vector<float> x = test::random_floats(static_cast<size_t>(k), seed + r);
+                quantize(x.data(), bytes.data() + r * stride, k);
             } else {
                 std::memcpy(bytes.data() + r * stride, bytes.data() + (r % 8) * stride, stride);
             }
@@ -43,13 +45,14 @@ struct Matrix {
 void vec_dot_1row(benchmark::State& state, DType t) {
     const TypeOps* ops = type_ops(t);
     const int rows = static_cast<int>(state.range(0));
-    const Matrix w(t, rows, 1, ops->from_float_ref);
-    const Matrix a(ops->vec_dot_type, 1, 2, type_ops(ops->vec_dot_type)->from_float);
+    const int64_t k = state.range(1);
+    const Matrix w(t, rows, 1, ops->from_float_ref, k);
+    const Matrix a(ops->vec_dot_type, 1, 2, type_ops(ops->vec_dot_type)->from_float, k);
     std::vector<float> out(rows);
     for (auto _ : state) {
         for (int r = 0; r < rows; r += ops->max_nr) {
             const int nr = std::min(ops->max_nr, rows - r);
-            ops->vec_dot(kK, out.data() + r, rows, w.bytes.data() + r * w.stride, w.stride, a.bytes.data(), a.stride,
+            ops->vec_dot(k, out.data() + r, rows, w.bytes.data() + r * w.stride, w.stride, a.bytes.data(), a.stride,
                          nr, 1);
         }
         benchmark::DoNotOptimize(out.data());
@@ -110,7 +113,10 @@ int register_all() {
                              DType::F32};
     for (DType t : weights) {
         const std::string name = dtype_name(t);
-        benchmark::RegisterBenchmark(("VecDot1Row/" + name).c_str(), vec_dot_1row, t)->Arg(512)->Arg(16384);
+        benchmark::RegisterBenchmark(("VecDot1Row/" + name).c_str(), vec_dot_1row, t)
+            ->Args({512, kK})
+            ->Args({16384, kK})
+            ->Args({1536, 768});
     }
     for (DType t : weights) {
         benchmark::RegisterBenchmark(("VecDotTile/" + std::string(dtype_name(t))).c_str(), vec_dot_tile, t);
