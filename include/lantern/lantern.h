@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lantern/chat.h"
 #include "lantern/error.h"
 #include "lantern/sampling.h"
 
@@ -56,10 +57,6 @@ struct ModelInfo {
     int n_gpu_layers = 0;      // layers actually on the GPU backend
 };
 
-struct ChatMessage {
-    std::string role;
-    std::string content;
-};
 
 struct DeviceInfo {
     std::string backend;       // "cuda", "opencl"

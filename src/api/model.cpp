@@ -5,6 +5,7 @@
 #include "api/model_impl.h"
 #include "backends/registry.h"
 #include "backends/scheduler.h"
+#include "chat/chat_template.h"
 
 namespace lantern {
 namespace {
@@ -186,5 +187,16 @@ std::string Model::detokenize(const std::vector<int32_t>& tokens, bool render_sp
 bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
 int32_t Model::bos_token() const { return impl_->tokenizer->bos(); }
 int32_t Model::eos_token() const { return impl_->tokenizer->eos(); }
+
+std::string Model::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                       const std::string& override_template) const {
+    const Tokenizer& tok = *impl_->tokenizer;
+    auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
+    const ChatTemplate t = ChatTemplate::select(
+        override_template, impl_->chat_template.value_or(""),
+        [&](std::string_view text) { return tok.find_token(text).has_value(); }, text_of(tok.bos()),
+        text_of(tok.eos()));
+    return t.apply(messages, add_generation_prompt);
+}
 
 }  // namespace lantern

@@ -37,12 +37,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lantern/chat.h"
+
 namespace lantern {
 
-struct ChatMessage {
-    std::string role;     // "system", "user", "assistant", "tool", ...
-    std::string content;
-};
+// ChatMessage: include/lantern/chat.h.
 
 // Everything a template can see, for callers that need more than role/content
 // pairs (tool calls, tool definitions, template switches such as enable_thinking).

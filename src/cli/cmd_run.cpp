@@ -162,8 +162,8 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty");
     cmd->add_option("-s,--seed", o->seed, "random seed (-1: random)")->capture_default_str();
     cmd->add_flag("--chat,-i", o->chat, "chat with the model's chat template");
-    cmd->add_flag("-st,--single-turn", o->single_turn, "in chat mode, stop after the first answer");
-    cmd->add_option("-sys,--system", o->system, "system message for chat mode");
+    cmd->add_flag("--single-turn", o->single_turn, "in chat mode, stop after the first answer");
+    cmd->add_option("--system", o->system, "system message for chat mode");
     cmd->add_option("--chat-template", o->chat_template, "chat template: a built-in name or Jinja source");
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
     cmd->add_flag("--no-display-prompt", o->no_display_prompt, "do not echo the prompt");

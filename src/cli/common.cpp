@@ -44,7 +44,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
     cmd.add_option("-m,--model", model_path, "GGUF model file (default: SmolLM2-135M-Instruct)");
     cmd.add_option("--backend", backend, "cpu, cuda, opencl or auto")->capture_default_str();
     cmd.add_option("--device", device, "device index within the backend (see `lantern devices`)");
-    cmd.add_option("-ngl,--n-gpu-layers", n_gpu_layers, "layers to run on the GPU backend, counted from the last")
+    cmd.add_option("--n-gpu-layers", n_gpu_layers, "layers to run on the GPU backend, counted from the last")
         ->capture_default_str();
     cmd.add_option("-t,--threads", n_threads, "CPU threads (default: all)");
     cmd.add_flag("-v,--verbose", verbose, "print backend statistics");

@@ -11,7 +11,24 @@ namespace lantern {
 
 namespace {
 constexpr int kSpinsBeforeSleep = 200000;
+// Waits inside a region spin this long, then yield the core on every check:
+// on an oversubscribed machine a pure spin would wait out a whole scheduler
+// quantum for a descheduled peer at every barrier.
+constexpr int kSpinsBeforeYield = 4000;
+
+template <class Done>
+void wait_until(Done&& done) {
+    int spins = 0;
+    while (!done()) {
+        if (spins < kSpinsBeforeYield) {
+            LANTERN_PAUSE();
+            ++spins;
+        } else {
+            std::this_thread::yield();
+        }
+    }
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
     for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
@@ -40,7 +57,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     }
     wake_.notify_all();
     fn(0, n_threads_);
-    while (pending_.load(std::memory_order_acquire) != 0) LANTERN_PAUSE();
+    wait_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
     job_ = nullptr;
 }
 
@@ -52,7 +69,7 @@ void ThreadPool::barrier() {
         barrier_phase_.fetch_add(1, std::memory_order_release);
         return;
     }
-    while (barrier_phase_.load(std::memory_order_acquire) == phase) LANTERN_PAUSE();
+    wait_until([&] { return barrier_phase_.load(std::memory_order_acquire) != phase; });
 }
 
 void ThreadPool::worker(int ith) {
@@ -60,7 +77,11 @@ void ThreadPool::worker(int ith) {
     for (;;) {
         int spins = 0;
         while (generation_.load(std::memory_order_acquire) == seen && spins < kSpinsBeforeSleep) {
-            LANTERN_PAUSE();
+            if (spins < kSpinsBeforeYield) {
+                LANTERN_PAUSE();
+            } else {
+                std::this_thread::yield();
+            }
             ++spins;
         }
         if (generation_.load(std::memory_order_acquire) == seen) {
