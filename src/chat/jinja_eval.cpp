@@ -148,10 +148,14 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
             const size_t i = wrap_index(key.as_int(), chars.size());
             if (i != std::string::npos) return Value(utf8_encode(std::u32string_view(chars).substr(i, 1)));
         }
-        return Value::undefined(object_name(obj) + " has no element " + key.repr());
+        return Value::undefined(obj.type_name() + " object has no element " + key.repr());
     }
     if (key.is_string() && !obj.is_namespace()) {
         if (auto method = bind_method(obj, key.str())) return *method;
+    }
+    if (!key.is_string()) {
+        return Value::undefined((obj.is_none() ? std::string("None") : obj.type_name() + " object") +
+                                " has no element " + key.repr());
     }
     return Value::undefined(object_name(obj) + " has no attribute " + key.repr());
 }
@@ -183,6 +187,9 @@ Value repeat(const Value& seq, int64_t times) {
 // printf-style `format % args` for %s %r %d %i %f %%.
 Value percent_format(const std::string& fmt, const Value& args) {
     std::vector<Value> values = args.is_tuple() ? args.list_data().items : std::vector<Value>{args};
+    // Python treats a non-tuple right operand that supports [] (list, dict, and
+    // jinja2's Undefined) as a mapping: leftover arguments are then no error.
+    const bool mapping = !args.is_tuple() && (args.is_list() || args.is_dict() || args.is_undefined());
     std::string out;
     size_t next = 0;
     for (size_t i = 0; i < fmt.size(); ++i) {
@@ -209,7 +216,7 @@ Value percent_format(const std::string& fmt, const Value& args) {
             throw RenderError(std::string("unsupported format character '") + spec + "'");
         }
     }
-    if (next < values.size()) throw RenderError("not all arguments converted during string formatting");
+    if (next < values.size() && !mapping) throw RenderError("not all arguments converted during string formatting");
     return Value(std::move(out));
 }
 
@@ -266,6 +273,7 @@ Value py_arith(BinaryExpr::Op op, const Value& a, const Value& b) {
                 return Value(r);
             }
             case Op::Pow: {
+                if (y < 0 && x == 0) throw RenderError("0.0 cannot be raised to a negative power");
                 if (y < 0) return Value(std::pow(double(x), double(y)));
                 int64_t r = 1;
                 for (int64_t i = 0; i < y; ++i) r *= x;
@@ -282,15 +290,33 @@ Value py_arith(BinaryExpr::Op op, const Value& a, const Value& b) {
             if (y == 0) throw RenderError("float division by zero");
             return Value(x / y);
         case Op::FloorDiv:
-            if (y == 0) throw RenderError("float floor division by zero");
-            return Value(std::floor(x / y));
         case Op::Mod: {
-            if (y == 0) throw RenderError("float modulo");
-            double r = std::fmod(x, y);
-            if (r != 0 && ((r < 0) != (y < 0))) r += y;
-            return Value(r);
+            // CPython's float_divmod: the remainder takes the divisor's sign and
+            // the quotient is rounded so that div * y + mod == x.
+            if (y == 0) throw RenderError(op == Op::Mod ? "float modulo" : "float floor division by zero");
+            double mod = std::fmod(x, y);
+            double div = (x - mod) / y;
+            if (mod != 0) {
+                if ((y < 0) != (mod < 0)) {
+                    mod += y;
+                    div -= 1.0;
+                }
+            } else {
+                mod = std::copysign(0.0, y);
+            }
+            double floordiv;
+            if (div != 0) {
+                floordiv = std::floor(div);
+                if (div - floordiv > 0.5) floordiv += 1.0;
+            } else {
+                floordiv = std::copysign(0.0, x / y);
+            }
+            return Value(op == Op::Mod ? mod : floordiv);
         }
-        case Op::Pow: return Value(std::pow(x, y));
+        case Op::Pow:
+            if (x == 0 && y < 0) throw RenderError("0.0 cannot be raised to a negative power");
+            if (x < 0 && y != std::floor(y)) throw RenderError("a negative number to a fractional power is complex");
+            return Value(std::pow(x, y));
         default: break;
     }
     throw RenderError("bad arithmetic operator");

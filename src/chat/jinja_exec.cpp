@@ -120,14 +120,20 @@ Flow ForStmt::exec(Interpreter& in, std::string& out) const {
         }
         items = std::move(kept);
     }
-    if (items.empty()) return in.exec(otherwise, out);
+    // As jinja2 compiles it, `else` runs unless some iteration reached the end
+    // of the body: skipping every item with continue (or breaking out of the
+    // first one) counts as not having looped.
+    bool completed = false;
     auto last_changed = std::make_shared<Value>();
     for (size_t i = 0; i < items.size(); ++i) {
         Interpreter::Frame frame(in, false);  // each iteration starts from the enclosing scope
         bind_targets(in, targets, unpack, items[i]);
         in.assign("loop", make_loop(items, i, last_changed));
-        if (in.exec(body, out) == Flow::Break) break;
+        const Flow flow = in.exec(body, out);
+        if (flow == Flow::Break) break;
+        if (flow == Flow::Normal) completed = true;
     }
+    if (!completed) return in.exec(otherwise, out);
     return Flow::Normal;
 }
 

@@ -194,6 +194,7 @@ Value f_last(Interpreter&, const Value& v, CallArgs&) {
 }
 
 Value f_float(Interpreter&, const Value& v, CallArgs& args) {
+    if (v.is_undefined()) throw RenderError(v.undefined_hint());
     const Value& fallback = arg_or(args, 0, "default", Value(0.0));
     if (v.is_number()) return Value(v.as_double());
     if (v.is_string()) {
@@ -203,6 +204,7 @@ Value f_float(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Value f_int(Interpreter&, const Value& v, CallArgs& args) {
+    if (v.is_undefined()) throw RenderError(v.undefined_hint());
     const Value& fallback = arg_or(args, 0, "default", Value(0));
     const int64_t base = int_arg(args, 1, "base", 10);
     if (v.is_float()) return Value(int64_t(std::trunc(v.as_double())));
@@ -219,6 +221,7 @@ Value f_format(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Value f_indent(Interpreter&, const Value& v, CallArgs& args) {
+    if (!v.is_string()) throw RenderError("'" + v.type_name() + "' object has no attribute 'splitlines'");
     const Value& width = arg_or(args, 0, "width", Value(4));
     const std::string pad = width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.is_number() ? width.as_int() : 4)), ' ');
     const bool first = bool_arg(args, 1, "first", false);
@@ -268,6 +271,7 @@ Value f_upper(Interpreter&, const Value& v, CallArgs&) { return Value(py_upper(v
 
 Value f_map(Interpreter& in, const Value& v, CallArgs& args) {
     std::vector<Value> out;
+    if (!v.truthy()) return Value::list();  // jinja2 maps nothing over a falsy value
     if (const auto attribute = str_arg(args, SIZE_MAX, "attribute")) {  // keyword only
         const Value* fallback = args.get(SIZE_MAX, "default");
         for (const Value& item : v.iterate()) {
@@ -307,6 +311,7 @@ Value f_min(Interpreter& in, const Value& v, CallArgs& args) { return min_max(in
 
 // select / reject / selectattr / rejectattr.
 Value select_items(Interpreter& in, const Value& v, CallArgs& args, bool keep_matching, bool by_attribute) {
+    if (!v.truthy()) return Value::list();  // as jinja2: a falsy value selects nothing
     size_t next = 0;
     std::optional<std::string> attribute;
     if (by_attribute) {
@@ -397,22 +402,22 @@ Value f_sum(Interpreter& in, const Value& v, CallArgs& args) {
     return total;
 }
 
-// jinja's title: each word (split at runs of - whitespace ( { [ <) gets its
-// first character upper-cased and the rest lower-cased.
+// jinja's title: the text is cut before each run of separators (- whitespace
+// ( { [ <) and every piece becomes piece[0].upper() + piece[1:].lower().
 Value f_title(Interpreter&, const Value& v, CallArgs&) {
     const std::u32string u = utf8_decode(v.to_str());
     auto is_sep = [](char32_t c) { return py_isspace(c) || c == U'-' || c == U'(' || c == U'{' || c == U'[' || c == U'<'; };
-    std::u32string out;
+    std::string out;
     size_t i = 0;
     while (i < u.size()) {
         size_t j = i;
         const bool sep = is_sep(u[i]);
         while (j < u.size() && is_sep(u[j]) == sep) ++j;
-        out += py_toupper(u[i]);
-        for (size_t k = i + 1; k < j; ++k) out += py_tolower(u[k]);
+        out += py_upper(utf8_encode(std::u32string_view(u).substr(i, 1)));
+        out += py_lower(utf8_encode(std::u32string_view(u).substr(i + 1, j - i - 1)));
         i = j;
     }
-    return Value(utf8_encode(out));
+    return Value(std::move(out));
 }
 
 Value f_tojson(Interpreter&, const Value& v, CallArgs& args) {
@@ -438,6 +443,10 @@ Value f_trim(Interpreter&, const Value& v, CallArgs& args) {
 }
 
 Value f_truncate(Interpreter&, const Value& v, CallArgs& args) {
+    if (!v.is_string()) {  // jinja2 asks len(): short sequences come back as they are
+        if (int64_t(py_len(v)) <= int_arg(args, 0, "length", 255) + int_arg(args, 3, "leeway", 5)) return v;
+        throw RenderError("'" + v.type_name() + "' object has no attribute 'rsplit'");
+    }
     const std::u32string s = utf8_decode(v.to_str());
     const int64_t length = int_arg(args, 0, "length", 255);
     const bool killwords = bool_arg(args, 1, "killwords", false);
@@ -525,19 +534,12 @@ bool t_iterable(Interpreter&, const Value& v, CallArgs&) { return v.is_iterable(
 bool t_sequence(Interpreter&, const Value& v, CallArgs&) { return v.is_iterable() || v.is_undefined(); }
 bool t_escaped(Interpreter&, const Value&, CallArgs&) { return false; }
 
-int64_t int_of(const Value& v, const char* test) {
-    if (!v.is_int() && !v.is_bool()) {
-        if (v.is_undefined()) throw RenderError(v.undefined_hint());
-        throw RenderError(std::string("the '") + test + "' test needs an integer, got " + v.type_name());
-    }
-    return v.as_int();
-}
-bool t_odd(Interpreter&, const Value& v, CallArgs&) { return int_of(v, "odd") % 2 != 0; }
-bool t_even(Interpreter&, const Value& v, CallArgs&) { return int_of(v, "even") % 2 == 0; }
+// jinja2 spells these with Python's %: value % 2 == 1, value % n == 0.
+Value py_mod(const Value& a, const Value& b) { return py_arith(BinaryExpr::Op::Mod, a, b); }
+bool t_odd(Interpreter&, const Value& v, CallArgs&) { return py_equal(py_mod(v, Value(2)), Value(1)); }
+bool t_even(Interpreter&, const Value& v, CallArgs&) { return py_equal(py_mod(v, Value(2)), Value(0)); }
 bool t_divisibleby(Interpreter&, const Value& v, CallArgs& args) {
-    const int64_t d = int_of(test_arg(args), "divisibleby");
-    if (d == 0) throw RenderError("integer division or modulo by zero");
-    return int_of(v, "divisibleby") % d == 0;
+    return py_equal(py_mod(v, test_arg(args)), Value(0));
 }
 
 bool t_eq(Interpreter&, const Value& v, CallArgs& a) { return py_equal(v, test_arg(a)); }
@@ -549,8 +551,9 @@ bool t_ge(Interpreter&, const Value& v, CallArgs& a) { return !py_less(v, test_a
 bool t_in(Interpreter&, const Value& v, CallArgs& a) { return py_contains(test_arg(a), v); }
 bool t_sameas(Interpreter&, const Value& v, CallArgs& a) { return v.same_object(test_arg(a)); }
 
-bool t_lower(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && py_lower(v.str()) == v.str() && py_upper(v.str()) != v.str(); }
-bool t_upper(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && py_upper(v.str()) == v.str() && py_lower(v.str()) != v.str(); }
+// str(value).islower() / .isupper(): some cased character, none of the other case.
+bool t_lower(Interpreter&, const Value& v, CallArgs&) { return py_str_islower(v.to_str()); }
+bool t_upper(Interpreter&, const Value& v, CallArgs&) { return py_str_isupper(v.to_str()); }
 bool t_filter(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_filter(v.str()) != nullptr; }
 bool t_test(Interpreter&, const Value& v, CallArgs&) { return v.is_string() && find_test(v.str()) != nullptr; }
 

@@ -149,16 +149,8 @@ bool is_alnum(char32_t c) { return is_digit(c) || py_isalpha(c); }
 bool is_alpha(char32_t c) { return py_isalpha(c); }
 bool is_space(char32_t c) { return py_isspace(c); }
 
-Value case_test(const Value& s, bool want_upper) {
-    bool cased = false;
-    for (char32_t c : utf8_decode(s.str())) {
-        if (want_upper ? py_islower(c) : py_isupper(c)) return Value(false);
-        cased = cased || py_isupper(c) || py_islower(c);
-    }
-    return Value(cased);
-}
-Value s_isupper(const Value& s, CallArgs&) { return case_test(s, true); }
-Value s_islower(const Value& s, CallArgs&) { return case_test(s, false); }
+Value s_isupper(const Value& s, CallArgs&) { return Value(py_str_isupper(s.str())); }
+Value s_islower(const Value& s, CallArgs&) { return Value(py_str_islower(s.str())); }
 
 Value pad_impl(const Value& s, CallArgs& a, int align) {  // -1 left, 0 center, 1 right
     const int64_t width = opt_int(a, 0, "width", 0);

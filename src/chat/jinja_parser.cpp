@@ -600,6 +600,14 @@ private:
 
     ExprPtr parse_subscript(ExprPtr object, const Token& at) {
         ExprPtr start, stop, step;
+        if (is_op("]")) {  // x[] subscripts with an empty tuple, as in jinja2
+            auto i = make<ItemExpr>(at);
+            i->object = std::move(object);
+            auto empty = make<ListExpr>(at);
+            empty->tuple = true;
+            i->index = std::move(empty);
+            return i;
+        }
         if (!is_op(":")) {
             start = parse_expression(true);
             if (!is_op(":")) {

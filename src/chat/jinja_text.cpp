@@ -156,40 +156,94 @@ bool py_isalpha(char32_t c) {
 std::string py_upper(std::string_view s) {
     std::string out;
     out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) utf8_append(out, py_toupper(decode_one(s, i)));
+    for (size_t i = 0; i < s.size();) {
+        const char32_t c = decode_one(s, i);
+        if (c == 0x00DF) out += "SS";  // the one multi-letter mapping in these ranges
+        else utf8_append(out, py_toupper(c));
+    }
     return out;
 }
 
+namespace {
+
+bool is_cased(char32_t c) { return py_isupper(c) || py_islower(c); }
+
+// Unicode's Case_Ignorable, for the characters text commonly holds.
+bool is_case_ignorable(char32_t c) {
+    return c == U'\'' || c == U'.' || c == U':' || c == U'^' || c == U'`' || c == 0xA8 || c == 0xAD || c == 0xAF ||
+           c == 0xB4 || c == 0xB7 || c == 0xB8 || (c >= 0x02B0 && c <= 0x036F) || c == 0x2018 || c == 0x2019 ||
+           c == 0x2024 || c == 0x2027;
+}
+
+// Lower-cases u[i] in context: a capital sigma after a cased letter and not
+// before one (case-ignorable characters in between are skipped) is the final
+// form, Python's Final_Sigma rule.
+char32_t lower_at(const std::u32string& u, size_t i) {
+    if (u[i] != 0x03A3) return py_tolower(u[i]);
+    size_t b = i;
+    while (b > 0 && is_case_ignorable(u[b - 1])) --b;
+    size_t a = i + 1;
+    while (a < u.size() && is_case_ignorable(u[a])) ++a;
+    const bool after_cased = b > 0 && is_cased(u[b - 1]);
+    const bool before_cased = a < u.size() && is_cased(u[a]);
+    return after_cased && !before_cased ? 0x03C2 : 0x03C3;
+}
+
+// Title case of one letter: ß has no single capital, Python writes "Ss".
+void append_title(std::string& out, char32_t c) {
+    if (c == 0x00DF) out += "Ss";
+    else utf8_append(out, py_toupper(c));
+}
+
+}  // namespace
+
 std::string py_lower(std::string_view s) {
+    const std::u32string u = utf8_decode(s);
     std::string out;
     out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) utf8_append(out, py_tolower(decode_one(s, i)));
+    for (size_t i = 0; i < u.size(); ++i) utf8_append(out, lower_at(u, i));
     return out;
+}
+
+bool py_str_isupper(std::string_view s) {
+    bool cased = false;
+    for (char32_t c : utf8_decode(s)) {
+        if (py_islower(c)) return false;
+        cased = cased || py_isupper(c);
+    }
+    return cased;
+}
+
+bool py_str_islower(std::string_view s) {
+    bool cased = false;
+    for (char32_t c : utf8_decode(s)) {
+        if (py_isupper(c)) return false;
+        cased = cased || py_islower(c);
+    }
+    return cased;
 }
 
 std::string py_capitalize(std::string_view s) {
+    const std::u32string u = utf8_decode(s);
     std::string out;
     out.reserve(s.size());
-    bool first = true;
-    for (size_t i = 0; i < s.size();) {
-        const char32_t c = decode_one(s, i);
-        utf8_append(out, first ? py_toupper(c) : py_tolower(c));
-        first = false;
+    for (size_t i = 0; i < u.size(); ++i) {
+        if (i == 0) append_title(out, u[0]);
+        else utf8_append(out, lower_at(u, i));
     }
     return out;
 }
 
 std::string py_str_title(std::string_view s) {
+    const std::u32string u = utf8_decode(s);
     std::string out;
     out.reserve(s.size());
     bool previous_cased = false;
-    for (size_t i = 0; i < s.size();) {
-        const char32_t c = decode_one(s, i);
-        if (py_isupper(c)) {
-            utf8_append(out, previous_cased ? py_tolower(c) : c);
-            previous_cased = true;
-        } else if (py_islower(c)) {
-            utf8_append(out, previous_cased ? c : py_toupper(c));
+    for (size_t i = 0; i < u.size(); ++i) {
+        const char32_t c = u[i];
+        if (is_cased(c)) {
+            if (previous_cased) utf8_append(out, lower_at(u, i));
+            else append_title(out, c);
             previous_cased = true;
         } else {
             utf8_append(out, c);
@@ -252,10 +306,8 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
         while (true) {
             while (i < u.size() && py_isspace(u[i])) ++i;
             if (i == u.size()) break;
-            if (maxsplit == 0) {
-                size_t e = u.size();
-                while (e > i && py_isspace(u[e - 1])) --e;
-                parts.push_back(utf8_encode(std::u32string_view(u).substr(i, e - i)));
+            if (maxsplit == 0) {  // the rest, trailing whitespace and all
+                parts.push_back(utf8_encode(std::u32string_view(u).substr(i)));
                 break;
             }
             size_t j = i;
@@ -269,10 +321,8 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
         while (true) {
             while (e > 0 && py_isspace(u[e - 1])) --e;
             if (e == 0) break;
-            if (maxsplit == 0) {
-                size_t b = 0;
-                while (b < e && py_isspace(u[b])) ++b;
-                parts.push_back(utf8_encode(std::u32string_view(u).substr(b, e - b)));
+            if (maxsplit == 0) {  // the rest, leading whitespace and all
+                parts.push_back(utf8_encode(std::u32string_view(u).substr(0, e)));
                 break;
             }
             size_t b = e;

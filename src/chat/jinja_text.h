@@ -43,6 +43,9 @@ bool py_isalpha(char32_t c);
 std::string py_upper(std::string_view s);
 std::string py_lower(std::string_view s);
 std::string py_capitalize(std::string_view s);
+// str.isupper() / str.islower(): at least one cased character, none of the other case.
+bool py_str_isupper(std::string_view s);
+bool py_str_islower(std::string_view s);
 // str.title(): a cased letter after an uncased character is upper-cased, the rest lowered.
 std::string py_str_title(std::string_view s);
 

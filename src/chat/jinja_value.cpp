@@ -343,6 +343,9 @@ bool py_contains(const Value& haystack, const Value& needle) {
             return false;
         case Value::Kind::Dict:
             if (haystack.is_namespace()) break;
+            if ((needle.is_list() && !needle.is_tuple()) || needle.is_dict()) {
+                throw RenderError("unhashable type: '" + needle.type_name() + "'");
+            }
             return haystack.dict_data().find(needle) != nullptr;
         case Value::Kind::Undefined: return false;
         default: break;
