@@ -71,7 +71,8 @@ struct Tokenizer::Impl {
         std::string buffer;
     };
 
-    void encode_text(std::string_view text, bool at_start, std::vector<int32_t>& out, Scratch& s) const;
+    // Encodes one stretch of text between special tokens (or the whole text).
+    void encode_text(std::string_view text, std::vector<int32_t>& out, Scratch& s) const;
 };
 
 namespace {
@@ -228,7 +229,7 @@ Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
-void Tokenizer::Impl::encode_text(std::string_view text, bool at_start, std::vector<int32_t>& out,
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& out,
                                   Scratch& s) const {
     if (text.empty()) return;
     if (kind == Kind::Spm) {
@@ -240,7 +241,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool at_start, std::vec
         }
         s.buffer.clear();
         s.buffer.reserve(text.size() + text.size() / 2 + 3);
-        if (add_space_prefix && at_start) s.buffer.append(kSpaceEscape);
+        if (add_space_prefix) s.buffer.append(kSpaceEscape);
         for (char c : text) {
             if (c == ' ') {
                 s.buffer.append(kSpaceEscape);
@@ -251,7 +252,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool at_start, std::vec
         spm->encode(s.buffer, index, data.unk, out, s.spm);
         return;
     }
-    if (add_space_prefix && at_start) {
+    if (add_space_prefix) {
         s.buffer.assign(1, ' ');
         s.buffer.append(text);
         text = s.buffer;
@@ -271,7 +272,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     if (add_special && m.add_bos) out.push_back(m.data.bos);
 
     if (!parse_special) {
-        m.encode_text(text, true, out, scratch);
+        m.encode_text(text, out, scratch);
     } else {
         size_t segment = 0, pos = 0;
         while (pos < text.size()) {
@@ -287,12 +288,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
                 ++pos;
                 continue;
             }
-            m.encode_text(text.substr(segment, pos - segment), segment == 0, out, scratch);
+            m.encode_text(text.substr(segment, pos - segment), out, scratch);
             out.push_back(found);
             pos += m.data.tokens[found].size();
             segment = pos;
         }
-        m.encode_text(text.substr(segment), segment == 0, out, scratch);
+        m.encode_text(text.substr(segment), out, scratch);
     }
 
     if (add_special && m.add_eos) out.push_back(m.data.eos);
@@ -355,13 +356,19 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
     const Impl& m = *impl_;
     std::string out;
-    bool first = true;
+    // Undo the space prefix encode puts before each stretch of text: at the
+    // start and after every special token.
+    bool boundary = true;
     for (int32_t id : ids) {
-        std::string piece = token_to_piece(id, render_special);
+        std::string piece = token_to_piece(id, render_special);  // checks the id
+        if (m.special[id]) {
+            out += piece;
+            boundary = true;
+            continue;
+        }
         if (piece.empty()) continue;
-        // Undo the space prefix that encode put before the first text.
-        if (first && m.add_space_prefix && piece[0] == ' ' && !m.special[id]) piece.erase(0, 1);
-        first = false;
+        if (boundary && m.add_space_prefix && piece[0] == ' ') piece.erase(0, 1);
+        boundary = false;
         out += piece;
     }
     return out;

@@ -30,6 +30,12 @@
 // (leftmost, longest first) and emits each as its single id; with
 // parse_special = false they are ordinary text.
 //
+// Space prefix (add_space_prefix, on by default for SPM): every stretch of
+// text -- the start, and the text after each special token -- is encoded
+// with a leading space, as llama.cpp and the normalizer-based SentencePiece
+// tokenizers (Llama 2, Mistral, Phi-3) do; decode() removes one leading space
+// at the same places.
+//
 // Round trip: decode(encode(text, false, false)) == text, invalid UTF-8
 // included (it travels as byte tokens or byte-level characters), except:
 //   - SPM: a literal "▁" (U+2581) in the text decodes as a space, as in
@@ -116,7 +122,8 @@ public:
     std::string token_to_piece(int32_t id, bool render_special) const;
 
     // Concatenated pieces; when the vocabulary adds a space prefix, the one
-    // space it put before the first text is removed again.
+    // space encode() puts at the start and after each special token is
+    // removed again.
     std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const;
 
     int32_t n_vocab() const;

@@ -190,18 +190,22 @@ TEST(TokSyntheticSpm, ControlAndUserPiecesAreNotMergedFromText) {
     EXPECT_EQ(tok.token_to_piece(tok.bos(), true), "<s>");
 }
 
-TEST(TokSyntheticSpm, SpacePrefixOnlyAtTheStartOfTheInput) {
+TEST(TokSyntheticSpm, SpacePrefixAfterEverySpecialToken) {
     SpmBuilder v;
     v.add(kEsc, -1);
     v.add("a", -2);
     v.add(kEsc + "a", -0.5);
-    const int32_t tag = v.add("<t>", 0, kControl);
+    v.add("<t>", 0, kControl);
     const Tokenizer tok(v.d);
-    // After a special token the text is not prefixed again.
-    EXPECT_EQ(texts(tok, tok.encode("a<t>a", false, true)), (V{kEsc + "a", "<t>", "a"}));
-    EXPECT_EQ(texts(tok, tok.encode("<t>a", false, true)), (V{"<t>", "a"}));
-    EXPECT_EQ(tok.decode(tok.encode("a<t>a", false, true), true), "a<t>a");
-    (void)tag;
+    EXPECT_EQ(texts(tok, tok.encode("a<t>a", false, true)), (V{kEsc + "a", "<t>", kEsc + "a"}));
+    EXPECT_EQ(texts(tok, tok.encode("<t>a", false, true)), (V{"<t>", kEsc + "a"}));
+    EXPECT_EQ(texts(tok, tok.encode("<t> a<t>", false, true)), (V{"<t>", kEsc, kEsc + "a", "<t>"}));
+    for (const std::string s : {"a<t>a", "<t>a", "<t> a<t>", " <t>  a"}) {
+        EXPECT_EQ(tok.decode(tok.encode(s, false, true), true), s) << s;
+        EXPECT_EQ(tok.decode(tok.encode(s, true, true), true), "<s>" + s) << s;
+        EXPECT_EQ(tok.decode(tok.encode(s, false, false)), s) << s;
+    }
+    EXPECT_EQ(tok.decode(tok.encode("a<t>a", true, true), false), "aa");
 }
 
 // --- byte-level BPE ---------------------------------------------------------------
