@@ -4,8 +4,8 @@ transformers does (apply_chat_template): an ImmutableSandboxedEnvironment with
 trim_blocks and lstrip_blocks, the loopcontrols extension, a `generation` block that
 renders its body, the globals raise_exception and strftime_now, and the tojson filter
 replaced by json.dumps(ensure_ascii=False, ...). The render context is HF's too:
-messages, tools (None when absent), documents (None), add_generation_prompt, and the
-bos/eos tokens.
+messages, tools (None when absent), documents (None), add_generation_prompt, the
+bos/eos tokens, and a conversation's "extra" variables (e.g. enable_thinking).
 
     python3 tests/reference/render_chat_template.py [--check]
 
@@ -60,18 +60,18 @@ def make_env(now):
     return env
 
 
-def cases_for(source):
+def cases_for(source, info):
     cases = ["basic", "nosys", "nogen"]
     if "tool" in source:
         cases.append("tools")
-    return cases
+    return cases + info.get("extra_cases", [])
 
 
 def render(env, source, conv, bos, eos):
     template = env.from_string(source)
     return template.render(messages=conv["messages"], tools=conv.get("tools"), documents=None,
                            add_generation_prompt=conv["add_generation_prompt"],
-                           bos_token=bos, eos_token=eos)
+                           bos_token=bos, eos_token=eos, **conv.get("extra", {}))
 
 
 def main():
@@ -83,7 +83,7 @@ def main():
     for name, info in manifest["templates"].items():
         with open(os.path.join(DATA, name + ".jinja"), encoding="utf-8", newline="") as f:
             source = f.read()
-        for case in cases_for(source):
+        for case in cases_for(source, info):
             stem = name if case == "basic" else name + "." + case
             try:
                 out, ext = render(env, source, manifest["conversations"][case],

@@ -46,7 +46,7 @@ std::tm fixed_now() {
 
 struct GoldenCase {
     std::string template_name;
-    std::string conversation;  // basic, nosys, nogen, tools
+    std::string conversation;  // basic, nosys, nogen, tools, or one of the template's extra_cases
 };
 
 std::string stem(const GoldenCase& c) {
@@ -54,7 +54,8 @@ std::string stem(const GoldenCase& c) {
 }
 
 // Same rule as the reference script: every template gets the plain
-// conversations, templates that mention tools also get the tool conversation.
+// conversations, templates that mention tools also get the tool conversation,
+// and a template may list more (extra_cases).
 std::vector<GoldenCase> golden_cases() {
     std::vector<GoldenCase> cases;
     const json manifest = json::parse(read_file(data_dir() / "manifest.json"));
@@ -64,6 +65,7 @@ std::vector<GoldenCase> golden_cases() {
             if (std::string(conv) == "tools" && source.find("tool") == std::string::npos) continue;
             cases.push_back({name, conv});
         }
+        for (const auto& extra : info.value("extra_cases", json::array())) cases.push_back({name, extra.get<std::string>()});
     }
     return cases;
 }
@@ -82,6 +84,7 @@ TEST_P(ChatGolden, RendersLikeJinja2) {
     inputs.messages = conv["messages"];
     if (conv.contains("tools")) inputs.tools = conv["tools"];
     inputs.add_generation_prompt = conv["add_generation_prompt"].get<bool>();
+    if (conv.contains("extra")) inputs.extra = conv["extra"];
     inputs.now = fixed_now();
 
     const auto expected_path = data_dir() / (stem(c) + ".expected");
@@ -118,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(ChatTemplates, ChatGolden, ::testing::ValuesIn(golden_c
 
 TEST(ChatGoldenFiles, EveryTemplateHasItsGoldenFiles) {
     const auto cases = golden_cases();
-    EXPECT_GE(cases.size(), 23u * 3);
+    EXPECT_GE(cases.size(), 25u * 3);
     for (const GoldenCase& c : cases) {
         EXPECT_TRUE(std::filesystem::exists(data_dir() / (stem(c) + ".expected")) ||
                     std::filesystem::exists(data_dir() / (stem(c) + ".error")))
