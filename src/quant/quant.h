@@ -2,9 +2,16 @@
 // products a matrix multiply is made of.
 //
 // A matrix multiply W[K, N] x X[K, M] on the CPU first converts each column of
-// X (a K-row of f32) into W's `vec_dot_type` (Q8_0 for Q4_0/Q8_0, Q8_1 for
-// Q4_1, Q8_K for the K-quants, F16 for F16, ...), then calls `vec_dot` on
-// tiles of up to max_nr weight rows by max_nc activation rows.
+// X (a K-row of f32) into W's `vec_dot_type`, then calls `vec_dot` on tiles of
+// up to max_nr weight rows by max_nc activation rows. The pairs are:
+//   Q4_0, Q5_0, Q8_0 x Q8_0     Q4_1, Q5_1 x Q8_1     Q2_K .. Q6_K x Q8_K
+//   F32, F16, BF16 x F32 (the weights are widened to f32 as they are loaded:
+//   rounding the activations to 16 bits would cost accuracy, and the
+//   conversion is shared by the tile's columns).
+// Tiles are 4 x 4 with AVX-512, smaller with AVX2 and in the scalar build;
+// read max_nr / max_nc rather than assuming them. vec_dot takes any K that is
+// a multiple of both types' block sizes, any row strides, and unaligned rows.
+// All functions are pure and may be called from any number of threads.
 #pragma once
 
 #include <cstddef>
