@@ -32,6 +32,10 @@ std::string names_list() {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_string(std::string source, std::string bos_token, std::string eos_token) {
+    return parse(std::move(source), std::move(bos_token), std::move(eos_token), "");
+}
+
+ChatTemplate ChatTemplate::parse(std::string source, std::string bos_token, std::string eos_token, std::string name) {
     auto impl = std::make_shared<Impl>();
     try {
         impl->body = jinja::parse_template(jinja::tokenize(source));
@@ -41,6 +45,7 @@ ChatTemplate ChatTemplate::from_string(std::string source, std::string bos_token
     impl->source = std::move(source);
     impl->bos_token = std::move(bos_token);
     impl->eos_token = std::move(eos_token);
+    impl->name = std::move(name);
     return ChatTemplate(std::move(impl));
 }
 
@@ -53,10 +58,7 @@ std::optional<ChatTemplate> ChatTemplate::builtin(std::string_view name) {
 
 std::optional<ChatTemplate> ChatTemplate::builtin(std::string_view name, std::string bos_token, std::string eos_token) {
     for (const BuiltinTemplate& b : builtin_templates()) {
-        if (b.name != name) continue;
-        ChatTemplate t = from_string(std::string(b.source), std::move(bos_token), std::move(eos_token));
-        const_cast<Impl&>(*t.impl_).name = std::string(b.name);  // sole owner until returned
-        return t;
+        if (b.name == name) return parse(std::string(b.source), std::move(bos_token), std::move(eos_token), std::string(b.name));
     }
     return std::nullopt;
 }

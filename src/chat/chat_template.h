@@ -98,6 +98,7 @@ public:
 private:
     struct Impl;
     explicit ChatTemplate(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+    static ChatTemplate parse(std::string source, std::string bos_token, std::string eos_token, std::string name);
     std::shared_ptr<const Impl> impl_;  // parsed once; copies share it
 };
 
