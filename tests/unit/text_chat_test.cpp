@@ -11,6 +11,7 @@
 
 #include "chat/builtin_templates.h"
 #include "chat/chat_template.h"
+#include "gguf/gguf.h"
 #include "lantern/error.h"
 #include "test_util.h"
 
@@ -502,6 +503,52 @@ TEST(ChatSelect, GuessesFamilyFromVocabulary) {
     EXPECT_EQ(guess({"<\uff5cend\u2581of\u2581sentence\uff5c>"}), "deepseek");
     EXPECT_EQ(guess({"<|START_OF_TURN_TOKEN|>"}), "command-r");
     EXPECT_EQ(guess({"<s>", "</s>"}), std::nullopt);
+}
+
+// A model's template as the engine will pick it: the GGUF's
+// tokenizer.chat_template, else a built-in guessed from its vocabulary.
+ChatTemplate template_of(const gguf::File& file) {
+    const gguf::Array* tokens = file.get_array("tokenizer.ggml.tokens");
+    auto token_text = [&](const char* key) -> std::string {
+        const auto id = file.get_int(key);
+        return tokens && id && *id >= 0 && size_t(*id) < tokens->strings.size() ? tokens->strings[size_t(*id)] : "";
+    };
+    auto has_token = [tokens](std::string_view t) {
+        return tokens && std::find(tokens->strings.begin(), tokens->strings.end(), t) != tokens->strings.end();
+    };
+    return ChatTemplate::select("", file.get_string("tokenizer.chat_template").value_or(""), has_token,
+                                token_text("tokenizer.ggml.bos_token_id"), token_text("tokenizer.ggml.eos_token_id"));
+}
+
+TEST(ChatModelFiles, DefaultModelTemplateFromGguf) {
+    const auto path = test::default_model_path();
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << " (scripts/setup.sh fetches it)";
+    const auto file = gguf::File::open(path.string());
+    EXPECT_EQ(file->get_string("tokenizer.chat_template"), read_file(data_dir() / "smollm2.jinja"));
+    const ChatTemplate t = template_of(*file);
+    EXPECT_EQ(t.name(), "");  // the file's own template
+    EXPECT_EQ(t.eos_token(), "<|im_end|>");
+    EXPECT_EQ(t.apply({{"system", "Be brief."}, {"user", "Hi"}}, true),
+              "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatModelFiles, VocabularyOnlyFilesFallBackToBuiltins) {
+    // The Phi-3 vocabulary file carries its template; the others have none and
+    // either match a built-in by their special tokens or have no chat format.
+    const auto dir = test::testdata_dir() / "vocab";
+    if (!std::filesystem::exists(dir / "ggml-vocab-phi-3.gguf")) GTEST_SKIP() << "no " << dir;
+    const auto phi3 = gguf::File::open((dir / "ggml-vocab-phi-3.gguf").string());
+    EXPECT_EQ(phi3->get_string("tokenizer.chat_template"), read_file(data_dir() / "phi3.jinja"));
+    EXPECT_EQ(template_of(*phi3).apply({{"user", "Hi"}}, true), "<s><|user|>\nHi<|end|>\n<|assistant|>\n");
+
+    const auto deepseek = gguf::File::open((dir / "ggml-vocab-deepseek-llm.gguf").string());
+    ASSERT_FALSE(deepseek->get_string("tokenizer.chat_template").has_value());
+    const ChatTemplate t = template_of(*deepseek);
+    EXPECT_EQ(t.name(), "deepseek");
+    EXPECT_EQ(t.apply({{"user", "Hi"}}, true), "<\uff5cbegin\u2581of\u2581sentence\uff5c>User: Hi\n\nAssistant:");
+
+    const auto gpt2 = gguf::File::open((dir / "ggml-vocab-gpt-2.gguf").string());
+    EXPECT_THROW(template_of(*gpt2), Error);
 }
 
 TEST(ChatTemplateApi, TemplatesAreReusableAndShareTheirParse) {
