@@ -14,16 +14,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "quant/quant.h"
-#include "test_util.h"
 
 namespace lantern::quant {
 namespace {
 
 constexpr int64_t kK = 4096;
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = dist(rng);
+    return v;
+}
 
 struct Matrix {
     size_t stride;
@@ -33,7 +41,7 @@ struct Matrix {
         // A few distinct rows, repeated.
         for (int r = 0; r < rows; ++r) {
             if (r < 8) {
-                const std::vector<float> x = test::random_floats(static_cast<size_t>(k), seed + r);
+                const std::vector<float> x = random_floats(k, seed + r);
                 quantize(x.data(), bytes.data() + r * stride, k);
             } else {
                 std::memcpy(bytes.data() + r * stride, bytes.data() + (r % 8) * stride, stride);
@@ -85,7 +93,7 @@ void vec_dot_tile(benchmark::State& state, DType t) {
 
 void from_float(benchmark::State& state, DType t) {
     const TypeOps* ops = type_ops(t);
-    const std::vector<float> x = test::random_floats(static_cast<size_t>(kK), 3);
+    const std::vector<float> x = random_floats(kK, 3);
     std::vector<uint8_t> out(dtype_row_size(t, kK));
     for (auto _ : state) {
         ops->from_float(x.data(), out.data(), kK);
