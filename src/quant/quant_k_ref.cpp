@@ -1,16 +1,17 @@
 // Reference quantizers of the K-quants.
 //
 // Each group of 16 or 32 elements gets a float scale (and, for Q2_K/Q4_K/Q5_K,
-// a non-negative min): from each of 17 starting points (the group's range
-// stretched over slightly fewer or more levels) a few least-squares rounds of
-// "round to the nearest level, then refit", keeping the fit of least squared
-// error. The group scales and mins are then quantized against the
-// super-block's d / dmin, and the elements re-rounded with the scales as
+// a non-negative min): 16 starting points (the group's range stretched over
+// slightly fewer or more levels) are refined together by a few least-squares
+// rounds of "round to the nearest level, then refit", and the fit of least
+// squared error wins. The group scales and mins are then quantized against
+// the super-block's d / dmin, and the elements re-rounded with the scales as
 // stored. The results are valid blocks of the published layouts; they are
 // not byte-identical to llama.cpp's quantizer.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/half.h"
 #include "quant/kernels.h"
@@ -22,56 +23,34 @@ namespace {
 int nearest(float v) { return static_cast<int>(std::nearbyint(v)); }
 int round_clamp(float v, int lo, int hi) { return std::clamp(nearest(v), lo, hi); }
 
-// x ~= scale * q - min with q in [0, top], scale >= 0, min >= 0 (the lowest
+// The group fits try kCandidates starting scales at once, one per float lane
+// (plain loops over the candidates, which the compiler vectorises), and
+// refine each by least squares: round every element to its nearest level,
+// refit the scale (and min) to those levels, repeat. Only the sums of q, q^2
+// and x q are accumulated; the squared error follows from them.
+constexpr int kCandidates = 16;
+constexpr int kRounds = 2;
+
+struct GroupStats {
+    float sx = 0, sxx = 0;  // sum of x, of x^2
+};
+GroupStats stats_of(const float* x, int n) {
+    GroupStats g;
+    for (int i = 0; i < n; ++i) {
+        g.sx += x[i];
+        g.sxx += x[i] * x[i];
+    }
+    return g;
+}
+
+// x ~= scale * q - min with q in [0, top], scale > 0, min >= 0 (the lowest
 // level is -min <= 0, as the formats subtract dmin * m with m >= 0).
 struct ScaleMin {
     float scale = 0.0f;
     float min = 0.0f;
 };
 
-float error_with_min(const float* x, int n, int top, ScaleMin f) {
-    float err = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        const int q = f.scale > 0 ? round_clamp((x[i] + f.min) / f.scale, 0, top) : 0;
-        const float e = f.scale * static_cast<float>(q) - f.min - x[i];
-        err += e * e;
-    }
-    return err;
-}
-
-// Least-squares rounds of x = s * q + t (t <= 0) over the levels the current
-// fit picks, from `f`, while the error drops. Returns the error of the result.
-float refine_with_min(const float* x, int n, int top, ScaleMin& f) {
-    float best_err = error_with_min(x, n, top, f);
-    for (int round = 0; round < 4; ++round) {
-        double sq = 0, sqq = 0, sx = 0, sxq = 0;
-        for (int i = 0; i < n; ++i) {
-            const double q = round_clamp((x[i] + f.min) / f.scale, 0, top);
-            sq += q;
-            sqq += q * q;
-            sx += x[i];
-            sxq += x[i] * q;
-        }
-        const double det = n * sqq - sq * sq;
-        if (det <= 0) break;
-        double s = (n * sxq - sq * sx) / det;
-        double t = (sx - s * sq) / n;
-        if (t > 0) {
-            t = 0;
-            s = sxq / sqq;
-        }
-        const ScaleMin next{static_cast<float>(s), static_cast<float>(-t)};
-        if (next.scale <= 0.0f) break;
-        const float err = error_with_min(x, n, top, next);
-        if (err >= best_err) break;
-        f = next;
-        best_err = err;
-    }
-    return best_err;
-}
-
-// Starts from [min(0, min x), max x] spread over top - 0.8 .. top + 0.8
-// levels and keeps the best refined fit.
+// Starts from [min(0, min x), max x] spread over top - 1.4 .. top + 1.6 levels.
 ScaleMin fit_with_min(const float* x, int n, int top) {
     float lo = 0.0f, hi = x[0];
     for (int i = 0; i < n; ++i) {
@@ -79,53 +58,60 @@ ScaleMin fit_with_min(const float* x, int n, int top) {
         hi = std::max(hi, x[i]);
     }
     if (hi <= lo) return {0.0f, -lo};
-    ScaleMin best{(hi - lo) / static_cast<float>(top), -lo};
-    float best_err = refine_with_min(x, n, top, best);
-    for (int step = -8; step <= 8; ++step) {
-        ScaleMin f{(hi - lo) / (static_cast<float>(top) + 0.1f * static_cast<float>(step)), -lo};
-        const float err = refine_with_min(x, n, top, f);
-        if (err < best_err) {
-            best = f;
-            best_err = err;
+    const GroupStats g = stats_of(x, n);
+    const float fn = static_cast<float>(n), ftop = static_cast<float>(top);
+    float scale[kCandidates], min[kCandidates], best_err[kCandidates], best_scale[kCandidates], best_min[kCandidates];
+    for (int c = 0; c < kCandidates; ++c) {
+        scale[c] = (hi - lo) / (ftop + 0.2f * static_cast<float>(c - 7));
+        min[c] = -lo;
+        best_err[c] = std::numeric_limits<float>::infinity();
+        best_scale[c] = scale[c];
+        best_min[c] = min[c];
+    }
+    for (int round = 0; round <= kRounds; ++round) {
+        float inverse[kCandidates], sq[kCandidates] = {}, sqq[kCandidates] = {}, sxq[kCandidates] = {};
+        for (int c = 0; c < kCandidates; ++c) inverse[c] = 1.0f / scale[c];
+        for (int i = 0; i < n; ++i) {
+            for (int c = 0; c < kCandidates; ++c) {
+                const float q = std::min(std::max(std::rint((x[i] + min[c]) * inverse[c]), 0.0f), ftop);
+                sq[c] += q;
+                sqq[c] += q * q;
+                sxq[c] += x[i] * q;
+            }
+        }
+        for (int c = 0; c < kCandidates; ++c) {
+            // Error of the current fit: sum of (scale q - min - x)^2.
+            const float s = scale[c], m = min[c];
+            const float err = s * s * sqq[c] + fn * m * m + g.sxx - 2 * s * m * sq[c] - 2 * s * sxq[c] + 2 * m * g.sx;
+            if (err < best_err[c]) {
+                best_err[c] = err;
+                best_scale[c] = s;
+                best_min[c] = m;
+            }
+            // Refit x = s q + t over these levels, with t = -min <= 0.
+            const float det = fn * sqq[c] - sq[c] * sq[c];
+            float ns = det > 0 ? (fn * sxq[c] - sq[c] * g.sx) / det : s;
+            float nt = det > 0 ? (g.sx - ns * sq[c]) / fn : -m;
+            if (nt > 0) {
+                nt = 0;
+                ns = sqq[c] > 0 ? sxq[c] / sqq[c] : s;
+            }
+            if (ns > 0) {
+                scale[c] = ns;
+                min[c] = -nt;
+            }
         }
     }
-    return best;
+    int pick = 0;
+    for (int c = 1; c < kCandidates; ++c) {
+        if (best_err[c] < best_err[pick]) pick = c;
+    }
+    return {best_scale[pick], best_min[pick]};
 }
 
 // x ~= scale * q with q in [-half, half - 1]; the scale may be negative so
 // that the element of largest magnitude can use the extra level -half.
-float error_symmetric(const float* x, int n, int half, float scale) {
-    float err = 0.0f;
-    for (int i = 0; i < n; ++i) {
-        const int q = scale != 0 ? round_clamp(x[i] / scale, -half, half - 1) : 0;
-        const float e = scale * static_cast<float>(q) - x[i];
-        err += e * e;
-    }
-    return err;
-}
-
-// Least-squares rounds of x = s * q from `scale` while the error drops.
-float refine_symmetric(const float* x, int n, int half, float& scale) {
-    float best_err = error_symmetric(x, n, half, scale);
-    for (int round = 0; round < 4; ++round) {
-        double sxq = 0, sqq = 0;
-        for (int i = 0; i < n; ++i) {
-            const double q = round_clamp(x[i] / scale, -half, half - 1);
-            sxq += x[i] * q;
-            sqq += q * q;
-        }
-        if (sqq == 0) break;
-        const float next = static_cast<float>(sxq / sqq);
-        const float err = error_symmetric(x, n, half, next);
-        if (err >= best_err) break;
-        scale = next;
-        best_err = err;
-    }
-    return best_err;
-}
-
-// Starts from the extreme element on level -half +- 0.8 and keeps the best
-// refined fit.
+// Starts from that element on levels -half - 0.4 .. -half + 2.6.
 float fit_symmetric(const float* x, int n, int half) {
     float amax = 0.0f, extreme = 0.0f;
     for (int i = 0; i < n; ++i) {
@@ -135,16 +121,39 @@ float fit_symmetric(const float* x, int n, int half) {
         }
     }
     if (amax == 0.0f) return 0.0f;
-    float best = 0.0f, best_err = 0.0f;
-    for (int step = -8; step <= 8; ++step) {
-        float scale = extreme / (static_cast<float>(-half) + 0.1f * static_cast<float>(step));
-        const float err = refine_symmetric(x, n, half, scale);
-        if (step == -8 || err < best_err) {
-            best = scale;
-            best_err = err;
+    const GroupStats g = stats_of(x, n);
+    const float lo = static_cast<float>(-half), hi = static_cast<float>(half - 1);
+    float scale[kCandidates], best_err[kCandidates], best_scale[kCandidates];
+    for (int c = 0; c < kCandidates; ++c) {
+        scale[c] = extreme / (lo + 0.2f * static_cast<float>(c - 2));
+        best_err[c] = std::numeric_limits<float>::infinity();
+        best_scale[c] = scale[c];
+    }
+    for (int round = 0; round <= kRounds; ++round) {
+        float inverse[kCandidates], sqq[kCandidates] = {}, sxq[kCandidates] = {};
+        for (int c = 0; c < kCandidates; ++c) inverse[c] = 1.0f / scale[c];
+        for (int i = 0; i < n; ++i) {
+            for (int c = 0; c < kCandidates; ++c) {
+                const float q = std::min(std::max(std::rint(x[i] * inverse[c]), lo), hi);
+                sqq[c] += q * q;
+                sxq[c] += x[i] * q;
+            }
+        }
+        for (int c = 0; c < kCandidates; ++c) {
+            const float s = scale[c];
+            const float err = s * s * sqq[c] - 2 * s * sxq[c] + g.sxx;
+            if (err < best_err[c]) {
+                best_err[c] = err;
+                best_scale[c] = s;
+            }
+            if (sqq[c] > 0 && sxq[c] != 0) scale[c] = sxq[c] / sqq[c];
         }
     }
-    return best;
+    int pick = 0;
+    for (int c = 1; c < kCandidates; ++c) {
+        if (best_err[c] < best_err[pick]) pick = c;
+    }
+    return best_scale[pick];
 }
 
 // Super-block scale for non-negative group values quantized to [0, top]:
@@ -194,8 +203,9 @@ struct MinQuant {
         const float df = fp16_to_f32(d), mf = fp16_to_f32(dmin);
         for (int g = 0; g < kGroups; ++g) {
             const float scale = df * static_cast<float>(sc[g]), min = mf * static_cast<float>(m[g]);
+            const float inverse = scale > 0 ? 1.0f / scale : 0.0f;
             for (int i = g * kSize; i < (g + 1) * kSize; ++i) {
-                q[i] = static_cast<uint8_t>(scale > 0 ? round_clamp((x[i] + min) / scale, 0, top) : 0);
+                q[i] = static_cast<uint8_t>(round_clamp((x[i] + min) * inverse, 0, top));
             }
         }
     }
@@ -215,9 +225,9 @@ struct SymmetricQuant {
         const float df = fp16_to_f32(d);
         for (int g = 0; g < 16; ++g) {
             const float scale = df * static_cast<float>(sc[g]);
+            const float inverse = scale != 0 ? 1.0f / scale : 0.0f;
             for (int i = 16 * g; i < 16 * g + 16; ++i) {
-                const int q = scale != 0 ? round_clamp(x[i] / scale, -kHalf, kHalf - 1) : 0;
-                u[i] = static_cast<uint8_t>(q + kHalf);
+                u[i] = static_cast<uint8_t>(round_clamp(x[i] * inverse, -kHalf, kHalf - 1) + kHalf);
             }
         }
     }
