@@ -16,7 +16,7 @@ std::vector<std::string> translate_llama_style(int argc, char** argv) {
     static const struct {
         const char* from;
         const char* to;
-    } kAliases[] = {{"-ngl", "--n-gpu-layers"}, {"-st", "--single-turn"}, {"-sys", "--system"}};
+    } kAliases[] = {{"-ngl", "--n-gpu-layers"}, {"-st", "--single-turn"}, {"-sys", "--system"}, {"-np", "--parallel"}};
     std::vector<std::string> args;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
     lantern::cli::add_bench_command(app);
     lantern::cli::add_synth_command(app);
     lantern::cli::add_devices_command(app);
+    lantern::cli::add_perplexity_command(app);
+    lantern::cli::add_serve_command(app);
     try {
         std::vector<std::string> args = translate_llama_style(argc, argv);
         std::vector<char*> ptrs;

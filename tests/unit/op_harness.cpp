@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "core/half.h"
@@ -225,7 +226,59 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
                                                 ac.softcap, ac.window));
         add(std::move(c));
     }
+
+    // Added for the phi3 / gemma3 graphs (kept last so earlier cases keep their seeds).
+    {
+        auto c = new_case("softcap", 1e-7);
+        CaseBuilder b{*c, std::mt19937(++k)};
+        c->outputs.push_back(c->graph.softcap(b.leaf(DType::F32, {90, 4}, "x", -80.0f, 80.0f), 30.0f));
+        add(std::move(c));
+    }
+    {
+        // phi3: partial rotary with longrope factors and an attention factor.
+        auto c = new_case("rope_neox_rot48_factors_attn_factor", 1e-7);
+        CaseBuilder b{*c, std::mt19937(++k)};
+        Tensor* x = b.leaf(DType::F32, {64, 4, 5}, "x");
+        std::vector<int32_t> pos;
+        for (int i = 0; i < 5; ++i) pos.push_back(b.uniform_int(0, 3000));
+        Tensor* ff = b.leaf(DType::F32, {24}, "freq_factors", 1.0f, 8.0f);
+        c->outputs.push_back(c->graph.rope(x, b.ints(pos, "pos"), ff, 48, RopeMode::Neox, 10000.0f, 1.0f, 1.19f));
+        add(std::move(c));
+    }
+    {
+        // phi3: Q and K are strided views of one fused QKV product.
+        auto c = new_case("rope_qk_strided_views", 1e-7);
+        CaseBuilder b{*c, std::mt19937(++k)};
+        const int64_t hd = 32, n_q = 4, n_k = 2, T = 3, row = hd * (n_q + 2 * n_k);
+        Tensor* qkv = b.leaf(DType::F32, {row, T}, "qkv");
+        Graph& g = c->graph;
+        Tensor* q = g.view(qkv, {hd, n_q, T}, {qkv->nb[0], hd * qkv->nb[0], qkv->nb[1]}, 0, "q");
+        Tensor* kk = g.view(qkv, {hd, n_k, T}, {qkv->nb[0], hd * qkv->nb[0], qkv->nb[1]},
+                            static_cast<size_t>(hd * n_q) * qkv->nb[0], "k");
+        std::vector<int32_t> pos = {3, 90, 1000};
+        c->outputs.push_back(g.rope_qk(q, kk, b.ints(pos, "pos"), nullptr, 24, RopeMode::Neox, 10000.0f, 1.0f, 1.19f));
+        add(std::move(c));
+    }
+    {
+        // gemma3: per-head RMSNorm of Q ([head_dim, n_head, T] rows, [head_dim] weight).
+        auto c = new_case("rms_norm_heads", 1e-7);
+        CaseBuilder b{*c, std::mt19937(++k)};
+        Tensor* x = b.leaf(DType::F32, {32, 4, 3}, "x", -3.0f, 3.0f);
+        c->outputs.push_back(c->graph.rms_norm(x, b.weight(DType::F32, {32}, "w"), 1e-6f));
+        add(std::move(c));
+    }
     return cases;
+}
+
+const std::vector<std::string>& op_case_names(uint32_t seed) {
+    static std::map<uint32_t, std::vector<std::string>> cache;
+    auto it = cache.find(seed);
+    if (it == cache.end()) {
+        std::vector<std::string> names;
+        for (const auto& c : make_op_cases(seed)) names.push_back(c->name);
+        it = cache.emplace(seed, std::move(names)).first;
+    }
+    return it->second;
 }
 
 double nmse(const std::vector<float>& a, const std::vector<float>& ref) {

@@ -31,6 +31,9 @@ struct OpCase {
 
 // Every op, with several shapes and types. Deterministic in `seed`.
 std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed);
+// The names of make_op_cases(seed), in order (computed once per seed; for
+// naming parameterised tests without building every case per name).
+const std::vector<std::string>& op_case_names(uint32_t seed);
 
 struct CaseResult {
     bool supported = false;          // the backend accepts every node

@@ -1,0 +1,39 @@
+// lantern serve: the OpenAI-compatible HTTP server.
+#include <csignal>
+#include <cstdio>
+
+#include "cli/common.h"
+#include "server/engine.h"
+#include "server/http_server.h"
+
+namespace lantern::cli {
+
+void add_serve_command(CLI::App& app) {
+    struct Options {
+        ModelOptions model;
+        server::ServerOptions http;
+        server::EngineParams engine;
+    };
+    auto o = std::make_shared<Options>();
+    CLI::App* cmd = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
+    o->model.add_to(*cmd);
+    cmd->add_option("--host", o->http.host, "address to listen on")->capture_default_str();
+    cmd->add_option("--port", o->http.port, "port (0: any free port)")->capture_default_str();
+    cmd->add_option("--parallel", o->engine.n_slots, "requests decoded together")->capture_default_str();
+    cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "context per request, in tokens")->capture_default_str();
+    cmd->add_option("-b,--batch-size", o->engine.n_batch, "tokens per forward pass")->capture_default_str();
+    cmd->add_option("--chat-template", o->http.chat_template, "chat template: a built-in name or Jinja source");
+    cmd->add_option("--alias", o->http.model_name, "model name reported to clients");
+    cmd->callback([o] {
+        std::unique_ptr<Model> model = o->model.load();
+        if (model->info().n_ctx_train > 0) o->engine.n_ctx = std::min(o->engine.n_ctx, model->info().n_ctx_train);
+        server::Engine engine(*model, o->engine);
+        server::HttpServer http(*model, engine, o->http);
+        http.bind();
+        std::fprintf(stderr, "listening on http://%s:%d (%d slots, %d tokens each)\n", o->http.host.c_str(), http.port(),
+                     o->engine.n_slots, engine.params().n_ctx);
+        http.serve();
+    });
+}
+
+}  // namespace lantern::cli

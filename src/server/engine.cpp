@@ -1,0 +1,261 @@
+#include "server/engine.h"
+
+#include <algorithm>
+
+namespace lantern::server {
+
+struct Engine::Slot {
+    int id = 0;
+    std::shared_ptr<GenerationRequest> req;
+    std::unique_ptr<Sampler> sampler;
+    size_t prompt_done = 0;    // prompt tokens decoded so far
+    int32_t last = -1;         // sampled token to decode next
+    bool has_logits = false;   // the last step gave this slot logits
+    int out_index = -1;        // its row in the step's logits
+    int generated = 0;
+    std::string text;          // all generated text
+    size_t emitted = 0;        // bytes of text already sent
+    bool active() const { return req != nullptr; }
+};
+
+namespace {
+
+// Bytes at the end of s that form an incomplete UTF-8 character.
+size_t incomplete_utf8_tail(const std::string& s) {
+    const size_t n = s.size();
+    for (size_t back = 1; back <= std::min<size_t>(3, n); ++back) {
+        const auto c = static_cast<unsigned char>(s[n - back]);
+        if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+        size_t need = 1;
+        if ((c & 0xE0) == 0xC0) need = 2;
+        else if ((c & 0xF0) == 0xE0) need = 3;
+        else if ((c & 0xF8) == 0xF0) need = 4;
+        return need > back ? back : 0;
+    }
+    return 0;
+}
+
+}  // namespace
+
+Engine::Engine(Model& model, const EngineParams& params) : model_(model), params_(params) {
+    if (params_.n_slots <= 0) throw Error(ErrorCode::InvalidArgument, "server: the number of slots must be positive");
+    ContextParams cp;
+    cp.n_ctx = params_.n_ctx;
+    cp.n_seq = params_.n_slots;
+    cp.n_batch = params_.n_batch;
+    ctx_ = std::make_unique<Context>(model_, cp);
+    params_.n_ctx = ctx_->n_ctx();
+    for (int i = 0; i < params_.n_slots; ++i) {
+        slots_.push_back(std::make_unique<Slot>());
+        slots_.back()->id = i;
+    }
+    worker_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    worker_.join();
+}
+
+void Engine::submit(std::shared_ptr<GenerationRequest> request) {
+    if (request->prompt.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
+    if (static_cast<int>(request->prompt.size()) >= params_.n_ctx) {
+        throw Error(ErrorCode::ContextFull, "the prompt has " + std::to_string(request->prompt.size()) +
+                                                " tokens; a request may use at most " +
+                                                std::to_string(params_.n_ctx - 1));
+    }
+    for (int32_t t : request->prompt) {
+        if (t < 0 || t >= model_.n_vocab()) throw Error(ErrorCode::InvalidArgument, "prompt token outside the vocabulary");
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back(std::move(request));
+        stats_.queued = static_cast<int>(queue_.size());
+    }
+    wake_.notify_all();
+}
+
+EngineStats Engine::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+}
+
+void Engine::loop() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [&] {
+                return stop_ || !queue_.empty() ||
+                       std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); });
+            });
+            if (stop_) break;
+        }
+        admit_queued();
+        step();
+    }
+    for (auto& s : slots_) {
+        if (s->active()) finish(*s, "error", "the server is shutting down");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& r : queue_) {
+        GenerationResult res;
+        res.finish_reason = "error";
+        res.error = "the server is shutting down";
+        if (r->on_done) r->on_done(res);
+    }
+    queue_.clear();
+}
+
+void Engine::admit_queued() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& s : slots_) {
+        if (s->active() || queue_.empty()) continue;
+        s->req = std::move(queue_.front());
+        queue_.pop_front();
+        s->sampler = std::make_unique<Sampler>(s->req->sampling, model_.n_vocab());
+        for (int32_t t : s->req->prompt) s->sampler->accept(t);
+        s->prompt_done = 0;
+        s->last = -1;
+        s->has_logits = false;
+        s->generated = 0;
+        s->text.clear();
+        s->emitted = 0;
+        ctx_->clear_sequence(s->id);
+    }
+    stats_.queued = static_cast<int>(queue_.size());
+    stats_.active_slots =
+        static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); }));
+}
+
+// Sends what can be sent of the slot's text; false when the client cancelled.
+bool Engine::emit(Slot& s, bool final) {
+    size_t end = s.text.size();
+    if (!final) {
+        end -= incomplete_utf8_tail(s.text);
+        // Hold back a tail that could still grow into a stop string.
+        const size_t limit = end;
+        for (const std::string& stop : s.req->stop) {
+            if (stop.empty()) continue;
+            const size_t unsent = limit - std::min(limit, s.emitted);
+            for (size_t k = std::min(stop.size() - 1, unsent); k > 0; --k) {
+                if (s.text.compare(limit - k, k, stop, 0, k) == 0) {
+                    end = std::min(end, limit - k);
+                    break;
+                }
+            }
+        }
+    }
+    if (end <= s.emitted) return true;
+    const std::string piece = s.text.substr(s.emitted, end - s.emitted);
+    s.emitted = end;
+    return !s.req->on_text || s.req->on_text(piece);
+}
+
+void Engine::finish(Slot& s, const std::string& reason, const std::string& error) {
+    if (reason != "error") emit(s, true);
+    GenerationResult r;
+    r.text = s.text.substr(0, s.emitted);
+    r.prompt_tokens = static_cast<int>(s.req->prompt.size());
+    r.completion_tokens = s.generated;
+    r.finish_reason = reason;
+    r.error = error;
+    if (s.req->on_done) s.req->on_done(r);
+    s.req.reset();
+    s.sampler.reset();
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.requests_done;
+}
+
+void Engine::step() {
+    // 1. Sample for every slot that has fresh logits.
+    for (auto& sp : slots_) {
+        Slot& s = *sp;
+        if (!s.active() || !s.has_logits) continue;
+        s.has_logits = false;
+        const int32_t tok = s.sampler->sample(ctx_->logits(s.out_index));
+        if (model_.is_end_of_generation(tok) && !s.req->ignore_eos) {
+            finish(s, "stop");
+            continue;
+        }
+        ++s.generated;
+        s.text += model_.token_to_piece(tok);
+        // Stop strings.
+        bool stopped = false;
+        for (const std::string& stop : s.req->stop) {
+            if (stop.empty()) continue;
+            const size_t from = s.emitted > stop.size() ? s.emitted - stop.size() : 0;
+            const size_t at = s.text.find(stop, from);
+            if (at != std::string::npos) {
+                s.text.resize(at);
+                stopped = true;
+                break;
+            }
+        }
+        if (stopped) {
+            finish(s, "stop");
+            continue;
+        }
+        if (!emit(s, false)) {
+            finish(s, "error", "cancelled");
+            continue;
+        }
+        if (s.generated >= s.req->max_tokens ||
+            ctx_->sequence_length(s.id) + 1 >= params_.n_ctx) {
+            finish(s, "length");
+            continue;
+        }
+        s.last = tok;
+    }
+
+    // 2. Build the next batch: generating slots first (one token each), then
+    // prompt chunks within the remaining budget.
+    Batch batch;
+    std::vector<Slot*> want;  // slots asking for logits, in output order
+    for (auto& sp : slots_) {
+        Slot& s = *sp;
+        if (!s.active() || s.prompt_done < s.req->prompt.size() || s.last < 0) continue;
+        batch.add(s.last, ctx_->sequence_length(s.id), s.id, true);
+        want.push_back(&s);
+        s.last = -1;
+    }
+    for (auto& sp : slots_) {
+        Slot& s = *sp;
+        if (!s.active() || s.prompt_done >= s.req->prompt.size()) continue;
+        const size_t budget = static_cast<size_t>(params_.n_batch) - std::min(batch.size(), size_t(params_.n_batch));
+        if (budget == 0) break;
+        const size_t n = std::min(budget, s.req->prompt.size() - s.prompt_done);
+        for (size_t i = 0; i < n; ++i) {
+            const size_t k = s.prompt_done + i;
+            const bool last = k + 1 == s.req->prompt.size();
+            batch.add(s.req->prompt[k], static_cast<int32_t>(k), s.id, last);
+            if (last) want.push_back(&s);
+        }
+        s.prompt_done += n;
+    }
+    if (batch.size() == 0) return;
+
+    try {
+        ctx_->decode(batch);
+    } catch (const Error& e) {
+        // The batch was validated when the requests came in; a failure here is
+        // the backend's, and every request in flight ends with it.
+        for (auto& sp : slots_) {
+            if (sp->active()) finish(*sp, "error", e.what());
+        }
+        return;
+    }
+    // Outputs come in batch order; `want` was filled in that order.
+    for (size_t i = 0; i < want.size(); ++i) {
+        want[i]->has_logits = true;
+        want[i]->out_index = static_cast<int>(i);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.steps;
+    stats_.tokens_decoded += batch.size();
+}
+
+}  // namespace lantern::server

@@ -1,0 +1,91 @@
+// The server's generation engine: one worker thread owns a Context with one
+// KV-cache sequence per slot and runs continuous batching. Each step decodes
+// one batch holding the next prompt chunk of slots still reading their prompt
+// and the last sampled token of every generating slot; requests join and
+// leave between steps.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lantern/lantern.h"
+
+namespace lantern::server {
+
+struct GenerationResult {
+    std::string text;
+    int prompt_tokens = 0;
+    int completion_tokens = 0;
+    std::string finish_reason;  // "stop", "length", or "error"
+    std::string error;          // set when finish_reason == "error"
+};
+
+struct GenerationRequest {
+    std::vector<int32_t> prompt;
+    SamplerParams sampling;
+    int max_tokens = 256;
+    std::vector<std::string> stop;  // stop strings (not included in the text)
+    bool ignore_eos = false;
+    // Called on the engine thread with each new piece of text (whole UTF-8
+    // characters; text that may begin a stop string is held back). Returning
+    // false cancels the request (the client went away).
+    std::function<bool(const std::string& piece)> on_text;
+    // Called once on the engine thread when the request ends.
+    std::function<void(const GenerationResult&)> on_done;
+};
+
+struct EngineParams {
+    int n_slots = 4;     // requests served at once
+    int n_ctx = 4096;    // positions per slot
+    int n_batch = 512;   // tokens per step, shared by the slots
+};
+
+struct EngineStats {
+    uint64_t requests_done = 0;
+    uint64_t steps = 0;
+    uint64_t tokens_decoded = 0;
+    int active_slots = 0;
+    int queued = 0;
+};
+
+class Engine {
+public:
+    Engine(Model& model, const EngineParams& params);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Queues a request (thread-safe). Error(InvalidArgument/ContextFull) at
+    // once when the prompt is empty or cannot fit a slot.
+    void submit(std::shared_ptr<GenerationRequest> request);
+    EngineStats stats() const;
+    const EngineParams& params() const { return params_; }
+
+private:
+    struct Slot;
+    void loop();
+    void admit_queued();
+    void step();
+    void finish(Slot& slot, const std::string& reason, const std::string& error = "");
+    bool emit(Slot& slot, bool final);
+
+    Model& model_;
+    EngineParams params_;
+    std::unique_ptr<Context> ctx_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::shared_ptr<GenerationRequest>> queue_;
+    bool stop_ = false;
+    EngineStats stats_;
+    std::thread worker_;
+};
+
+}  // namespace lantern::server

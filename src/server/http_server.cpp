@@ -1,0 +1,199 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+
+#include "server/openai.h"
+
+namespace lantern::server {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t unix_time() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+    res.status = status;
+    res.set_content(body.dump(), "application/json");
+}
+
+// Events of one streamed response, handed from the engine thread to the
+// HTTP thread that writes them.
+struct Stream {
+    std::mutex mutex;
+    std::condition_variable ready;
+    std::deque<std::string> events;
+    bool done = false;
+    std::atomic<bool> cancelled{false};
+
+    void push(std::string event, bool last) {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            events.push_back(std::move(event));
+            done = done || last;
+        }
+        ready.notify_one();
+    }
+};
+
+}  // namespace
+
+HttpServer::HttpServer(Model& model, Engine& engine, ServerOptions options)
+    : model_(model), engine_(engine), options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+    if (options_.model_name.empty()) options_.model_name = model_.info().name.empty() ? "lantern" : model_.info().name;
+    routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::bind() {
+    if (options_.port == 0) {
+        port_ = http_->bind_to_any_port(options_.host);
+    } else {
+        port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+    }
+    if (port_ < 0) {
+        throw Error(ErrorCode::Io, "cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+    }
+}
+
+void HttpServer::serve() { http_->listen_after_bind(); }
+void HttpServer::stop() {
+    if (http_) http_->stop();
+}
+
+void HttpServer::routes() {
+    httplib::Server& s = *http_;
+    s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        try {
+            std::rethrow_exception(ep);
+        } catch (const ApiError& e) {
+            send_json(res, e.status, error_body(e));
+        } catch (const lantern::Error& e) {
+            const int status = e.code() == ErrorCode::InvalidArgument || e.code() == ErrorCode::ContextFull ||
+                                       e.code() == ErrorCode::Template || e.code() == ErrorCode::Tokenizer
+                                   ? 400
+                                   : 500;
+            send_json(res, status, error_body(ApiError(status, e.what(), status == 400 ? "invalid_request_error" : "server_error")));
+        } catch (const std::exception& e) {
+            send_json(res, 500, error_body(ApiError(500, e.what(), "server_error")));
+        }
+    });
+    s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+        if (res.status == 404) send_json(res, 404, error_body(ApiError(404, "no route " + req.method + " " + req.path, "not_found")));
+    });
+
+    s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+        const EngineStats st = engine_.stats();
+        send_json(res, 200, json{{"status", "ok"}, {"slots", engine_.params().n_slots}, {"active", st.active_slots},
+                                 {"queued", st.queued}, {"requests_done", st.requests_done}});
+    });
+    s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+        send_json(res, 200, json{{"object", "list"},
+                                 {"data", json::array({json{{"id", options_.model_name},
+                                                            {"object", "model"},
+                                                            {"created", unix_time()},
+                                                            {"owned_by", "lantern"},
+                                                            {"description", model_.info().description}}})}});
+    });
+    s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+        json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
+            throw ApiError(400, "'content' must be a string");
+        }
+        const bool special = body.value("add_special", false);
+        send_json(res, 200, json{{"tokens", model_.tokenize(body["content"].get<std::string>(), special, true)}});
+    });
+    s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+        json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
+            throw ApiError(400, "'tokens' must be a list of token ids");
+        }
+        std::vector<int32_t> ids;
+        for (const json& t : body["tokens"]) {
+            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_.n_vocab()) {
+                throw ApiError(400, "'tokens' holds an id outside the vocabulary");
+            }
+            ids.push_back(t.get<int32_t>());
+        }
+        send_json(res, 200, json{{"content", model_.detokenize(ids)}});
+    });
+
+    auto completion = [this](bool chat) {
+        return [this, chat](const httplib::Request& http_req, httplib::Response& res) {
+            auto req = std::make_shared<CompletionRequest>(parse_completion_request(http_req.body, chat));
+            const std::string text = chat ? model_.apply_chat_template(req->messages, true, options_.chat_template)
+                                          : req->prompt;
+            auto gen = std::make_shared<GenerationRequest>();
+            // A chat template writes its own BOS when it wants one.
+            const std::string bos = model_.bos_token() >= 0 ? model_.token_to_piece(model_.bos_token(), true) : "";
+            const bool add_special = !chat || bos.empty() || text.rfind(bos, 0) != 0;
+            gen->prompt = model_.tokenize(text, add_special, chat);
+            gen->sampling = req->sampling;
+            gen->max_tokens = req->max_tokens;
+            gen->stop = req->stop;
+            gen->ignore_eos = req->ignore_eos;
+            const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
+            const int64_t created = unix_time();
+            const std::string model_name = options_.model_name;
+
+            if (!req->stream) {
+                auto done = std::make_shared<std::promise<GenerationResult>>();
+                std::future<GenerationResult> result = done->get_future();
+                gen->on_done = [done](const GenerationResult& r) { done->set_value(r); };
+                engine_.submit(gen);
+                const GenerationResult r = result.get();
+                if (r.finish_reason == "error") throw ApiError(500, r.error, "server_error");
+                send_json(res, 200, completion_response(*req, r, id, model_name, created));
+                return;
+            }
+
+            auto stream = std::make_shared<Stream>();
+            auto sse = [](const json& j) { return "data: " + j.dump() + "\n\n"; };
+            gen->on_text = [stream, req, id, model_name, created, sse](const std::string& piece) {
+                if (stream->cancelled) return false;
+                stream->push(sse(completion_chunk(*req, piece, "", id, model_name, created)), false);
+                return true;
+            };
+            gen->on_done = [stream, req, id, model_name, created, sse](const GenerationResult& r) {
+                std::string tail;
+                if (r.finish_reason == "error") {
+                    tail = sse(error_body(ApiError(500, r.error, "server_error")));
+                } else {
+                    tail = sse(completion_chunk(*req, "", r.finish_reason, id, model_name, created));
+                }
+                stream->push(tail + "data: [DONE]\n\n", true);
+            };
+            engine_.submit(gen);
+            res.set_chunked_content_provider("text/event-stream", [stream](size_t, httplib::DataSink& sink) {
+                std::unique_lock<std::mutex> lock(stream->mutex);
+                stream->ready.wait(lock, [&] { return !stream->events.empty() || stream->done; });
+                while (!stream->events.empty()) {
+                    std::string ev = std::move(stream->events.front());
+                    stream->events.pop_front();
+                    lock.unlock();
+                    if (!sink.write(ev.data(), ev.size())) {
+                        stream->cancelled = true;
+                        return false;
+                    }
+                    lock.lock();
+                }
+                if (stream->done) sink.done();
+                return true;
+            },
+            [stream](bool) { stream->cancelled = true; });
+        };
+    };
+    s.Post("/v1/chat/completions", completion(true));
+    s.Post("/v1/completions", completion(false));
+}
+
+}  // namespace lantern::server

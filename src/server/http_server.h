@@ -1,0 +1,54 @@
+// `lantern serve`: an OpenAI-compatible HTTP server over the Engine.
+//
+//   GET  /health                 {"status": "ok", slots and queue}
+//   GET  /v1/models              the loaded model
+//   POST /v1/chat/completions    messages -> the model's chat template
+//   POST /v1/completions         raw prompt
+//   POST /tokenize, /detokenize  {"content": text} <-> {"tokens": [ids]}
+// Both completion routes stream server-sent events with "stream": true.
+// Malformed requests get status 400 and an OpenAI-style error body.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "lantern/lantern.h"
+#include "server/engine.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace lantern::server {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;             // 0: any free port (see port())
+    std::string chat_template;   // override, as `lantern run --chat-template`
+    std::string model_name;      // reported by /v1/models (default: the file's general.name)
+};
+
+class HttpServer {
+public:
+    HttpServer(Model& model, Engine& engine, ServerOptions options);
+    ~HttpServer();
+
+    // Binds (throws Error(Io) when it cannot), then serves until stop().
+    void bind();
+    void serve();
+    void stop();
+    int port() const { return port_; }
+
+private:
+    void routes();
+
+    Model& model_;
+    Engine& engine_;
+    ServerOptions options_;
+    std::unique_ptr<httplib::Server> http_;
+    int port_ = 0;
+    std::atomic<uint64_t> next_id_{0};  // response ids
+};
+
+}  // namespace lantern::server

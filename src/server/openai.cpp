@@ -1,0 +1,137 @@
+#include "server/openai.h"
+
+namespace lantern::server {
+namespace {
+
+using json = nlohmann::json;
+
+template <class T>
+T field(const json& body, const char* name, T fallback) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return fallback;
+    try {
+        return it->get<T>();
+    } catch (const json::exception&) {
+        throw ApiError(400, std::string("'") + name + "' has the wrong type");
+    }
+}
+
+// Message content: a string, or a list of parts of which the text parts count.
+std::string content_text(const json& content, size_t index) {
+    if (content.is_string()) return content.get<std::string>();
+    if (content.is_null()) return "";
+    if (content.is_array()) {
+        std::string text;
+        for (const json& part : content) {
+            if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
+                text += part["text"].get<std::string>();
+            } else {
+                throw ApiError(400, "messages[" + std::to_string(index) + "].content: only text parts are supported");
+            }
+        }
+        return text;
+    }
+    throw ApiError(400, "messages[" + std::to_string(index) + "].content must be a string or a list of text parts");
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& body_text, bool chat) {
+    json body;
+    try {
+        body = json::parse(body_text);
+    } catch (const json::parse_error& e) {
+        throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
+    }
+    if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+
+    CompletionRequest r;
+    r.chat = chat;
+    if (chat) {
+        auto it = body.find("messages");
+        if (it == body.end() || !it->is_array() || it->empty()) throw ApiError(400, "'messages' must be a non-empty list");
+        for (size_t i = 0; i < it->size(); ++i) {
+            const json& m = (*it)[i];
+            if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+                throw ApiError(400, "messages[" + std::to_string(i) + "] needs a string 'role'");
+            }
+            r.messages.push_back({m["role"].get<std::string>(), content_text(m.value("content", json()), i)});
+        }
+    } else {
+        auto it = body.find("prompt");
+        if (it == body.end() || !it->is_string()) throw ApiError(400, "'prompt' must be a string");
+        r.prompt = it->get<std::string>();
+        if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty");
+    }
+
+    r.stream = field<bool>(body, "stream", false);
+    r.max_tokens = field<int>(body, "max_tokens", field<int>(body, "max_completion_tokens", 256));
+    if (r.max_tokens <= 0) throw ApiError(400, "'max_tokens' must be positive");
+    SamplerParams& s = r.sampling;
+    s.temperature = field<float>(body, "temperature", 0.8f);
+    s.top_p = field<float>(body, "top_p", 0.95f);
+    s.top_k = field<int>(body, "top_k", 40);
+    s.min_p = field<float>(body, "min_p", 0.05f);
+    s.frequency_penalty = field<float>(body, "frequency_penalty", 0.0f);
+    s.presence_penalty = field<float>(body, "presence_penalty", 0.0f);
+    s.repeat_penalty = field<float>(body, "repeat_penalty", 1.0f);
+    const int64_t seed = field<int64_t>(body, "seed", -1);
+    s.seed = seed < 0 ? kSamplerRandomSeed : static_cast<uint64_t>(seed);
+    if (s.temperature < 0.0f || s.temperature > 100.0f) throw ApiError(400, "'temperature' must be in [0, 100]");
+    if (s.top_p <= 0.0f || s.top_p > 1.0f) throw ApiError(400, "'top_p' must be in (0, 1]");
+    if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+        if (it->is_string()) {
+            r.stop.push_back(it->get<std::string>());
+        } else if (it->is_array()) {
+            for (const json& x : *it) {
+                if (!x.is_string()) throw ApiError(400, "'stop' entries must be strings");
+                r.stop.push_back(x.get<std::string>());
+            }
+        } else {
+            throw ApiError(400, "'stop' must be a string or a list of strings");
+        }
+    }
+    if (auto n = field<int>(body, "n", 1); n != 1) throw ApiError(400, "'n' other than 1 is not supported");
+    r.ignore_eos = field<bool>(body, "ignore_eos", false);
+    return r;
+}
+
+json error_body(const ApiError& e) {
+    return json{{"error", {{"message", e.what()}, {"type", e.type}, {"code", e.status}}}};
+}
+
+json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
+                         const std::string& model, int64_t created) {
+    json choice = {{"index", 0}, {"finish_reason", r.finish_reason}};
+    if (req.chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else {
+        choice["text"] = r.text;
+    }
+    return json{{"id", id},
+                {"object", req.chat ? "chat.completion" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array({choice})},
+                {"usage",
+                 {{"prompt_tokens", r.prompt_tokens},
+                  {"completion_tokens", r.completion_tokens},
+                  {"total_tokens", r.prompt_tokens + r.completion_tokens}}}};
+}
+
+json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,
+                      const std::string& id, const std::string& model, int64_t created) {
+    json choice = {{"index", 0}, {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
+    if (req.chat) {
+        choice["delta"] = finish_reason.empty() ? json{{"role", "assistant"}, {"content", text}} : json::object();
+    } else {
+        choice["text"] = text;
+    }
+    return json{{"id", id},
+                {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array({choice})}};
+}
+
+}  // namespace lantern::server

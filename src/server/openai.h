@@ -1,0 +1,46 @@
+// The OpenAI-compatible request and response formats (chat completions and
+// completions), kept apart from HTTP so they can be tested on their own.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lantern/lantern.h"
+#include "server/engine.h"
+
+namespace lantern::server {
+
+// A request the client got wrong (status 400) or a failure on our side.
+struct ApiError : std::runtime_error {
+    ApiError(int status_code, const std::string& message, std::string error_type = "invalid_request_error")
+        : std::runtime_error(message), status(status_code), type(std::move(error_type)) {}
+    int status;
+    std::string type;
+};
+
+struct CompletionRequest {
+    bool chat = false;
+    std::vector<ChatMessage> messages;  // chat
+    std::string prompt;                 // completions
+    SamplerParams sampling;
+    int max_tokens = 256;
+    std::vector<std::string> stop;
+    bool stream = false;
+    bool ignore_eos = false;
+};
+
+// Parses and validates a request body; throws ApiError(400) naming the field.
+CompletionRequest parse_completion_request(const std::string& body, bool chat);
+
+nlohmann::json error_body(const ApiError& e);
+
+// Full (non-streamed) response.
+nlohmann::json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
+                                   const std::string& model, int64_t created);
+// One streamed chunk: a text delta (finish_reason empty) or the final chunk.
+nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,
+                                const std::string& id, const std::string& model, int64_t created);
+
+}  // namespace lantern::server

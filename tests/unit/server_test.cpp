@@ -1,0 +1,176 @@
+// `lantern serve` as a black box over HTTP, in-process on a free port.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lantern/lantern.h"
+#include "server/engine.h"
+#include "server/http_server.h"
+#include "test_util.h"
+
+namespace lantern::test {
+namespace {
+
+using json = nlohmann::json;
+
+class Server : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        ModelParams p;
+        p.n_threads = 2;
+        model_ = Model::load(default_model_path().string(), p).release();
+        server::EngineParams ep;
+        ep.n_slots = 4;
+        ep.n_ctx = 384;
+        ep.n_batch = 128;
+        engine_ = new server::Engine(*model_, ep);
+        server::ServerOptions so;
+        so.port = 0;
+        http_ = new server::HttpServer(*model_, *engine_, so);
+        http_->bind();
+        thread_ = new std::thread([] { http_->serve(); });
+    }
+    static void TearDownTestSuite() {
+        http_->stop();
+        thread_->join();
+        delete thread_;
+        delete http_;
+        delete engine_;
+        delete model_;
+    }
+
+    static httplib::Client client() {
+        httplib::Client c("127.0.0.1", http_->port());
+        c.set_read_timeout(300, 0);
+        return c;
+    }
+    static json post(const std::string& path, const json& body, int* status = nullptr) {
+        auto res = client().Post(path, body.dump(), "application/json");
+        EXPECT_TRUE(res) << "no response from " << path;
+        if (!res) return json();
+        if (status != nullptr) *status = res->status;
+        return json::parse(res->body);
+    }
+    static json chat(const std::string& user, int max_tokens = 24) {
+        return post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", user}}}},
+                                             {"temperature", 0},
+                                             {"max_tokens", max_tokens}});
+    }
+
+    static Model* model_;
+    static server::Engine* engine_;
+    static server::HttpServer* http_;
+    static std::thread* thread_;
+};
+
+Model* Server::model_ = nullptr;
+server::Engine* Server::engine_ = nullptr;
+server::HttpServer* Server::http_ = nullptr;
+std::thread* Server::thread_ = nullptr;
+
+TEST_F(Server, HealthAndModels) {
+    auto h = client().Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    EXPECT_EQ(json::parse(h->body)["status"], "ok");
+    auto m = client().Get("/v1/models");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(json::parse(m->body)["data"][0]["object"], "model");
+}
+
+TEST_F(Server, ChatCompletionGolden) {
+    const json r = chat("What is the capital of France? Answer in one sentence.");
+    EXPECT_EQ(r["object"], "chat.completion");
+    EXPECT_EQ(r["choices"][0]["message"]["content"], "The capital of France is Paris.");
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+    EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 20);
+}
+
+TEST_F(Server, StreamedDeltasEqualTheFullAnswer) {
+    const json body = {{"prompt", "The history of the printing press"}, {"temperature", 0}, {"max_tokens", 20}};
+    const json full = post("/v1/completions", body);
+    json sbody = body;
+    sbody["stream"] = true;
+    auto res = client().Post("/v1/completions", sbody.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+    std::string text, finish;
+    size_t pos = 0;
+    bool saw_done = false;
+    while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
+        const size_t end = res->body.find("\n\n", pos);
+        const std::string data = res->body.substr(pos + 6, end - pos - 6);
+        pos = end;
+        if (data == "[DONE]") {
+            saw_done = true;
+            break;
+        }
+        const json chunk = json::parse(data);
+        text += chunk["choices"][0]["text"].get<std::string>();
+        if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+    }
+    EXPECT_TRUE(saw_done);
+    EXPECT_EQ(text, full["choices"][0]["text"].get<std::string>());
+    EXPECT_EQ(finish, "length");
+    EXPECT_EQ(full["usage"]["completion_tokens"], 20);
+}
+
+// Requests decoded together in one batch (one KV sequence each) give what
+// each gives alone.
+TEST_F(Server, ConcurrentRequestsMatchSequentialOnes) {
+    const std::vector<std::string> prompts = {"Name the three primary colors.", "What is 2 + 2?",
+                                              "Write one sentence about cats.", "What is the capital of Italy?"};
+    std::vector<std::string> alone;
+    for (const std::string& p : prompts) alone.push_back(chat(p, 16)["choices"][0]["message"]["content"]);
+    std::vector<std::future<json>> together;
+    for (const std::string& p : prompts) together.push_back(std::async(std::launch::async, [p] { return chat(p, 16); }));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_EQ(together[i].get()["choices"][0]["message"]["content"], alone[i]) << prompts[i];
+    }
+}
+
+TEST_F(Server, StopStringsEndTheAnswer) {
+    const json r = post("/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}}},
+                         {"temperature", 0},
+                         {"stop", {"Paris"}}});
+    EXPECT_EQ(r["choices"][0]["message"]["content"], "The capital of France is ");
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(Server, MalformedRequestsGet400) {
+    auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
+    ASSERT_TRUE(bad_json);
+    EXPECT_EQ(bad_json->status, 400);
+    EXPECT_NE(json::parse(bad_json->body)["error"]["message"].get<std::string>().find("JSON"), std::string::npos);
+    int status = 0;
+    json e = post("/v1/chat/completions", {{"messages", "hello"}}, &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("messages"), std::string::npos);
+    e = post("/v1/completions", {{"prompt", "hi"}, {"temperature", "hot"}}, &status);
+    EXPECT_EQ(status, 400);
+    std::string huge;
+    for (int i = 0; i < 500; ++i) huge += "word ";
+    e = post("/v1/completions", {{"prompt", huge}}, &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("tokens"), std::string::npos);
+    auto missing = client().Get("/v2/nothing");
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    // The server still answers after all that.
+    EXPECT_EQ(chat("What is the capital of France? Answer in one sentence.")["choices"][0]["message"]["content"],
+              "The capital of France is Paris.");
+}
+
+TEST_F(Server, TokenizeRoundTrip) {
+    const json t = post("/tokenize", {{"content", "Hello world"}});
+    ASSERT_TRUE(t["tokens"].is_array());
+    EXPECT_GE(t["tokens"].size(), 2u);
+    EXPECT_EQ(post("/detokenize", {{"tokens", t["tokens"]}})["content"], "Hello world");
+}
+
+}  // namespace
+}  // namespace lantern::test
