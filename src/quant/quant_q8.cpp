@@ -28,17 +28,25 @@ HalfScale half_scale(float amax) {
     return {d, df != 0.0f ? 1.0f / df : 0.0f};
 }
 
-// Q8_K keeps its scale in f32.
-float inverse_of(float d) { return d != 0.0f ? 1.0f / d : 0.0f; }
+// Q8_K keeps its scale in f32 (0 when 1 / d overflows: subnormal inputs).
+float inverse_of(float d) {
+    const float inverse = 1.0f / d;
+    return d != 0.0f && std::isfinite(inverse) ? inverse : 0.0f;
+}
 
+// Clamps like vmaxps / vminps with the bound second, so a NaN becomes -127
+// in both versions.
 int8_t quantize_one(float x, float inverse) {
-    const float v = std::min(std::max(x * inverse, -127.0f), 127.0f);
+    float v = x * inverse;
+    v = v > -127.0f ? v : -127.0f;
+    v = v < 127.0f ? v : 127.0f;
     return static_cast<int8_t>(std::nearbyint(v));
 }
 
+// NaNs are skipped (as vmaxps does with the NaN first).
 float abs_max(const float* x, int n) {
     float amax = 0.0f;
-    for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+    for (int j = 0; j < n; ++j) amax = std::fabs(x[j]) > amax ? std::fabs(x[j]) : amax;
     return amax;
 }
 
@@ -66,7 +74,7 @@ float load_abs_max(const float* x, VF (&v)[Count]) {
     VF m = simd::zero_f();
     for (int i = 0; i < Count; ++i) {
         v[i] = simd::load_f(x + i * kF);
-        m = simd::max_f(m, simd::abs_f(v[i]));
+        m = simd::max_f(simd::abs_f(v[i]), m);  // a NaN lane keeps m
     }
     return simd::hmax_f(m);
 }

@@ -196,7 +196,8 @@ INSTANTIATE_TEST_SUITE_P(Quant, QuantRoundTrip, testing::ValuesIn(kAllTypes), ty
 // ---- fast quantizers = reference ----------------------------------------------
 
 // Blocks of very different magnitudes (fp16 scales from subnormal to near
-// overflow), an all-zero block and exact rounding ties.
+// overflow), an all-zero block, exact rounding ties, a NaN, an infinity and
+// a block whose f32 scale is subnormal.
 std::vector<float> hard_inputs(int64_t n, uint32_t seed) {
     std::vector<float> x = test::random_floats(static_cast<size_t>(n), seed);
     std::mt19937 rng(seed);
@@ -208,6 +209,9 @@ std::vector<float> hard_inputs(int64_t n, uint32_t seed) {
     for (int j = 0; j < kQK; ++j) x[j] = 0.0f;
     for (int j = 0; j < kQK; ++j) x[kQK + j] = static_cast<float>(j - 16) * 0.5f;  // ties
     x[kQK] = -127.0f;
+    x[2 * kQK + 3] = std::numeric_limits<float>::quiet_NaN();
+    x[3 * kQK + 5] = std::numeric_limits<float>::infinity();
+    for (int j = 0; j < kQK; ++j) x[4 * kQK + j] = 1e-37f * static_cast<float>(j - 7);  // subnormal scale
     return x;
 }
 
