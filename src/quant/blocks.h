@@ -6,6 +6,7 @@
 // test depends on it.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -112,6 +113,9 @@ struct BlockQ8_K {
     int16_t bsums[kQKK / 16];
 };
 
+// The structs alias file bytes directly, and the kernels read multi-byte
+// fields (fp16 scales, Q5's qh, packed scale words) as native integers.
+static_assert(std::endian::native == std::endian::little, "GGUF blocks are little endian");
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
