@@ -198,20 +198,21 @@ Tensor* Graph::soft_max(Tensor* x, float scale) {
 }
 
 namespace {
-void set_rope_params(Tensor* t, int n_rot, RopeMode mode, float freq_base, float freq_scale) {
+void set_rope_params(Tensor* t, int n_rot, RopeMode mode, float freq_base, float freq_scale, float attn_factor) {
     t->set_param_i(0, n_rot);
     t->set_param_i(1, static_cast<int32_t>(mode));
     t->set_param_f(2, freq_base);
     t->set_param_f(3, freq_scale);
+    t->set_param_f(5, attn_factor);
 }
 }  // namespace
 
 Tensor* Graph::rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode, float freq_base,
-                    float freq_scale) {
+                    float freq_scale, float attn_factor) {
     require(pos->type == DType::I32 && pos->ne[0] == x->ne[2], "rope", "positions must be i32 [n_tokens]");
     require(n_rot % 2 == 0 && n_rot <= x->ne[0], "rope", "n_rot must be even and at most head_dim");
     Tensor* t = new_node(Op::Rope, DType::F32, {x->ne[0], x->ne[1], x->ne[2]}, {x, pos, freq_factors}, "rope");
-    set_rope_params(t, n_rot, mode, freq_base, freq_scale);
+    set_rope_params(t, n_rot, mode, freq_base, freq_scale, attn_factor);
     return t;
 }
 
@@ -247,6 +248,13 @@ Tensor* Graph::attention(Tensor* q, Tensor* k_cache, Tensor* v_cache, Tensor* po
     return t;
 }
 
+Tensor* Graph::softcap(Tensor* x, float cap) {
+    require(cap > 0.0f, "softcap", "the cap must be positive");
+    Tensor* t = new_node(Op::Softcap, DType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, {x}, "softcap");
+    t->set_param_f(0, cap);
+    return t;
+}
+
 Tensor* Graph::add_rms_norm(Tensor* a, Tensor* b, Tensor* w, float eps) {
     require(a->ne == b->ne, "add_rms_norm", "shapes differ");
     require(a->ne[2] == 1 && a->ne[3] == 1, "add_rms_norm", "inputs must be 2-D");
@@ -261,12 +269,12 @@ Tensor* Graph::fused_slice(Tensor* fused, int slice) {
 }
 
 Tensor* Graph::rope_qk(Tensor* q, Tensor* k, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode,
-                       float freq_base, float freq_scale) {
+                       float freq_base, float freq_scale, float attn_factor) {
     require(q->ne[0] == k->ne[0] && q->ne[2] == k->ne[2], "rope_qk", "q and k must share head_dim and tokens");
     require(pos->type == DType::I32 && pos->ne[0] == q->ne[2], "rope_qk", "positions must be i32 [n_tokens]");
     Tensor* t = new_node(Op::RopeQK, DType::F32, {q->ne[0], q->ne[1] + k->ne[1], q->ne[2]},
                          {q, k, pos, freq_factors}, "rope_qk");
-    set_rope_params(t, n_rot, mode, freq_base, freq_scale);
+    set_rope_params(t, n_rot, mode, freq_base, freq_scale, attn_factor);
     t->set_param_i(4, static_cast<int32_t>(q->ne[1]));  // heads of q; the rest are k
     return t;
 }

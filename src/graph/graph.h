@@ -60,15 +60,16 @@ public:
     Tensor* gelu_mul(Tensor* gate, Tensor* up);
     Tensor* soft_max(Tensor* x, float scale);
     Tensor* rope(Tensor* x, Tensor* pos, Tensor* freq_factors, int n_rot, RopeMode mode,
-                 float freq_base, float freq_scale);
+                 float freq_base, float freq_scale, float attn_factor = 1.0f);
     Tensor* copy(Tensor* src, DType type);
     Tensor* kv_store(Tensor* src, Tensor* cache, Tensor* pos, Tensor* seq, int n_ctx_seq);
     Tensor* attention(Tensor* q, Tensor* k_cache, Tensor* v_cache, Tensor* pos, Tensor* seq,
                       int n_head_kv, int n_ctx_seq, float scale, float softcap, int window);
+    Tensor* softcap(Tensor* x, float cap);
     // Fused: returns the fused node; use add_rms_norm_sum / _norm for its halves.
     Tensor* add_rms_norm(Tensor* a, Tensor* b, Tensor* w, float eps);
     Tensor* rope_qk(Tensor* q, Tensor* k, Tensor* pos, Tensor* freq_factors, int n_rot,
-                    RopeMode mode, float freq_base, float freq_scale);
+                    RopeMode mode, float freq_base, float freq_scale, float attn_factor = 1.0f);
 
     // Halves of an AddRmsNorm node: the sum (new residual) and the normed value.
     Tensor* fused_slice(Tensor* fused, int slice);

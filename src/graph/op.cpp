@@ -18,6 +18,7 @@ const char* op_name(Op op) {
         case Op::Copy: return "copy";
         case Op::KvStore: return "kv_store";
         case Op::Attention: return "attention";
+        case Op::Softcap: return "softcap";
         case Op::AddRmsNorm: return "add_rms_norm";
         case Op::RopeQK: return "rope_qk";
         case Op::Count: break;

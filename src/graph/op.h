@@ -36,7 +36,11 @@ enum class Op : uint8_t {
     SoftMax,
     // Rotary embedding. src0 [head_dim, n_heads, n_tokens] f32, src1 positions
     // i32 [n_tokens], src2 optional frequency factors f32 [n_rot/2].
-    // params: i[0] n_rot, i[1] mode (RopeMode), f[2] freq_base, f[3] freq_scale.
+    // params: i[0] n_rot, i[1] mode (RopeMode), f[2] freq_base, f[3] freq_scale,
+    // f[5] attn_factor (i[4] is RopeQK's; unused here).
+    // Pair i at position p turns by theta = p * freq_scale * base^(-2i/n_rot) / ff[i];
+    // the rotated dims are multiplied by attn_factor (cos and sin scaled, as
+    // phi3's longrope asks); dims from n_rot on pass through unscaled.
     Rope,
     // dst = src0 converted to dst's type (f32 <-> f16/bf16), same shape,
     // src0 may be strided.
@@ -58,6 +62,9 @@ enum class Op : uint8_t {
     // params: i[0] n_head_kv, i[1] n_ctx_seq, f[2] scale, f[3] softcap (0 = off),
     // i[4] sliding window (0 = off).
     Attention,
+    // Logit soft-capping: dst = f[0] * tanh(src0 / f[0]), f[0] > 0 (Gemma's
+    // final_logit_softcapping). Same shape; src0 rows may be strided.
+    Softcap,
 
     // --- fused ops (each has an unfused default in graph/fusion.cpp) ---------
     // dst [K, M, 2]: slice 0 = src0 + src1, slice 1 = rms_norm(slice 0) * src2.
@@ -65,7 +72,8 @@ enum class Op : uint8_t {
     AddRmsNorm,
     // src0 q [hd, n_head, T], src1 k [hd, n_head_kv, T], src2 positions,
     // src3 optional frequency factors. dst [hd, n_head + n_head_kv, T]:
-    // heads [0, n_head) = rope(q), the rest = rope(k). params as Rope.
+    // heads [0, n_head) = rope(q), the rest = rope(k). params as Rope, with
+    // i[4] = n_head.
     RopeQK,
 
     Count

@@ -80,7 +80,7 @@ std::vector<double> rms(const std::vector<double>& x, const Tensor* w, double ep
 void rope_rows(const Tensor& dst, const Tensor& x, int64_t head0, const Tensor& pos, const Tensor* ff) {
     const int n_rot = dst.param_i(0);
     const bool neox = dst.param_i(1) == static_cast<int32_t>(RopeMode::Neox);
-    const double base = dst.param_f(2), scale = dst.param_f(3);
+    const double base = dst.param_f(2), scale = dst.param_f(3), mscale = dst.param_f(5);
     const std::vector<double> factors = ff != nullptr ? row(*ff, 0) : std::vector<double>(static_cast<size_t>(n_rot / 2), 1.0);
     for (int64_t t = 0; t < x.ne[2]; ++t) {
         for (int64_t h = 0; h < x.ne[1]; ++h) {
@@ -89,8 +89,8 @@ void rope_rows(const Tensor& dst, const Tensor& x, int64_t head0, const Tensor& 
                 const double theta = i32(pos, t) * scale * std::pow(base, -2.0 * i / n_rot) / factors[static_cast<size_t>(i)];
                 const size_t a = neox ? static_cast<size_t>(i) : static_cast<size_t>(2 * i);
                 const size_t b = neox ? static_cast<size_t>(i + n_rot / 2) : static_cast<size_t>(2 * i + 1);
-                y[a] = v[a] * std::cos(theta) - v[b] * std::sin(theta);
-                y[b] = v[a] * std::sin(theta) + v[b] * std::cos(theta);
+                y[a] = (v[a] * std::cos(theta) - v[b] * std::sin(theta)) * mscale;
+                y[b] = (v[a] * std::sin(theta) + v[b] * std::cos(theta)) * mscale;
             }
             store(dst, y, head0 + h, t);
         }
@@ -142,6 +142,14 @@ void eval(const Tensor& d) {
             each_row(d, [&](int64_t i1, int64_t i2, int64_t i3) {
                 std::vector<double> a = row(*s[0], i1, i2, i3);
                 for (double& v : a) v *= d.param_f(0);
+                store(d, a, i1, i2, i3);
+            });
+            return;
+        case Op::Softcap:
+            each_row(d, [&](int64_t i1, int64_t i2, int64_t i3) {
+                std::vector<double> a = row(*s[0], i1, i2, i3);
+                const double cap = d.param_f(0);
+                for (double& v : a) v = cap * std::tanh(v / cap);
                 store(d, a, i1, i2, i3);
             });
             return;

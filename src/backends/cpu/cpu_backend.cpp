@@ -31,6 +31,7 @@ const OpTable<Kernel>& ops() {
         {Op::Copy, cpu::copy_accepts, {cpu::copy, nullptr}},
         {Op::KvStore, cpu::kv_store_accepts, {cpu::kv_store, nullptr}},
         {Op::Attention, cpu::attention_accepts, {cpu::attention, cpu::attention_scratch}},
+        {Op::Softcap, nullptr, {cpu::softcap, nullptr}},
         {Op::AddRmsNorm, nullptr, {cpu::add_rms_norm, nullptr}},
         {Op::RopeQK, nullptr, {cpu::rope_qk, nullptr}},
     };

@@ -1,5 +1,6 @@
 // Row-wise elementwise ops: add, mul (with broadcast), scale, SiLU x up,
-// GELU x up, and type-converting copies.
+// GELU x up, logit soft-capping, and type-converting copies.
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/cpu_kernel.h"
@@ -57,6 +58,16 @@ void silu_mul(const KernelContext& ctx, const Tensor& dst) {
 
 void gelu_mul(const KernelContext& ctx, const Tensor& dst) {
     binary(ctx, dst, [](float g, float u) { return gelu_tanh(g) * u; });
+}
+
+void softcap(const KernelContext& ctx, const Tensor& dst) {
+    const Tensor& a = *dst.src[0];
+    const float cap = dst.param_f(0), inv = 1.0f / cap;
+    const int64_t n = dst.ne[0];
+    for_rows(ctx, dst, [&](float* y, int64_t i1, int64_t i2, int64_t i3) {
+        const float* x = reinterpret_cast<const float*>(row_ptr(a, i1, i2, i3));
+        for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(x[i] * inv);
+    });
 }
 
 void scale(const KernelContext& ctx, const Tensor& dst) {

@@ -2,8 +2,8 @@
 //
 // For pair i of n_rot/2: theta = pos * freq_scale * base^(-2i/n_rot) / ff[i]
 // (ff: optional frequency factors, Llama 3 style). Normal mode rotates
-// (x[2i], x[2i+1]); NeoX mode rotates (x[i], x[i + n_rot/2]). Dimensions past
-// n_rot pass through.
+// (x[2i], x[2i+1]); NeoX mode rotates (x[i], x[i + n_rot/2]). The rotated
+// pairs are scaled by attn_factor; dimensions past n_rot pass through.
 #include <cmath>
 #include <vector>
 
@@ -17,12 +17,13 @@ struct RopeParams {
     bool neox;
     float base;
     float scale;
+    float attn_factor;
     const float* factors;
 };
 
 RopeParams params_of(const Tensor& dst, const Tensor* factors) {
     return RopeParams{dst.param_i(0), dst.param_i(1) == static_cast<int32_t>(RopeMode::Neox), dst.param_f(2),
-                      dst.param_f(3), factors != nullptr ? data_at<const float>(*factors) : nullptr};
+                      dst.param_f(3), dst.param_f(5), factors != nullptr ? data_at<const float>(*factors) : nullptr};
 }
 
 // Angle per unit of position for each pair.
@@ -35,11 +36,11 @@ std::vector<double> inverse_frequencies(const RopeParams& p) {
     return f;
 }
 
-void cos_sin(const std::vector<double>& inv_freq, int32_t pos, float* c, float* s) {
+void cos_sin(const std::vector<double>& inv_freq, int32_t pos, double attn_factor, float* c, float* s) {
     for (size_t i = 0; i < inv_freq.size(); ++i) {
         const double theta = static_cast<double>(pos) * inv_freq[i];
-        c[i] = static_cast<float>(std::cos(theta));
-        s[i] = static_cast<float>(std::sin(theta));
+        c[i] = static_cast<float>(std::cos(theta) * attn_factor);
+        s[i] = static_cast<float>(std::sin(theta) * attn_factor);
     }
 }
 
@@ -76,7 +77,7 @@ void rope_into(const KernelContext& ctx, const Tensor& src, const Tensor& dst, i
             const int64_t w = work_offset + t * heads + h;
             if (w < begin || w >= end) continue;
             if (t != last_t) {
-                cos_sin(inv_freq, pos[t], c.data(), s.data());
+                cos_sin(inv_freq, pos[t], p.attn_factor, c.data(), s.data());
                 last_t = t;
             }
             rotate(p, c.data(), s.data(), reinterpret_cast<const float*>(row_ptr(src, h, t)),
