@@ -126,7 +126,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
 
     m->mapping = m->cpu->wrap(m->file->base(), m->file->size());
     m->table = std::make_unique<WeightTable>(*m->file, *m->mapping);
-    m->weights = bind_llama_weights(*m->table, m->hp);
+    m->arch = find_architecture(m->hp.arch);  // non-null: read_hparams checked it
+    m->weights = m->arch->bind(*m->table, m->hp);
 
     const int n_layer = static_cast<int>(m->hp.n_layer);
     m->n_gpu_layers = m->gpu ? std::clamp(params.n_gpu_layers, 0, n_layer + 1) : 0;

@@ -9,8 +9,8 @@
 #include "backends/weight_store.h"
 #include "gguf/gguf.h"
 #include "lantern/lantern.h"
+#include "model/arch.h"
 #include "model/hparams.h"
-#include "model/llama_graph.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,6 +26,7 @@ struct Model::Impl {
     std::unique_ptr<Backend> gpu;  // null when everything runs on the CPU
     int n_gpu_layers = 0;
 
+    const Architecture* arch = nullptr;  // bind/build for hp.arch (model/arch.h)
     std::unique_ptr<Buffer> mapping;  // the file, as a host buffer
     std::unique_ptr<WeightTable> table;
     ModelWeights weights;
@@ -34,9 +35,9 @@ struct Model::Impl {
     ModelInfo info;
     bool vocab_only = false;
 
-    // Builds one step's graph (see model/llama_graph.h).
+    // Builds one step's graph with the architecture's builder (model/arch.h).
     Tensor* build(Graph& g, const KvCache& kv, const StepInputs& in) const {
-        return build_llama_graph(g, hp, weights, kv, in);
+        return arch->build(g, hp, weights, kv, in);
     }
 };
 

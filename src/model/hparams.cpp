@@ -4,6 +4,7 @@
 
 #include "gguf/gguf.h"
 #include "lantern/error.h"
+#include "model/arch.h"
 
 namespace lantern {
 namespace {
@@ -15,11 +16,52 @@ int64_t require_int(const gguf::File& f, const std::string& key) {
     return *v;
 }
 
-}  // namespace
-
-bool architecture_supported(const std::string& arch) {
-    return arch == "llama" || arch == "mistral" || arch == "qwen2";
+// Rope scaling: the type defaults to linear when only a factor is given;
+// a factor of 0 (or none) means no scaling.
+void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
+    const std::optional<std::string> type = f.get_string(a + "rope.scaling.type");
+    const double factor = f.get_float(a + "rope.scaling.factor").value_or(0.0);
+    const std::string t = type.value_or("linear");
+    if (t == "yarn") {
+        throw Error(ErrorCode::Unsupported, f.path() + ": rope scaling type 'yarn' is not supported");
+    } else if (t == "linear") {
+        if (factor > 0.0) hp.rope_scale = static_cast<float>(1.0 / factor);
+    } else if (t != "none" && t != "longrope" && t != "su") {
+        throw Error(ErrorCode::Unsupported, f.path() + ": rope scaling type '" + t + "' is not supported");
+    }
+    const double attn_factor = f.get_float(a + "rope.scaling.attn_factor").value_or(0.0);
+    hp.rope_attn_factor = attn_factor > 0.0 ? static_cast<float>(attn_factor) : 1.0f;
+    hp.n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length").value_or(hp.n_ctx_train);
 }
+
+// Which layers attend through a window. gemma3: the file's pattern (an int n:
+// layer il is local iff il % n < n - 1; or a bool per layer), default 6, as
+// llama.cpp hard-codes it. llama/mistral: every layer when the file carries a
+// window. qwen2 and phi3 ignore the key (as llama.cpp does).
+void read_sliding_window(const gguf::File& f, const std::string& a, HParams& hp) {
+    hp.sliding_layers.assign(static_cast<size_t>(hp.n_layer), false);
+    const int64_t window = f.get_int(a + "attention.sliding_window").value_or(0);
+    if (window <= 0) return;
+    if (hp.arch == "gemma3") {
+        if (const gguf::Array* pattern = f.get_array(a + "attention.sliding_window_pattern")) {
+            for (size_t il = 0; il < hp.sliding_layers.size() && il < pattern->size(); ++il) {
+                hp.sliding_layers[il] = pattern->int_at(il) != 0;
+            }
+        } else {
+            const int64_t n = f.get_int(a + "attention.sliding_window_pattern").value_or(6);
+            for (int64_t il = 0; il < hp.n_layer; ++il) {
+                hp.sliding_layers[static_cast<size_t>(il)] = n <= 0 || il % n < n - 1;
+            }
+        }
+    } else if (hp.arch == "llama" || hp.arch == "mistral") {
+        hp.sliding_layers.assign(static_cast<size_t>(hp.n_layer), true);
+    } else {
+        return;
+    }
+    hp.sliding_window = window;
+}
+
+}  // namespace
 
 float HParams::attention_scale() const {
     if (query_scale > 0.0f) return query_scale;
@@ -27,9 +69,8 @@ float HParams::attention_scale() const {
 }
 
 bool HParams::is_sliding(int64_t il) const {
-    if (sliding_window <= 0) return false;
-    if (sliding_pattern <= 0) return true;
-    return (il + 1) % sliding_pattern != 0;
+    return sliding_window > 0 && il >= 0 && static_cast<size_t>(il) < sliding_layers.size() &&
+           sliding_layers[static_cast<size_t>(il)];
 }
 
 HParams read_hparams(const gguf::File& f) {
@@ -37,8 +78,9 @@ HParams read_hparams(const gguf::File& f) {
     std::optional<std::string> arch = f.get_string("general.architecture");
     if (!arch) throw Error(ErrorCode::Format, f.path() + ": missing metadata key 'general.architecture'");
     hp.arch = *arch;
-    if (!architecture_supported(hp.arch)) {
-        throw Error(ErrorCode::Unsupported, f.path() + ": architecture '" + hp.arch + "' is not supported");
+    if (find_architecture(hp.arch) == nullptr) {
+        throw Error(ErrorCode::Unsupported, f.path() + ": architecture '" + hp.arch +
+                                                "' is not supported (supported: " + supported_architectures() + ")");
     }
     const std::string a = hp.arch + ".";
     hp.n_embd = require_int(f, a + "embedding_length");
@@ -48,18 +90,25 @@ HParams read_hparams(const gguf::File& f) {
     hp.n_head_kv = f.get_int(a + "attention.head_count_kv").value_or(hp.n_head);
     hp.n_ctx_train = f.get_int(a + "context_length").value_or(2048);
     hp.head_dim = f.get_int(a + "attention.key_length").value_or(hp.n_embd / hp.n_head);
+    const int64_t head_dim_v = f.get_int(a + "attention.value_length").value_or(hp.head_dim);
     hp.n_rot = f.get_int(a + "rope.dimension_count").value_or(hp.head_dim);
     hp.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
     hp.rope_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
-
-    const std::string scaling = f.get_string(a + "rope.scaling.type").value_or("none");
-    const double factor = f.get_float(a + "rope.scaling.factor").value_or(1.0);
-    if (scaling == "linear" && factor > 0.0) {
-        hp.rope_scale = static_cast<float>(1.0 / factor);
-    } else if (scaling != "none" && scaling != "linear") {
-        throw Error(ErrorCode::Unsupported, f.path() + ": rope scaling type '" + scaling + "' is not supported");
+    hp.rope_base_local = static_cast<float>(f.get_float(a + "rope.freq_base_swa").value_or(10000.0));
+    read_rope_scaling(f, a, hp);
+    hp.rope_mode = hp.arch == "llama" || hp.arch == "mistral" ? RopeMode::Normal : RopeMode::Neox;
+    read_sliding_window(f, a, hp);
+    hp.attn_softcap = static_cast<float>(f.get_float(a + "attn_logit_softcapping").value_or(0.0));
+    hp.final_softcap = static_cast<float>(f.get_float(a + "final_logit_softcapping").value_or(0.0));
+    if (hp.arch == "gemma3") {
+        // query_pre_attn_scalar: the file's attention.scale if any; Gemma 3
+        // 27B (62 layers) scales by n_embd / n_head instead of head_dim.
+        if (std::optional<double> s = f.get_float(a + "attention.scale")) {
+            hp.query_scale = static_cast<float>(*s);
+        } else if (hp.n_layer == 62) {
+            hp.query_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+        }
     }
-    hp.rope_mode = hp.arch == "qwen2" ? RopeMode::Neox : RopeMode::Normal;
 
     if (const gguf::Array* tokens = f.get_array("tokenizer.ggml.tokens")) {
         hp.n_vocab = static_cast<int64_t>(tokens->size());
@@ -69,6 +118,10 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0) {
         throw Error(ErrorCode::Format, f.path() + ": head_count (" + std::to_string(hp.n_head) +
                                            ") is not a multiple of head_count_kv (" + std::to_string(hp.n_head_kv) + ")");
+    }
+    if (head_dim_v != hp.head_dim) {
+        throw Error(ErrorCode::Unsupported, f.path() + ": attention.value_length (" + std::to_string(head_dim_v) +
+                                                ") differs from key_length (" + std::to_string(hp.head_dim) + ")");
     }
     if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
         throw Error(ErrorCode::Format, f.path() + ": rope.dimension_count must be even and at most the head size");

@@ -1,4 +1,10 @@
 // Hyperparameters of a model, read from GGUF metadata ("{arch}.*" keys).
+//
+// One struct serves every architecture; read_hparams() resolves the
+// per-architecture conventions (rope mode, which layers use a sliding
+// window, attention scale) so the graph builders only read fields. The
+// conventions follow tests/reference/reference_forward.py, which documents
+// each of them.
 #pragma once
 
 #include <cstdint>
@@ -25,14 +31,26 @@ struct HParams {
     int64_t n_rot = 0;         // {arch}.rope.dimension_count (default head_dim)
     float rms_eps = 1e-5f;     // {arch}.attention.layer_norm_rms_epsilon
     float rope_base = 10000.0f;   // {arch}.rope.freq_base
-    float rope_scale = 1.0f;      // 1 / {arch}.rope.scaling.factor for linear scaling
-    RopeMode rope_mode = RopeMode::Normal;
-    // Gemma 3
-    float rope_base_local = 10000.0f;  // rope base of sliding-window layers
+    // Linear rope scaling: 1 / {arch}.rope.scaling.factor when the type is
+    // "linear" or absent (a factor without a type is linear); 1 for "none"
+    // and for phi3's "longrope"/"su" (their factor tensors carry the scaling).
+    float rope_scale = 1.0f;
+    // {arch}.rope.scaling.attn_factor: multiplies the rotated dimensions
+    // (phi3 longrope writes it).
+    float rope_attn_factor = 1.0f;
+    // {arch}.rope.scaling.original_context_length (default n_ctx_train): phi3
+    // uses its long rope factors when the context is longer than this.
+    int64_t n_ctx_orig = 0;
+    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, phi3, gemma3
+
+    // Sliding-window attention (gemma3's local layers; llama/mistral files
+    // that carry the key window every layer).
     int64_t sliding_window = 0;        // {arch}.attention.sliding_window (0: none)
-    int64_t sliding_pattern = 0;       // every n-th layer is global (gemma3: 6)
-    float attn_softcap = 0.0f;         // {arch}.attn_logit_softcapping
-    float final_softcap = 0.0f;        // {arch}.final_logit_softcapping
+    std::vector<bool> sliding_layers;  // per layer: windowed ("local")
+    float rope_base_local = 10000.0f;  // gemma3 local layers: {arch}.rope.freq_base_swa (default 10000)
+
+    float attn_softcap = 0.0f;         // {arch}.attn_logit_softcapping (0: off)
+    float final_softcap = 0.0f;        // {arch}.final_logit_softcapping (0: off)
     float query_scale = 0.0f;          // attention scale override (0: 1/sqrt(head_dim))
 
     // Attention scale used by the attention op.
@@ -44,8 +62,5 @@ struct HParams {
 // Reads and checks the hyperparameters; throws Error(Format/Unsupported)
 // naming the missing or inconsistent key.
 HParams read_hparams(const gguf::File& f);
-
-// Architectures whose graph Lantern can build.
-bool architecture_supported(const std::string& arch);
 
 }  // namespace lantern

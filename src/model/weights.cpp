@@ -60,31 +60,15 @@ Tensor* WeightTable::require(const std::string& name, std::initializer_list<int6
 
 const void* WeightTable::host_data(const Tensor* t) const { return file_.base() + t->offset; }
 
-ModelWeights bind_llama_weights(const WeightTable& w, const HParams& hp) {
+ModelWeights bind_common_weights(const WeightTable& w, const HParams& hp) {
     ModelWeights m;
-    const int64_t e = hp.n_embd, q = hp.n_head * hp.head_dim, kv = hp.n_head_kv * hp.head_dim;
+    const int64_t e = hp.n_embd;
     m.tok_embd = w.require("token_embd.weight", {e, hp.n_vocab});
     m.output_norm = w.require("output_norm.weight", {e});
     m.output = w.optional("output.weight", {e, hp.n_vocab});
     if (m.output == nullptr) m.output = m.tok_embd;  // tied embeddings
     m.rope_freqs = w.optional("rope_freqs.weight", {hp.n_rot / 2});
     m.layers.resize(static_cast<size_t>(hp.n_layer));
-    for (int64_t il = 0; il < hp.n_layer; ++il) {
-        LayerWeights& l = m.layers[static_cast<size_t>(il)];
-        const std::string p = "blk." + std::to_string(il) + ".";
-        l.attn_norm = w.require(p + "attn_norm.weight", {e});
-        l.wq = w.require(p + "attn_q.weight", {e, q});
-        l.wk = w.require(p + "attn_k.weight", {e, kv});
-        l.wv = w.require(p + "attn_v.weight", {e, kv});
-        l.wo = w.require(p + "attn_output.weight", {q, e});
-        l.bq = w.optional(p + "attn_q.bias", {q});
-        l.bk = w.optional(p + "attn_k.bias", {kv});
-        l.bv = w.optional(p + "attn_v.bias", {kv});
-        l.ffn_norm = w.require(p + "ffn_norm.weight", {e});
-        l.ffn_gate = w.require(p + "ffn_gate.weight", {e, hp.n_ff});
-        l.ffn_up = w.require(p + "ffn_up.weight", {e, hp.n_ff});
-        l.ffn_down = w.require(p + "ffn_down.weight", {hp.n_ff, e});
-    }
     return m;
 }
 

@@ -16,19 +16,28 @@ class File;
 }
 class Buffer;
 
+// One layer's tensors. Which are set depends on the architecture; shapes
+// are GGUF's (innermost first), q = n_head * head_dim, kv = n_head_kv * head_dim.
 struct LayerWeights {
     Tensor* attn_norm = nullptr;  // [n_embd]
-    Tensor* wq = nullptr;         // [n_embd, n_head * head_dim]
-    Tensor* wk = nullptr;         // [n_embd, n_head_kv * head_dim]
-    Tensor* wv = nullptr;         // [n_embd, n_head_kv * head_dim]
-    Tensor* wo = nullptr;         // [n_head * head_dim, n_embd]
-    Tensor* bq = nullptr;         // qwen2 biases, optional
-    Tensor* bk = nullptr;
-    Tensor* bv = nullptr;
+    Tensor* wq = nullptr;         // [n_embd, q]
+    Tensor* wk = nullptr;         // [n_embd, kv]
+    Tensor* wv = nullptr;         // [n_embd, kv]
+    Tensor* wqkv = nullptr;       // [n_embd, q + 2 kv] phi3: rows Q | K | V (wq/wk/wv null)
+    Tensor* wo = nullptr;         // [q, n_embd]
+    Tensor* bq = nullptr;         // [q] qwen2 biases, optional
+    Tensor* bk = nullptr;         // [kv]
+    Tensor* bv = nullptr;         // [kv]
+    Tensor* q_norm = nullptr;     // [head_dim] gemma3 per-head RMSNorm of Q
+    Tensor* k_norm = nullptr;     // [head_dim] ... and of K
+    Tensor* post_attn_norm = nullptr;  // [n_embd] gemma3, on the attention output
     Tensor* ffn_norm = nullptr;   // [n_embd]
     Tensor* ffn_gate = nullptr;   // [n_embd, n_ff]
     Tensor* ffn_up = nullptr;     // [n_embd, n_ff]
+    Tensor* ffn_gate_up = nullptr;  // [n_embd, 2 n_ff] phi3: rows gate | up (gate/up null)
     Tensor* ffn_down = nullptr;   // [n_ff, n_embd]
+    Tensor* post_ffw_norm = nullptr;  // [n_embd] gemma3, on the FFN output
+    Tensor* rope_freqs = nullptr;  // [n_rot / 2] per-layer frequency factors, optional
 };
 
 struct ModelWeights {
@@ -36,6 +45,8 @@ struct ModelWeights {
     Tensor* output_norm = nullptr;  // [n_embd]
     Tensor* output = nullptr;       // [n_embd, n_vocab]; tok_embd when tied
     Tensor* rope_freqs = nullptr;   // [n_rot / 2] Llama 3 frequency factors, optional
+    Tensor* rope_factors_short = nullptr;  // [n_rot / 2] phi3 longrope, optional
+    Tensor* rope_factors_long = nullptr;   // [n_rot / 2]
     std::vector<LayerWeights> layers;
 };
 
@@ -60,7 +71,8 @@ private:
     std::unordered_map<std::string, Tensor*> by_name_;
 };
 
-// Finds the llama-family tensors (llama, mistral, qwen2) for `hp`.
-ModelWeights bind_llama_weights(const WeightTable& table, const HParams& hp);
+// The tensors every architecture shares: token_embd, output_norm, output
+// (tied to token_embd when absent), and rope_freqs. Layers are left empty.
+ModelWeights bind_common_weights(const WeightTable& table, const HParams& hp);
 
 }  // namespace lantern

@@ -1,0 +1,70 @@
+#include "model/arch.h"
+
+#include <array>
+
+namespace lantern {
+namespace {
+
+// mistral: real Mistral GGUFs say "llama"; files that say "mistral" are the
+// same graph (hparams.cpp gives both the same conventions).
+constexpr std::array<Architecture, 5> kArchitectures = {{
+    {"llama", bind_llama, build_llama},
+    {"mistral", bind_llama, build_llama},
+    {"qwen2", bind_llama, build_llama},
+    {"phi3", bind_phi3, build_phi3},
+    {"gemma3", bind_gemma3, build_gemma3},
+}};
+
+}  // namespace
+
+const Architecture* find_architecture(std::string_view name) {
+    for (const Architecture& a : kArchitectures) {
+        if (name == a.name) return &a;
+    }
+    return nullptr;
+}
+
+std::string supported_architectures() {
+    std::string s;
+    for (const Architecture& a : kArchitectures) s += (s.empty() ? "" : ", ") + std::string(a.name);
+    return s;
+}
+
+Tensor* attend(Graph& g, const HParams& hp, const KvCache& kv, const StepInputs& in, int64_t il, Tensor* q,
+               Tensor* k, Tensor* v, const RopeArgs& rope) {
+    const int64_t hd = hp.head_dim, n_head = hp.n_head, n_kv = hp.n_head_kv, T = q->ne[2];
+    const int n_ctx_seq = static_cast<int>(kv.n_ctx_seq);
+    Tensor* qk = g.rope_qk(q, k, in.pos, rope.factors, static_cast<int>(hp.n_rot), hp.rope_mode, rope.base,
+                           rope.scale, rope.attn_factor);
+    Tensor* q_roped = g.rope_qk_part(qk, false);
+    Tensor* k_rows =
+        g.view(qk, {hd * n_kv, T}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
+    Tensor* k_all = g.kv_store(k_rows, kv.k[static_cast<size_t>(il)], in.pos, in.seq, n_ctx_seq);
+    Tensor* v_all = g.kv_store(v, kv.v[static_cast<size_t>(il)], in.pos, in.seq, n_ctx_seq);
+    const int window = hp.is_sliding(il) ? static_cast<int>(hp.sliding_window) : 0;
+    return g.attention(q_roped, k_all, v_all, in.pos, in.seq, static_cast<int>(n_kv), n_ctx_seq,
+                       hp.attention_scale(), hp.attn_softcap, window);
+}
+
+Tensor* output_head(Graph& g, const HParams& hp, const ModelWeights& w, const StepInputs& in, Tensor* x,
+                    Tensor* last) {
+    g.set_layer(static_cast<int>(hp.n_layer));
+    Tensor* f = g.add_rms_norm(x, last, w.output_norm, hp.rms_eps);
+    Tensor* normed = g.fused_slice(f, 1);
+    if (in.out_ids != nullptr) normed = g.get_rows(normed, in.out_ids);
+    Tensor* logits = g.mul_mat(w.output, normed);
+    if (hp.final_softcap > 0.0f) logits = g.softcap(logits, hp.final_softcap);
+    g.mark_output(logits);
+    return logits;
+}
+
+Tensor* row_slice(Graph& g, Tensor* p, int64_t first, int64_t rows, const char* name) {
+    return g.view(p, {rows, p->ne[1]}, {p->nb[0], p->nb[1]}, static_cast<size_t>(first) * p->nb[0], name);
+}
+
+Tensor* head_slice(Graph& g, Tensor* p, int64_t first, int64_t hd, int64_t heads, const char* name) {
+    return g.view(p, {hd, heads, p->ne[1]}, {p->nb[0], static_cast<size_t>(hd) * p->nb[0], p->nb[1]},
+                  static_cast<size_t>(first) * p->nb[0], name);
+}
+
+}  // namespace lantern

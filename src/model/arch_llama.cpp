@@ -1,0 +1,80 @@
+// llama, mistral, qwen2: embedding, per layer RMSNorm -> Q/K/V (+ biases,
+// qwen2) -> RoPE (normal; neox for qwen2; Llama 3 frequency factors) -> KV
+// cache -> attention -> output projection -> residual -> RMSNorm -> SwiGLU
+// FFN -> residual, then the final norm and the output head.
+//
+// Each residual add is fused with the RMSNorm that follows it (AddRmsNorm):
+// the CPU and GPU backends rely on that for speed.
+#include "model/arch.h"
+
+namespace lantern {
+
+ModelWeights bind_llama(const WeightTable& w, const HParams& hp) {
+    ModelWeights m = bind_common_weights(w, hp);
+    const int64_t e = hp.n_embd, q = hp.n_head * hp.head_dim, kv = hp.n_head_kv * hp.head_dim;
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        LayerWeights& l = m.layers[static_cast<size_t>(il)];
+        const std::string p = "blk." + std::to_string(il) + ".";
+        l.attn_norm = w.require(p + "attn_norm.weight", {e});
+        l.wq = w.require(p + "attn_q.weight", {e, q});
+        l.wk = w.require(p + "attn_k.weight", {e, kv});
+        l.wv = w.require(p + "attn_v.weight", {e, kv});
+        l.wo = w.require(p + "attn_output.weight", {q, e});
+        l.bq = w.optional(p + "attn_q.bias", {q});
+        l.bk = w.optional(p + "attn_k.bias", {kv});
+        l.bv = w.optional(p + "attn_v.bias", {kv});
+        l.ffn_norm = w.require(p + "ffn_norm.weight", {e});
+        l.ffn_gate = w.require(p + "ffn_gate.weight", {e, hp.n_ff});
+        l.ffn_up = w.require(p + "ffn_up.weight", {e, hp.n_ff});
+        l.ffn_down = w.require(p + "ffn_down.weight", {hp.n_ff, e});
+        l.rope_freqs = w.optional(p + "rope_freqs.weight", {hp.n_rot / 2});
+    }
+    return m;
+}
+
+Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const KvCache& kv, const StepInputs& in) {
+    const int64_t T = in.tokens->ne[0];
+    const int64_t hd = hp.head_dim, n_head = hp.n_head, n_kv = hp.n_head_kv;
+
+    g.set_layer(-1);
+    Tensor* x = g.get_rows(w.tok_embd, in.tokens);  // [n_embd, T]
+
+    g.set_layer(0);
+    Tensor* cur = g.rms_norm(x, w.layers[0].attn_norm, hp.rms_eps);
+    Tensor* last_ffn = nullptr;
+
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const LayerWeights& l = w.layers[static_cast<size_t>(il)];
+        g.set_layer(static_cast<int>(il));
+        if (il > 0) {
+            // Residual of the previous layer's FFN, fused with this layer's norm.
+            Tensor* f = g.add_rms_norm(x, last_ffn, l.attn_norm, hp.rms_eps);
+            x = g.fused_slice(f, 0);
+            cur = g.fused_slice(f, 1);
+        }
+
+        // Attention.
+        Tensor* q = g.mul_mat(l.wq, cur);
+        Tensor* k = g.mul_mat(l.wk, cur);
+        Tensor* v = g.mul_mat(l.wv, cur);
+        if (l.bq != nullptr) q = g.add(q, l.bq);
+        if (l.bk != nullptr) k = g.add(k, l.bk);
+        if (l.bv != nullptr) v = g.add(v, l.bv);
+        const RopeArgs rope{l.rope_freqs != nullptr ? l.rope_freqs : w.rope_freqs, hp.rope_base, hp.rope_scale,
+                            hp.rope_attn_factor};
+        Tensor* attn = attend(g, hp, kv, in, il, g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), v, rope);
+        Tensor* o = g.mul_mat(l.wo, attn);
+
+        Tensor* f = g.add_rms_norm(x, o, l.ffn_norm, hp.rms_eps);
+        x = g.fused_slice(f, 0);
+        cur = g.fused_slice(f, 1);
+
+        // Feed-forward (SwiGLU).
+        Tensor* gate = g.mul_mat(l.ffn_gate, cur);
+        Tensor* up = g.mul_mat(l.ffn_up, cur);
+        last_ffn = g.mul_mat(l.ffn_down, g.silu_mul(gate, up));
+    }
+    return output_head(g, hp, w, in, x, last_ffn);
+}
+
+}  // namespace lantern
