@@ -43,6 +43,8 @@ std::string size_label(uint64_t n) {
     return buf;
 }
 
+}  // namespace
+
 // Asks for a replica of every weight a device-placed node reads, for a
 // one-token and a many-token step (a backend may accept an op at one batch
 // size and not another).
@@ -79,8 +81,6 @@ void plan_weight_uploads(Model::Impl& m) {
         }
     }
 }
-
-}  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;

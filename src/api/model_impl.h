@@ -41,4 +41,9 @@ struct Model::Impl {
     }
 };
 
+// Asks m.store for a replica of every weight that a node placed on m.gpu
+// reads (given m.n_gpu_layers), for a one-token and a many-token step.
+// Model::load calls it before uploading; tests use it with their own backend.
+void plan_weight_uploads(Model::Impl& m);
+
 }  // namespace lantern

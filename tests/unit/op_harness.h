@@ -58,4 +58,10 @@ std::unique_ptr<Backend> make_reference_backend();
 // fallbacks and fused-op defaults).
 std::unique_ptr<Backend> make_masked_backend(Backend& inner, std::vector<Op> hidden);
 
+// A "device" backend for testing the scheduler without a GPU: it runs a host
+// backend's kernels on host memory but says it is not a host backend, so the
+// scheduler gives it weight replicas, its own KV cache and explicit copies,
+// exactly as it would a GPU. `hidden` ops fall back to the CPU.
+std::unique_ptr<Backend> make_fake_device(Backend& host_inner, std::vector<Op> hidden = {});
+
 }  // namespace lantern::test

@@ -267,10 +267,11 @@ private:
 
 class MaskedBackend final : public Backend {
 public:
-    MaskedBackend(Backend& inner, std::vector<Op> hidden) : inner_(inner), hidden_(std::move(hidden)) {}
-    const char* name() const override { return inner_.name(); }
-    std::string description() const override { return inner_.description() + " (masked)"; }
-    bool is_host() const override { return inner_.is_host(); }
+    MaskedBackend(Backend& inner, std::vector<Op> hidden, bool pretend_device = false)
+        : inner_(inner), hidden_(std::move(hidden)), device_(pretend_device) {}
+    const char* name() const override { return device_ ? "fake-device" : inner_.name(); }
+    std::string description() const override { return inner_.description() + (device_ ? " (as a device)" : " (masked)"); }
+    bool is_host() const override { return !device_ && inner_.is_host(); }
     size_t alignment() const override { return inner_.alignment(); }
     std::unique_ptr<Buffer> alloc(size_t size, BufferKind kind) override {
         return std::make_unique<ForwardingBuffer>(*this, inner_.alloc(size, kind));
@@ -291,6 +292,7 @@ public:
 private:
     Backend& inner_;
     std::vector<Op> hidden_;
+    bool device_;
 };
 
 }  // namespace
@@ -299,6 +301,10 @@ std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<Refe
 
 std::unique_ptr<Backend> make_masked_backend(Backend& inner, std::vector<Op> hidden) {
     return std::make_unique<MaskedBackend>(inner, std::move(hidden));
+}
+
+std::unique_ptr<Backend> make_fake_device(Backend& host_inner, std::vector<Op> hidden) {
+    return std::make_unique<MaskedBackend>(host_inner, std::move(hidden), true);
 }
 
 }  // namespace lantern::test
