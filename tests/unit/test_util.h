@@ -28,6 +28,12 @@ inline std::filesystem::path default_model_path() {
     return source_dir() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+// Gemma 3 270M Q4_K_M, fetched by scripts/setup.sh (LANTERN_GEMMA3_MODEL overrides).
+inline std::filesystem::path gemma3_model_path() {
+    if (const char* env = std::getenv("LANTERN_GEMMA3_MODEL")) return env;
+    return source_dir() / "models" / "gemma-3-270m-q4_k_m.gguf";
+}
+
 inline std::filesystem::path temp_path(const std::string& name) {
     return std::filesystem::temp_directory_path() /
            ("lantern-test-" + std::to_string(::getpid()) + "-" + name);
