@@ -264,6 +264,10 @@ Scheduler::Plan Scheduler::prepare(Graph& g) {
                         const int at = split_start[static_cast<size_t>(i)];
                         life[copy] = Life{b, at, i, static_cast<int>(life.size()) + 1};
                         transfers_at[static_cast<size_t>(at)].push_back(Transfer{copy, bytes ? nullptr : root, bytes});
+                        // The source is read when the copy is made, at the start of
+                        // split `at`: nothing its backend runs before then may reuse it.
+                        auto src_life = life.find(root);
+                        if (src_life != life.end()) src_life->second.last = std::max(src_life->second.last, at);
                     }
                     target = copy;
                 }

@@ -1,0 +1,285 @@
+// KV-cache writes and causal attention over the cache.
+//
+// The cache of a layer holds n_seq slots of n_ctx_seq cells; the token at
+// (seq s, position p) lives in cell s * n_ctx_seq + p, a row of
+// head_dim * n_head_kv values (f16 or f32). Token t attends to cells
+// seq[t] * n_ctx_seq + [lo, pos[t]], lo = 0 or pos[t] - window + 1.
+//
+// attn_decode: one work-group per (head, token), LT_RED_WG work-items; the
+//   cells are taken in chunks of LT_RED_WG with an online softmax (running
+//   max and sum), so any context length works.
+// attn_prefill: one work-group of 128 per (head, tile of 16 tokens); key
+//   tiles of 32 cells are staged in local memory and shared by the 16
+//   queries; tiles outside every query's causal range are skipped.
+// Both can write their output rows as 8-bit blocks for the next product.
+
+// Row `cell`, elements [e0, e0 + n) of a cache, as floats.
+inline float cache_load(const global uchar* row, int e, int f16) {
+    return f16 ? vload_half(e, (const global half*)row) : ((const global float*)row)[e];
+}
+
+kernel void kv_store(const global uchar* a, ulong a_off, ulong a_nb1,
+                     global uchar* c, ulong c_off, ulong c_nb1, int f16,
+                     const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
+                     int D, int n_ctx_seq, int n_cells) {
+    const int i = get_global_id(0);
+    const long t = get_global_id(1);
+    if (i >= D) return;
+    const int p = LT_CPTR(int, posb, pos_off)[t];
+    const long cell = (long)LT_CPTR(int, seqb, seq_off)[t] * n_ctx_seq + p;
+    if (p < 0 || p >= n_ctx_seq || cell < 0 || cell >= n_cells) return;  // validated upstream
+    const float v = LT_CPTR(float, a, a_off + t * a_nb1)[i];
+    global uchar* row = c + c_off + cell * c_nb1;
+    if (f16) {
+        vstore_half_rte(v, i, (global half*)row);
+    } else {
+        ((global float*)row)[i] = v;
+    }
+}
+
+// Where token t looks: its first cell, and the range [lo, p] of positions.
+// Returns 0 when the sequence's cells lie outside the cache.
+inline int attn_range(const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off, long t,
+                      int n_ctx_seq, int n_cells, int window, long* base, int* lo, int* p) {
+    *p = clamp(LT_CPTR(int, posb, pos_off)[t], 0, n_ctx_seq - 1);
+    *lo = window > 0 ? max(0, *p - window + 1) : 0;
+    *base = (long)LT_CPTR(int, seqb, seq_off)[t] * n_ctx_seq;
+    return *base >= 0 && *base + n_ctx_seq <= n_cells;
+}
+
+inline float softcap_score(float s, float softcap) { return softcap > 0.0f ? softcap * tanh(s / softcap) : s; }
+
+#define ATT_MAX_HD 256
+
+LT_REDUCTION_ATTR
+kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
+                        const global uchar* kb, ulong k_off, ulong k_nb1,
+                        const global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                        const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
+                        global uchar* d, ulong d_off, ulong d_nb1,
+                        int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
+                        int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
+    local float q[ATT_MAX_HD];
+    local float pr[LT_RED_WG];
+    local float tmp[LT_RED_WG];
+    const int h = get_group_id(0);
+    const long t = get_group_id(1);
+    const int lid = get_local_id(0);
+    const int kvh = h / (n_head / n_head_kv);
+    global float* out = LT_PTR(float, d, d_off + t * d_nb1) + h * hd;
+
+    long base;
+    int lo, p;
+    if (!attn_range(posb, pos_off, seqb, seq_off, t, n_ctx_seq, n_cells, window, &base, &lo, &p)) {
+        for (int e = lid; e < hd; e += LT_RED_WG) out[e] = 0.0f;
+    } else {
+        const global float* qv = LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2);
+        for (int e = lid; e < hd; e += LT_RED_WG) q[e] = qv[e];
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        // This item's output dimensions: lid, lid + LT_RED_WG (hd <= 256).
+        float acc0 = 0.0f, acc1 = 0.0f;
+        float m = LT_NEG_BIG, l = 0.0f;
+        const int elt = f16 ? 2 : 4;
+        const ulong kcol = (ulong)kvh * hd * elt;
+        for (int c0 = lo; c0 <= p; c0 += LT_RED_WG) {
+            const int j = c0 + lid;
+            float s = LT_NEG_BIG;
+            if (j <= p) {
+                const global uchar* krow = kb + k_off + (base + j) * k_nb1 + kcol;
+                float dot = 0.0f;
+                if (f16) {
+                    int e = 0;
+                    for (; e + 4 <= hd; e += 4) {
+                        const float4 kk = vload_half4(e / 4, (const global half*)krow);
+                        dot += q[e] * kk.x + q[e + 1] * kk.y + q[e + 2] * kk.z + q[e + 3] * kk.w;
+                    }
+                    for (; e < hd; ++e) dot += q[e] * vload_half(e, (const global half*)krow);
+                } else {
+                    for (int e = 0; e < hd; ++e) dot += q[e] * ((const global float*)krow)[e];
+                }
+                s = softcap_score(dot * scale, softcap);
+            }
+            const float m_new = fmax(m, wg_max(s, tmp));
+            const float e = j <= p ? exp(s - m_new) : 0.0f;
+            pr[lid] = e;
+            const float csum = wg_sum(e, tmp);  // its barriers also publish pr[]
+            const float f = exp(m - m_new);
+            l = l * f + csum;
+            m = m_new;
+            const int n = min(LT_RED_WG, p - c0 + 1);
+            const global uchar* vrow = vb + v_off + (base + c0) * v_nb1 + kcol;
+            if (lid < hd) {
+                float a = acc0 * f;
+                for (int jj = 0; jj < n; ++jj) a += pr[jj] * cache_load(vrow + jj * v_nb1, lid, f16);
+                acc0 = a;
+            }
+            if (lid + LT_RED_WG < hd) {
+                float a = acc1 * f;
+                for (int jj = 0; jj < n; ++jj) a += pr[jj] * cache_load(vrow + jj * v_nb1, lid + LT_RED_WG, f16);
+                acc1 = a;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);  // pr[] is rewritten by the next chunk
+        }
+        const float inv = 1.0f / l;
+        if (lid < hd) out[lid] = acc0 * inv;
+        if (lid + LT_RED_WG < hd) out[lid + LT_RED_WG] = acc1 * inv;
+    }
+    if (want_q8) {
+        barrier(CLK_GLOBAL_MEM_FENCE);
+        const int K = hd * n_head;
+        for (int blk = lid; blk < hd / 32; blk += LT_RED_WG) {
+            const int col = h * hd + blk * 32;
+            q8_quantize_block(out + blk * 32, LT_PTR(char, oq, oq_off + t * K) + col,
+                              LT_PTR(float2, oq, ods_off) + t * (K / 32) + col / 32);
+        }
+    }
+}
+
+#define PQ 16   // queries per work-group
+#define PK 32   // cells per key tile
+#define PHD 128 // largest head_dim of the tiled kernel
+#define PWG 128
+
+kernel __attribute__((reqd_work_group_size(PWG, 1, 1)))
+void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
+                  const global uchar* kb, ulong k_off, ulong k_nb1,
+                  const global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                  const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
+                  global uchar* d, ulong d_off, ulong d_nb1,
+                  int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
+                  int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8, int T) {
+    local float qs[PQ][PHD + 1];
+    local float ks[PK][PHD + 1];
+    local float vs[PK][PHD];
+    local float ps[PQ][PK + 1];
+    local long q_first[PQ];  // absolute cells [q_first, q_last] each query attends to
+    local long q_last[PQ];
+    local float row_m[PQ], row_l[PQ], row_f[PQ];
+    local long span[2];
+
+    const int h = get_group_id(0);
+    const long t0 = (long)get_group_id(1) * PQ;
+    const int tid = get_local_id(0);
+    const int kvh = h / (n_head / n_head_kv);
+    const int elt = f16 ? 2 : 4;
+    const ulong kcol = (ulong)kvh * hd * elt;
+
+    if (tid < PQ) {
+        const long t = t0 + tid;
+        long base;
+        int lo, p;
+        if (t < T && attn_range(posb, pos_off, seqb, seq_off, t, n_ctx_seq, n_cells, window, &base, &lo, &p)) {
+            q_first[tid] = base + lo;
+            q_last[tid] = base + p;
+        } else {
+            q_first[tid] = 1;  // empty range
+            q_last[tid] = 0;
+        }
+        row_m[tid] = LT_NEG_BIG;
+        row_l[tid] = 0.0f;
+    }
+    for (int e = tid; e < PQ * hd; e += PWG) {
+        const int qi = e / hd, c = e % hd;
+        const long t = t0 + qi;
+        qs[qi][c] = t < T ? LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2)[c] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid == 0) {
+        long first = LONG_MAX, last = -1;
+        for (int i = 0; i < PQ; ++i) {
+            if (q_first[i] <= q_last[i]) {
+                first = min(first, q_first[i]);
+                last = max(last, q_last[i]);
+            }
+        }
+        span[0] = first;
+        span[1] = last;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const long first = span[0], last = span[1];
+
+    // Output ownership: query qi = tid / 8, dimensions dg + 8c.
+    const int qi = tid / 8, dg = tid % 8;
+    float acc[PHD / 8];
+    for (int c = 0; c < PHD / 8; ++c) acc[c] = 0.0f;
+
+    for (long c0 = first; c0 <= last; c0 += PK) {
+        // Stage K and V rows of cells [c0, c0 + PK).
+        for (int e = tid; e < PK * hd; e += PWG) {
+            const int kj = e / hd, c = e % hd;
+            const long cell = c0 + kj;
+            float kv = 0.0f, vv = 0.0f;
+            if (cell <= last) {
+                kv = cache_load(kb + k_off + cell * k_nb1 + kcol, c, f16);
+                vv = cache_load(vb + v_off + cell * v_nb1 + kcol, c, f16);
+            }
+            ks[kj][c] = kv;
+            vs[kj][c] = vv;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        // Scores: query qi against cells dg + 8r.
+        for (int r = 0; r < PK / 8; ++r) {
+            const int kj = dg + 8 * r;
+            float dot = 0.0f;
+            for (int c = 0; c < hd; ++c) dot += qs[qi][c] * ks[kj][c];
+            ps[qi][kj] = softcap_score(dot * scale, softcap);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        // Online softmax per query row.
+        if (tid < PQ) {
+            const long f0 = q_first[tid], l0 = q_last[tid];
+            float mx = LT_NEG_BIG;
+            for (int kj = 0; kj < PK; ++kj) {
+                const long cell = c0 + kj;
+                if (cell >= f0 && cell <= l0) mx = fmax(mx, ps[tid][kj]);
+            }
+            const float m_new = fmax(row_m[tid], mx);
+            float sum = 0.0f;
+            for (int kj = 0; kj < PK; ++kj) {
+                const long cell = c0 + kj;
+                const float e = (cell >= f0 && cell <= l0) ? exp(ps[tid][kj] - m_new) : 0.0f;
+                ps[tid][kj] = e;
+                sum += e;
+            }
+            const float f = exp(row_m[tid] - m_new);
+            row_f[tid] = f;
+            row_l[tid] = row_l[tid] * f + sum;
+            row_m[tid] = m_new;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const float f = row_f[qi];
+        for (int c = 0; c < PHD / 8; ++c) acc[c] *= f;
+        for (int kj = 0; kj < PK; ++kj) {
+            const float pj = ps[qi][kj];
+            for (int c = 0; c < PHD / 8; ++c) {
+                const int col = dg + 8 * c;
+                if (col < hd) acc[c] += pj * vs[kj][col];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    const long t = t0 + qi;
+    if (t < T) {
+        global float* out = LT_PTR(float, d, d_off + t * d_nb1) + h * hd;
+        const float l = row_l[qi];
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int c = 0; c < PHD / 8; ++c) {
+            const int col = dg + 8 * c;
+            if (col < hd) out[col] = acc[c] * inv;
+        }
+    }
+    if (want_q8) {
+        barrier(CLK_GLOBAL_MEM_FENCE);
+        const int K = hd * n_head;
+        for (int e = tid; e < PQ * (hd / 32); e += PWG) {
+            const int qq = e / (hd / 32), blk = e % (hd / 32);
+            const long tt = t0 + qq;
+            if (tt >= T) continue;
+            const int col = h * hd + blk * 32;
+            q8_quantize_block(LT_PTR(float, d, d_off + tt * d_nb1) + col, LT_PTR(char, oq, oq_off + tt * K) + col,
+                              LT_PTR(float2, oq, ods_off) + tt * (K / 32) + col / 32);
+        }
+    }
+}

@@ -1,0 +1,371 @@
+// Helpers every Lantern OpenCL program starts with: the host prepends this
+// file to each kernel file (program_cache.cpp). Written in OpenCL C 1.2.
+//
+// Defines the host sets from the device's capabilities:
+//   LT_RED_WG     work-group size of the row-reduction kernels (power of two)
+//   LT_SUBGROUPS  1: sub_group_reduce_* usable (cl_khr_subgroups or cl_intel_subgroups)
+//   LT_QCOM_SG    1: Qualcomm; reduction kernels ask for half-wave subgroups
+//   LT_NV_PTX     1: NVIDIA; inline PTX (dp4a, mma) usable
+//   LT_MMA_EMULATE 1: test builds emulate the PTX mma through local memory
+//   LT_MV_TPR     matrix-vector kernels: work-items per weight row (rows per group: 32)
+//
+// Tensors are passed as (buffer, byte offset) pairs; strides are in bytes.
+// Half-precision data goes through vload_half / vstore_half, so devices
+// without cl_khr_fp16 work.
+
+#ifndef LT_RED_WG
+#define LT_RED_WG 256
+#endif
+#ifndef LT_SUBGROUPS
+#define LT_SUBGROUPS 0
+#endif
+#ifndef LT_QCOM_SG
+#define LT_QCOM_SG 0
+#endif
+#ifndef LT_NV_PTX
+#define LT_NV_PTX 0
+#endif
+#ifndef LT_MMA_EMULATE
+#define LT_MMA_EMULATE 0
+#endif
+#ifndef LT_MV_TPR
+#define LT_MV_TPR 8
+#endif
+
+
+#if LT_SUBGROUPS && defined(cl_khr_subgroups)
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#elif LT_SUBGROUPS && defined(cl_intel_subgroups)
+#pragma OPENCL EXTENSION cl_intel_subgroups : enable
+#endif
+
+#if LT_QCOM_SG
+#pragma OPENCL EXTENSION cl_qcom_reqd_sub_group_size : enable
+#define LT_REDUCTION_ATTR __attribute__((qcom_reqd_sub_group_size("half")))
+#else
+#define LT_REDUCTION_ATTR
+#endif
+
+// Typed pointer `off` bytes into a buffer.
+#define LT_PTR(T, base, off) ((global T*)((global uchar*)(base) + (off)))
+#define LT_CPTR(T, base, off) ((const global T*)((const global uchar*)(base) + (off)))
+
+// Stands for -infinity: fast math lets the compiler assume finite values.
+#define LT_NEG_BIG (-3.0e38f)
+
+// ---- reductions over a work-group (1-D launches) ----------------------------------
+// Every work-item passes one value and gets the total. `tmp` holds at least
+// get_local_size(0) floats; the local size is a power of two.
+
+inline float wg_sum(float v, local float* tmp) {
+#if LT_SUBGROUPS
+    v = sub_group_reduce_add(v);
+    if (get_sub_group_local_id() == 0) tmp[get_sub_group_id()] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = 0.0f;
+    const uint n = get_num_sub_groups();
+    for (uint i = 0; i < n; ++i) r += tmp[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+#else
+    const uint l = get_local_id(0);
+    tmp[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (l < s) tmp[l] += tmp[l + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = tmp[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+#endif
+}
+
+inline float wg_max(float v, local float* tmp) {
+#if LT_SUBGROUPS
+    v = sub_group_reduce_max(v);
+    if (get_sub_group_local_id() == 0) tmp[get_sub_group_id()] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = LT_NEG_BIG;
+    const uint n = get_num_sub_groups();
+    for (uint i = 0; i < n; ++i) r = fmax(r, tmp[i]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+#else
+    const uint l = get_local_id(0);
+    tmp[l] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = get_local_size(0) / 2; s > 0; s >>= 1) {
+        if (l < s) tmp[l] = fmax(tmp[l], tmp[l + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = tmp[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+#endif
+}
+
+// ---- number formats --------------------------------------------------------------
+
+inline float bf16_to_f32(ushort h) { return as_float((uint)h << 16); }
+
+// Round to nearest even; NaN stays NaN (as the CPU's f32_to_bf16).
+inline ushort f32_to_bf16(float f) {
+    uint u = as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 64u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (ushort)(u >> 16);
+}
+
+// v rounded to the nearest fp16 value (ties to even).
+inline float round_to_half(float v) {
+    ushort h;
+    vstore_half_rte(v, 0, (private half*)&h);
+    return vload_half(0, (private half*)&h);
+}
+
+// Loads element i of a row of type `type` (0 f32, 1 f16, 30 bf16: DType ids).
+inline float load_plain(const global uchar* row, long i, int type) {
+    if (type == 1) return vload_half(i, (const global half*)row);
+    if (type == 30) return bf16_to_f32(((const global ushort*)row)[i]);
+    return ((const global float*)row)[i];
+}
+
+// ---- 8-bit activations ---------------------------------------------------------
+// Rows feeding a quantized matrix product are quantized in blocks of 32 as
+// the CPU quantizes them for its Q8_0/Q8_1 dot products: d = half(amax / 127),
+// q = round-to-even(clamp(x / d, -127, 127)). A row of K values is K int8
+// quants (row stride K bytes) and K / 32 float2 (d, sum of the block's q).
+
+inline void q8_quantize_block(const global float* x, global char* q, global float2* ds) {
+    float v[32];
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+        v[j] = x[j];
+        amax = fmax(amax, fabs(v[j]));
+    }
+    const float d = round_to_half(amax / 127.0f);
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; j += 4) {
+        char4 c;
+        c.x = (char)rint(clamp(v[j + 0] * inv, -127.0f, 127.0f));
+        c.y = (char)rint(clamp(v[j + 1] * inv, -127.0f, 127.0f));
+        c.z = (char)rint(clamp(v[j + 2] * inv, -127.0f, 127.0f));
+        c.w = (char)rint(clamp(v[j + 3] * inv, -127.0f, 127.0f));
+        sum += (int)c.x + (int)c.y + (int)c.z + (int)c.w;
+        vstore4(c, j / 4, q);
+    }
+    *ds = (float2)(d, (float)sum);
+}
+
+// ---- 4-way byte dot products -------------------------------------------------------
+// dot4_us: a holds 4 unsigned bytes, b 4 signed bytes; dot4_ss: both signed.
+// Byte 0 (the lowest) of a meets byte 0 of b.
+
+#if LT_NV_PTX
+inline int dot4_us(uint a, uint b, int c) {
+    int d;
+    __asm__("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+inline int dot4_ss(uint a, uint b, int c) {
+    int d;
+    __asm__("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+#else
+inline int dot4_us(uint a, uint b, int c) {
+    const uchar4 x = as_uchar4(a);
+    const char4 y = as_char4(b);
+    return c + (int)x.x * (int)y.x + (int)x.y * (int)y.y + (int)x.z * (int)y.z + (int)x.w * (int)y.w;
+}
+inline int dot4_ss(uint a, uint b, int c) {
+    const char4 x = as_char4(a);
+    const char4 y = as_char4(b);
+    return c + (int)x.x * (int)y.x + (int)x.y * (int)y.y + (int)x.z * (int)y.z + (int)x.w * (int)y.w;
+}
+#endif
+
+// Four bytes x (each 0..255 - o, o <= 128) minus o per byte, as signed bytes.
+#define LT_BYTES_MINUS(x, o4) ((((x) | 0x80808080u) - (o4)) ^ 0x80808080u)
+
+// Spreads bits 0..3 of h to bit 4 of bytes 0..3.
+inline uint spread_high_bits(uint h) {
+    return ((h & 1u) << 4) | ((h & 2u) << 11) | ((h & 4u) << 18) | ((h & 8u) << 25);
+}
+
+// ---- repacked 32-element weight blocks ------------------------------------------------
+// Quantized weights are repacked at upload (weight_layout.h): block i of a
+// matrix (i = row * blocks_per_row + b) keeps its quants at qs + i * QS bytes
+// (QS = 16 for 4/5-bit types, 32 for Q8_0), the fifth bits of Q5_x at qh[i],
+// and its scale d (half) or scale and min (d, m: two halves) at sc. Nibbles
+// keep GGUF's order: byte j holds element j (low) and j + 16 (high).
+//
+// Per type T:
+//   wdot_T(qs, qh, sc, i, a, ads)   block i against 8-bit activations a (8 words)
+//                                   with (d, sum) ads: the float contribution,
+//                                   computed as the CPU does (integer block sum,
+//                                   then * (d_w * d_a), then + m_w * d_a * sum)
+//   wword_T(qs, qh, i, k)           elements 4k..4k+3 as signed bytes (Q4_1/Q5_1:
+//                                   the unsigned quants, < 32)
+//   wscale_T(sc, i)                 (d, m) with m = 0 for the _0 types
+
+#define QS_q4_0 16
+#define QS_q4_1 16
+#define QS_q5_0 16
+#define QS_q5_1 16
+#define QS_q8_0 32
+
+inline float2 wscale_q4_0(const global ushort* sc, size_t i) { return (float2)(vload_half(i, (const global half*)sc), 0.0f); }
+inline float2 wscale_q5_0(const global ushort* sc, size_t i) { return wscale_q4_0(sc, i); }
+inline float2 wscale_q8_0(const global ushort* sc, size_t i) { return wscale_q4_0(sc, i); }
+inline float2 wscale_q4_1(const global ushort* sc, size_t i) {
+    return (float2)(vload_half(2 * i, (const global half*)sc), vload_half(2 * i + 1, (const global half*)sc));
+}
+inline float2 wscale_q5_1(const global ushort* sc, size_t i) { return wscale_q4_1(sc, i); }
+
+inline uint nibbles_q4(const global uchar* qs, size_t i, int k) {
+    const uint w = ((const global uint*)(qs + i * 16))[k & 3];
+    return k < 4 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+}
+inline uint quants_q5(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return nibbles_q4(qs, i, k) | spread_high_bits(qh[i] >> (4 * k));
+}
+
+inline uint wword_q4_0(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return LT_BYTES_MINUS(nibbles_q4(qs, i, k), 0x08080808u);
+}
+inline uint wword_q4_1(const global uchar* qs, const global uint* qh, size_t i, int k) { return nibbles_q4(qs, i, k); }
+inline uint wword_q5_0(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return LT_BYTES_MINUS(quants_q5(qs, qh, i, k), 0x10101010u);
+}
+inline uint wword_q5_1(const global uchar* qs, const global uint* qh, size_t i, int k) { return quants_q5(qs, qh, i, k); }
+inline uint wword_q8_0(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return ((const global uint*)(qs + i * 32))[k];
+}
+
+// Integer dot of a 4/5-bit block's unsigned quants (u[j]) with activations.
+inline int idot_u4(uint4 w, uint4 a0, uint4 a1) {
+    int s = 0;
+    s = dot4_us(w.x & 0x0F0F0F0Fu, a0.x, s);
+    s = dot4_us(w.y & 0x0F0F0F0Fu, a0.y, s);
+    s = dot4_us(w.z & 0x0F0F0F0Fu, a0.z, s);
+    s = dot4_us(w.w & 0x0F0F0F0Fu, a0.w, s);
+    s = dot4_us((w.x >> 4) & 0x0F0F0F0Fu, a1.x, s);
+    s = dot4_us((w.y >> 4) & 0x0F0F0F0Fu, a1.y, s);
+    s = dot4_us((w.z >> 4) & 0x0F0F0F0Fu, a1.z, s);
+    s = dot4_us((w.w >> 4) & 0x0F0F0F0Fu, a1.w, s);
+    return s;
+}
+inline int idot_u5(uint4 w, uint h, uint4 a0, uint4 a1) {
+    int s = 0;
+    s = dot4_us((w.x & 0x0F0F0F0Fu) | spread_high_bits(h), a0.x, s);
+    s = dot4_us((w.y & 0x0F0F0F0Fu) | spread_high_bits(h >> 4), a0.y, s);
+    s = dot4_us((w.z & 0x0F0F0F0Fu) | spread_high_bits(h >> 8), a0.z, s);
+    s = dot4_us((w.w & 0x0F0F0F0Fu) | spread_high_bits(h >> 12), a0.w, s);
+    s = dot4_us(((w.x >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 16), a1.x, s);
+    s = dot4_us(((w.y >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 20), a1.y, s);
+    s = dot4_us(((w.z >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 24), a1.z, s);
+    s = dot4_us(((w.w >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 28), a1.w, s);
+    return s;
+}
+
+#define LT_ACT_LOAD                                              \
+    const uint4 a0 = ((const global uint4*)a)[0];                \
+    const uint4 a1 = ((const global uint4*)a)[1];
+
+inline float wdot_q4_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
+                       const global uint* a, float2 ads) {
+    LT_ACT_LOAD
+    const uint4 w = ((const global uint4*)qs)[i];
+    const int s = idot_u4(w, a0, a1) - 8 * (int)ads.y;
+    return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
+}
+inline float wdot_q4_1(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
+                       const global uint* a, float2 ads) {
+    LT_ACT_LOAD
+    const uint4 w = ((const global uint4*)qs)[i];
+    const float2 dm = wscale_q4_1(sc, i);
+    return (float)idot_u4(w, a0, a1) * (dm.x * ads.x) + dm.y * (ads.x * ads.y);
+}
+inline float wdot_q5_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
+                       const global uint* a, float2 ads) {
+    LT_ACT_LOAD
+    const uint4 w = ((const global uint4*)qs)[i];
+    const int s = idot_u5(w, qh[i], a0, a1) - 16 * (int)ads.y;
+    return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
+}
+inline float wdot_q5_1(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
+                       const global uint* a, float2 ads) {
+    LT_ACT_LOAD
+    const uint4 w = ((const global uint4*)qs)[i];
+    const float2 dm = wscale_q5_1(sc, i);
+    return (float)idot_u5(w, qh[i], a0, a1) * (dm.x * ads.x) + dm.y * (ads.x * ads.y);
+}
+inline float wdot_q8_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
+                       const global uint* a, float2 ads) {
+    LT_ACT_LOAD
+    const uint4 w0 = ((const global uint4*)qs)[2 * i];
+    const uint4 w1 = ((const global uint4*)qs)[2 * i + 1];
+    int s = 0;
+    s = dot4_ss(w0.x, a0.x, s);
+    s = dot4_ss(w0.y, a0.y, s);
+    s = dot4_ss(w0.z, a0.z, s);
+    s = dot4_ss(w0.w, a0.w, s);
+    s = dot4_ss(w1.x, a1.x, s);
+    s = dot4_ss(w1.y, a1.y, s);
+    s = dot4_ss(w1.z, a1.z, s);
+    s = dot4_ss(w1.w, a1.w, s);
+    return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
+}
+
+// Element j (0..31) of block i, dequantized: wdeq_T(qs, qh, sc, i, j).
+#define LT_DEFINE_DEQUANT(T)                                                                        \
+    inline float wdeq_##T(const global uchar* qs, const global uint* qh, const global ushort* sc,    \
+                          size_t i, int j) {                                                        \
+        const uint w = wword_##T(qs, qh, i, j / 4);                                                 \
+        const int q = (int)(char)(uchar)((w >> (8 * (j % 4))) & 0xFFu);                             \
+        const float2 dm = wscale_##T(sc, i);                                                        \
+        return (float)q * dm.x + dm.y;                                                              \
+    }
+LT_DEFINE_DEQUANT(q4_0)
+LT_DEFINE_DEQUANT(q4_1)
+LT_DEFINE_DEQUANT(q5_0)
+LT_DEFINE_DEQUANT(q5_1)
+LT_DEFINE_DEQUANT(q8_0)
+
+// All 32 elements of block i as 8 words of signed bytes (as wword_T, one load).
+inline void wunpack_q4(const global uchar* qs, size_t i, uint o4, uint* out) {
+    const uint4 w = ((const global uint4*)qs)[i];
+    out[0] = LT_BYTES_MINUS(w.x & 0x0F0F0F0Fu, o4);
+    out[1] = LT_BYTES_MINUS(w.y & 0x0F0F0F0Fu, o4);
+    out[2] = LT_BYTES_MINUS(w.z & 0x0F0F0F0Fu, o4);
+    out[3] = LT_BYTES_MINUS(w.w & 0x0F0F0F0Fu, o4);
+    out[4] = LT_BYTES_MINUS((w.x >> 4) & 0x0F0F0F0Fu, o4);
+    out[5] = LT_BYTES_MINUS((w.y >> 4) & 0x0F0F0F0Fu, o4);
+    out[6] = LT_BYTES_MINUS((w.z >> 4) & 0x0F0F0F0Fu, o4);
+    out[7] = LT_BYTES_MINUS((w.w >> 4) & 0x0F0F0F0Fu, o4);
+}
+inline void wunpack_q5(const global uchar* qs, const global uint* qh, size_t i, uint o4, uint* out) {
+    const uint4 w = ((const global uint4*)qs)[i];
+    const uint h = qh[i];
+    out[0] = LT_BYTES_MINUS((w.x & 0x0F0F0F0Fu) | spread_high_bits(h), o4);
+    out[1] = LT_BYTES_MINUS((w.y & 0x0F0F0F0Fu) | spread_high_bits(h >> 4), o4);
+    out[2] = LT_BYTES_MINUS((w.z & 0x0F0F0F0Fu) | spread_high_bits(h >> 8), o4);
+    out[3] = LT_BYTES_MINUS((w.w & 0x0F0F0F0Fu) | spread_high_bits(h >> 12), o4);
+    out[4] = LT_BYTES_MINUS(((w.x >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 16), o4);
+    out[5] = LT_BYTES_MINUS(((w.y >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 20), o4);
+    out[6] = LT_BYTES_MINUS(((w.z >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 24), o4);
+    out[7] = LT_BYTES_MINUS(((w.w >> 4) & 0x0F0F0F0Fu) | spread_high_bits(h >> 28), o4);
+}
+inline void wunpack_q4_0(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q4(qs, i, 0x08080808u, out); }
+inline void wunpack_q4_1(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q4(qs, i, 0u, out); }
+inline void wunpack_q5_0(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q5(qs, qh, i, 0x10101010u, out); }
+inline void wunpack_q5_1(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q5(qs, qh, i, 0u, out); }
+inline void wunpack_q8_0(const global uchar* qs, const global uint* qh, size_t i, uint* out) {
+    const uint4 w0 = ((const global uint4*)qs)[2 * i];
+    const uint4 w1 = ((const global uint4*)qs)[2 * i + 1];
+    out[0] = w0.x; out[1] = w0.y; out[2] = w0.z; out[3] = w0.w;
+    out[4] = w1.x; out[5] = w1.y; out[6] = w1.z; out[7] = w1.w;
+}

@@ -1,0 +1,210 @@
+// Host side of kernels/matvec.cl, matmul.cl, matmul_nv.cl and quant.cl:
+// matrix products, activation quantization and row lookup.
+//
+// Products with block-32 weights read 8-bit activations: made by the
+// producer of the rows when it knew (norms, attention, the gated
+// activation), else by quantize_q8 here, once per step and input.
+// M <= 8 rows: matrix-vector kernels (several products of one input share a
+// launch); more: tiled kernels, the tensor-core ones on NVIDIA.
+#include <algorithm>
+#include <string>
+
+#include "backends/opencl/ops.h"
+#include "backends/opencl/weight_layout.h"
+
+namespace lantern::ocl {
+namespace {
+
+constexpr int64_t kMatvecMaxRows = 8;
+constexpr int64_t kMvRows = 32;  // weight rows per matvec work-group (MV_R)
+
+const char* type_tag(DType t) {
+    switch (t) {
+        case DType::Q4_0: return "q4_0";
+        case DType::Q4_1: return "q4_1";
+        case DType::Q5_0: return "q5_0";
+        case DType::Q5_1: return "q5_1";
+        case DType::Q8_0: return "q8_0";
+        case DType::F16: return "f16";
+        case DType::BF16: return "bf16";
+        default: return "f32";
+    }
+}
+
+bool plain_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+bool is_weight(const Tensor& t) { return (t.storage_root()->flags & kTensorWeight) != 0 && t.view_src == nullptr; }
+
+int64_t rows_of(const Tensor& x) { return x.ne[1] * x.ne[2] * x.ne[3]; }
+
+// One matrix's arguments of a matvec launch: (w, qs, qh, sc, d, d_off, d_stride, n).
+void matrix_args(Args& a, const Tensor* node) {
+    const Tensor& w = *node->src[0];
+    if (is_block32(w.type)) {
+        const QuantLayout l = quant_layout(w);
+        a.mem(mem_of(w)).u64(w.offset + l.qs).u64(w.offset + l.qh).u64(w.offset + l.sc);
+    } else {
+        a.mem(mem_of(w)).u64(w.offset).u64(w.nb[1]).u64(0);
+    }
+    a.tensor(*node).u64(node->nb[1]).i32(w.ne[1]);
+}
+
+void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes) {
+    const Tensor& first = *nodes[0];
+    const Tensor& w = *first.src[0];
+    const Tensor& x = *first.src[1];
+    const int64_t K = w.ne[0], M = rows_of(x);
+    const std::string name = std::string("mv_") + type_tag(w.type) + (M == 1 ? "_1" : "_8");
+    cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
+    Args args(k);
+    size_t groups = 0;
+    for (size_t i = 0; i < 3; ++i) {
+        // Unused slots repeat the first matrix with no rows.
+        if (i < nodes.size()) {
+            matrix_args(args, nodes[i]);
+            groups += static_cast<size_t>((nodes[i]->src[0]->ne[1] + kMvRows - 1) / kMvRows);
+        } else {
+            args.mem(mem_of(w)).u64(0).u64(0).u64(0).tensor(first).u64(0).i32(0);
+        }
+    }
+    if (is_block32(w.type)) {
+        const Q8Act q = q8_input(d, x);
+        args.mem(q.mem).u64(q.q).u64(q.ds);
+    } else {
+        args.tensor(x).u64(x.nb[1]);
+    }
+    args.i32(K).i32(M);
+    const size_t wg = static_cast<size_t>(kMvRows) * d.shape().mv_tpr;
+    d.launch1(k, groups * wg, wg);
+}
+
+void launch_matmul(Dispatch& d, const Tensor& node) {
+    const Tensor& w = *node.src[0];
+    const Tensor& x = *node.src[1];
+    const int64_t N = w.ne[1], K = w.ne[0], M = rows_of(x);
+    if (!is_block32(w.type)) {
+        cl_kernel k = d.kernel(ProgramId::Matmul, "mm_plain");
+        Args(k).tensor(w).u64(w.nb[1]).i32(static_cast<int>(w.type)).tensor(x).u64(x.nb[1]).tensor(node)
+            .u64(node.nb[1]).i32(N).i32(K).i32(M);
+        const size_t g[2] = {static_cast<size_t>((N + 63) / 64) * 256, static_cast<size_t>((M + 63) / 64)};
+        const size_t l[2] = {256, 1};
+        d.launch(k, 2, g, l);
+        return;
+    }
+    const Q8Act q = q8_input(d, x);
+    const QuantLayout lay = quant_layout(w);
+    const bool mma = d.programs().available(ProgramId::MatmulNv);
+    const std::string name = std::string(mma ? "mm_nv_" : "mm_") + type_tag(w.type);
+    cl_kernel k = d.kernel(mma ? ProgramId::MatmulNv : ProgramId::Matmul, name.c_str());
+    Args(k).mem(mem_of(w)).u64(w.offset + lay.qs).u64(w.offset + lay.qh).u64(w.offset + lay.sc)
+        .mem(q.mem).u64(q.q).u64(q.ds).tensor(node).u64(node.nb[1]).i32(N).i32(K).i32(M);
+    const size_t tile_n = mma ? 128 : 64, group = mma ? 128 : 256;
+    const size_t g[2] = {static_cast<size_t>((N + tile_n - 1) / tile_n) * group, static_cast<size_t>((M + 63) / 64)};
+    const size_t l[2] = {group, 1};
+    d.launch(k, 2, g, l);
+}
+
+}  // namespace
+
+bool get_rows_accepts(const Tensor& node) {
+    const Tensor& t = *node.src[0];
+    const bool table_ok = is_block32(t.type) ? (is_weight(t) && t.ne[2] == 1 && t.ne[3] == 1)
+                                             : (plain_weight(t.type) && t.nb[0] == dtype_type_size(t.type));
+    return table_ok && node.src[1]->type == DType::I32 && node.type == DType::F32 && node.nb[0] == sizeof(float) &&
+           node.ne[2] == 1 && node.ne[3] == 1;
+}
+
+bool mul_mat_accepts(const Tensor& node) {
+    const Tensor& w = *node.src[0];
+    const Tensor& x = *node.src[1];
+    const bool w_ok = is_block32(w.type) ? (is_weight(w) && w.ne[0] % 32 == 0)
+                                         : (plain_weight(w.type) && w.nb[0] == dtype_type_size(w.type));
+    return w_ok && w.ne[2] == 1 && w.ne[3] == 1 && x.type == DType::F32 && x.nb[0] == sizeof(float) &&
+           rows_uniform(x) && node.type == DType::F32 && node.nb[0] == sizeof(float) && rows_uniform(node);
+}
+
+bool mul_mat_ready(ProgramCache& p, const Tensor& node) {
+    const bool quantized = is_block32(node.src[0]->type);
+    if (quantized && !p.available(ProgramId::Quant)) return false;
+    if (rows_of(*node.src[1]) <= kMatvecMaxRows) return p.available(ProgramId::Matvec);
+    return p.available(ProgramId::Matmul) || (quantized && p.available(ProgramId::MatmulNv));
+}
+
+void run_get_rows(Dispatch& d, const Tensor& node) {
+    const Tensor& t = *node.src[0];
+    const Tensor& ids = *node.src[1];
+    const int64_t K = node.ne[0];
+    cl_kernel k;
+    if (is_block32(t.type)) {
+        const QuantLayout l = quant_layout(t);
+        k = d.kernel(ProgramId::Quant, (std::string("get_rows_") + type_tag(t.type)).c_str());
+        Args(k).mem(mem_of(t)).u64(t.offset + l.qs).u64(t.offset + l.qh).u64(t.offset + l.sc).i32(t.ne[1])
+            .tensor(ids).tensor(node).u64(node.nb[1]).i32(K);
+    } else {
+        k = d.kernel(ProgramId::Quant, "get_rows_plain");
+        Args(k).tensor(t).u64(t.nb[1]).i32(static_cast<int>(t.type)).i32(t.ne[1]).tensor(ids).tensor(node)
+            .u64(node.nb[1]).i32(K);
+    }
+    const size_t g[2] = {static_cast<size_t>(K), static_cast<size_t>(node.ne[1])};
+    d.launch(k, 2, g, nullptr);
+}
+
+Q8Act q8_input(Dispatch& d, const Tensor& x) {
+    const ActKey key = act_key(x);
+    if (const Q8Act* made = d.find_q8(key)) return *made;
+    const int64_t K = x.ne[0], M = rows_of(x);
+    const Q8Act q = d.make_q8(key, K, M);
+    cl_kernel k = d.kernel(ProgramId::Quant, "quantize_q8");
+    Args(k).tensor(x).u64(x.nb[1]).mem(q.mem).u64(q.q).u64(q.ds).i32(K);
+    const size_t g[2] = {static_cast<size_t>(K / 32), static_cast<size_t>(M)};
+    d.launch(k, 2, g, nullptr);
+    return q;
+}
+
+void run_mul_mat(Dispatch& d, const Tensor& node) {
+    if (rows_of(*node.src[1]) <= kMatvecMaxRows) {
+        launch_matvec(d, {&node});
+    } else {
+        launch_matmul(d, node);
+    }
+}
+
+bool mul_mat_groupable(const Tensor& a, const Tensor& b) {
+    if (a.op != Op::MulMat || b.op != Op::MulMat || !mul_mat_accepts(a) || !mul_mat_accepts(b)) return false;
+    const Tensor& wa = *a.src[0];
+    const Tensor& wb = *b.src[0];
+    return wa.type == wb.type && wa.ne[0] == wb.ne[0] && same_data(*a.src[1], *b.src[1]) &&
+           rows_of(*a.src[1]) <= kMatvecMaxRows;
+}
+
+void run_mul_mat_group(Dispatch& d, const std::vector<const Tensor*>& nodes) { launch_matvec(d, nodes); }
+
+bool glu_fusable(const Tensor& gate, const Tensor& up, const Tensor& glu) {
+    if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
+    if (!mul_mat_groupable(gate, up) || !is_block32(gate.src[0]->type)) return false;
+    return gate.src[0]->ne[1] == up.src[0]->ne[1] && same_data(*glu.src[0], gate) && same_data(*glu.src[1], up) &&
+           glu.ne == gate.ne && glu.type == DType::F32 && glu.nb[0] == sizeof(float) && rows_uniform(glu);
+}
+
+void run_glu_fused(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu) {
+    const Tensor& wg = *gate.src[0];
+    const Tensor& wu = *up.src[0];
+    const Tensor& x = *gate.src[1];
+    const int64_t N = wg.ne[1], K = wg.ne[0], M = rows_of(x);
+    const Q8Act q = q8_input(d, x);
+    const bool want = N % 32 == 0 && d.wanted(act_key(glu));
+    const Q8Act h = want ? d.make_q8(act_key(glu), N, M) : Q8Act{};
+    const QuantLayout lg = quant_layout(wg), lu = quant_layout(wu);
+    const std::string name = std::string("mv_glu_") + type_tag(wg.type) + (M == 1 ? "_1" : "_8");
+    cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
+    Args(k).mem(mem_of(wg)).u64(wg.offset + lg.qs).u64(wg.offset + lg.qh).u64(wg.offset + lg.sc)
+        .mem(mem_of(wu)).u64(wu.offset + lu.qs).u64(wu.offset + lu.qh).u64(wu.offset + lu.sc)
+        .mem(q.mem).u64(q.q).u64(q.ds)
+        .tensor(gate).u64(gate.nb[1]).tensor(up).u64(up.nb[1]).tensor(glu).u64(glu.nb[1])
+        .i32(N).i32(K).i32(M).i32(glu.op == Op::GeluMul)
+        .mem(want ? h.mem : mem_of(glu)).u64(h.q).u64(h.ds).i32(want);
+    const size_t wg_size = static_cast<size_t>(kMvRows) * d.shape().mv_tpr;
+    d.launch1(k, static_cast<size_t>((N + kMvRows - 1) / kMvRows) * wg_size, wg_size);
+}
+
+}  // namespace lantern::ocl

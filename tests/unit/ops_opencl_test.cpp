@@ -1,0 +1,365 @@
+// Every op of the op harness on the OpenCL backend (PoCL in CI) against the
+// CPU backend, recorded (command buffers where offered) and eager; plus the
+// fused launches of a llama layer, the tensor-core matrix kernels through
+// their emulation, and the backend's parts (memory pool, program cache,
+// device list, forced build failures).
+//
+// Device: the first OpenCL device, or LANTERN_OPENCL_PLATFORM /
+// LANTERN_OPENCL_DEVICE (the device check sets them to NVIDIA's).
+// Compiled programs are cached under the build directory
+// (LANTERN_OPENCL_CACHE_DIR overrides), so each test process builds little.
+#if defined(LANTERN_HAVE_OPENCL)
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/opencl/device.h"
+#include "backends/opencl/memory_pool.h"
+#include "backends/opencl/opencl_backend.h"
+#include "backends/opencl/opencl_registry.h"
+#include "backends/opencl/program_cache.h"
+#include "core/half.h"
+#include "op_harness.h"
+#include "quant/quant.h"
+#include "test_util.h"
+
+namespace lantern::test {
+namespace {
+
+constexpr uint32_t kSeed = 1234;
+
+// Test processes share one program cache in the build tree.
+const bool kCacheDirSet = [] {
+    const std::string dir = std::string(LANTERN_BINARY_DIR) + "/opencl-test-cache";
+    setenv("LANTERN_OPENCL_CACHE_DIR", dir.c_str(), 0);
+    return true;
+}();
+
+// Sets an environment variable for a scope.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old;
+        had_ = std::getenv(name) != nullptr;
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_) {
+            setenv(name_, old_.c_str(), 1);
+        } else {
+            unsetenv(name_);
+        }
+    }
+
+private:
+    const char* name_;
+    std::string old_;
+    bool had_ = false;
+};
+
+std::unique_ptr<Backend> opencl() { return make_opencl_backend(0); }
+
+bool is_kquant(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+
+// Compares a case's outputs on `gpu` with the CPU's.
+void expect_matches_cpu(OpCase& c, Backend& gpu, const char* mode) {
+    SCOPED_TRACE(std::string(c.name) + " (" + mode + ")");
+    CpuBackend cpu(2);
+    const CaseResult want = run_case(c, cpu);
+    const CaseResult got = run_case(c, gpu);
+    ASSERT_TRUE(want.supported);
+    if (!got.supported) {
+        // What the backend leaves to the CPU by design: K-quant weights.
+        const Tensor* first = c.graph.nodes().front();
+        ASSERT_TRUE((first->op == Op::MulMat || first->op == Op::GetRows) && is_kquant(first->src[0]->type))
+            << c.name << " is not supported by the OpenCL backend";
+        GTEST_SKIP() << dtype_name(first->src[0]->type) << " weights run on the CPU (no OpenCL kernels)";
+    }
+    EXPECT_TRUE(got.guards_intact) << c.name << " wrote outside its output";
+    ASSERT_EQ(got.outputs.size(), want.outputs.size());
+    for (size_t i = 0; i < got.outputs.size(); ++i) {
+        EXPECT_LE(nmse(got.outputs[i], want.outputs[i]), c.tolerance) << c.name << " output " << i;
+        double mag = 0;
+        for (float v : got.outputs[i]) mag += std::abs(v);
+        EXPECT_GT(mag, 0.0) << c.name << " output " << i << " is all zeros";
+    }
+}
+
+class OpenclOps : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(OpenclOps, MatchesCpuRecorded) {
+    auto cases = make_op_cases(kSeed);
+    std::unique_ptr<Backend> gpu = opencl();
+    expect_matches_cpu(*cases[GetParam()], *gpu, "recorded");
+    // The same case again replays the recording.
+    if (!HasFatalFailure() && !IsSkipped()) expect_matches_cpu(*cases[GetParam()], *gpu, "recorded again");
+}
+
+TEST_P(OpenclOps, MatchesCpuEager) {
+    auto cases = make_op_cases(kSeed);
+    ScopedEnv eager("LANTERN_GRAPHS", "0");
+    std::unique_ptr<Backend> gpu = opencl();
+    expect_matches_cpu(*cases[GetParam()], *gpu, "eager");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, OpenclOps, ::testing::Range<size_t>(0, op_case_names(kSeed).size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                             return op_case_names(kSeed)[info.param];
+                         });
+
+// ---- cases of this file ------------------------------------------------------------------
+
+// Random leaves for hand-built cases (as the harness's builder).
+struct Leaves {
+    OpCase& c;
+    std::mt19937 rng;
+    Tensor* leaf(DType type, std::initializer_list<int64_t> ne, const char* name, uint32_t flags = 0, float lo = -1.0f,
+                 float hi = 1.0f) {
+        Tensor* t = c.graph.new_tensor(type, ne, name);
+        t->flags |= flags;
+        std::uniform_real_distribution<float> dist(lo, hi);
+        std::vector<float> f(static_cast<size_t>(t->n_elements()));
+        for (float& x : f) x = dist(rng);
+        std::vector<uint8_t> bytes(t->nbytes());
+        if (type == DType::F32) {
+            std::memcpy(bytes.data(), f.data(), bytes.size());
+        } else if (type == DType::F16) {
+            for (size_t i = 0; i < f.size(); ++i) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_fp16(f[i]);
+        } else {
+            for (int64_t r = 0; r < t->n_rows(); ++r) {
+                quant::quantize_row(type, f.data() + r * t->ne[0], bytes.data() + static_cast<size_t>(r) * t->row_bytes(),
+                                    t->ne[0]);
+            }
+        }
+        c.leaves.emplace_back(t, std::move(bytes));
+        return t;
+    }
+    Tensor* ints(const std::vector<int32_t>& v, const char* name) {
+        Tensor* t = c.graph.new_tensor(DType::I32, {static_cast<int64_t>(v.size())}, name);
+        std::vector<uint8_t> bytes(v.size() * 4);
+        std::memcpy(bytes.data(), v.data(), bytes.size());
+        c.leaves.emplace_back(t, std::move(bytes));
+        return t;
+    }
+};
+
+// One llama layer as the model builds it, in one compute call, so that the
+// backend's fusions apply: add + norm (8-bit output), Q/K/V products in one
+// launch, RoPE with the KV-cache writes, attention, output product, add +
+// norm, gate/up/SiLU in one launch, down product.
+std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) {
+    auto c = std::make_unique<OpCase>();
+    c->name = std::string("llama_layer_") + dtype_name(wtype) + "_t" + std::to_string(T);
+    c->tolerance = 5e-4;
+    Leaves L{*c, std::mt19937(seed)};
+    Graph& g = c->graph;
+    const int64_t D = 256, hd = 64, n_head = 4, n_kv = 2, F = 384, n_ctx = 48;
+    Tensor* x = L.leaf(DType::F32, {D, T}, "x");
+    Tensor* res = L.leaf(DType::F32, {D, T}, "res");
+    Tensor* attn_norm = L.leaf(DType::F32, {D}, "attn_norm", kTensorWeight);
+    Tensor* ffn_norm = L.leaf(DType::F32, {D}, "ffn_norm", kTensorWeight);
+    Tensor* wq = L.leaf(wtype, {D, hd * n_head}, "wq", kTensorWeight);
+    Tensor* wk = L.leaf(wtype, {D, hd * n_kv}, "wk", kTensorWeight);
+    Tensor* wv = L.leaf(wtype, {D, hd * n_kv}, "wv", kTensorWeight);
+    Tensor* wo = L.leaf(wtype, {hd * n_head, D}, "wo", kTensorWeight);
+    Tensor* wg = L.leaf(wtype, {D, F}, "wg", kTensorWeight);
+    Tensor* wu = L.leaf(wtype, {D, F}, "wu", kTensorWeight);
+    Tensor* wd = L.leaf(wtype, {F, D}, "wd", kTensorWeight);
+    Tensor* kc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "k_cache", kTensorCache);
+    Tensor* vc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "v_cache", kTensorCache);
+    std::vector<int32_t> pos, seq;
+    for (int64_t t = 0; t < T; ++t) {
+        pos.push_back(static_cast<int32_t>(20 + t));  // cells before 20 hold earlier (random) tokens
+        seq.push_back(0);
+    }
+    Tensor* tp = L.ints(pos, "pos");
+    Tensor* ts = L.ints(seq, "seq");
+
+    Tensor* f = g.add_rms_norm(x, res, attn_norm, 1e-5f);
+    Tensor* resid = g.fused_slice(f, 0);
+    Tensor* cur = g.fused_slice(f, 1);
+    Tensor* q = g.mul_mat(wq, cur);
+    Tensor* k = g.mul_mat(wk, cur);
+    Tensor* v = g.mul_mat(wv, cur);
+    Tensor* qk = g.rope_qk(g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), tp, nullptr, static_cast<int>(hd),
+                           RopeMode::Normal, 10000.0f, 1.0f);
+    Tensor* q_roped = g.rope_qk_part(qk, false);
+    Tensor* k_rows = g.view(qk, {hd * n_kv, T}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
+    Tensor* k_all = g.kv_store(k_rows, kc, tp, ts, static_cast<int>(n_ctx));
+    Tensor* v_all = g.kv_store(v, vc, tp, ts, static_cast<int>(n_ctx));
+    Tensor* attn = g.attention(q_roped, k_all, v_all, tp, ts, static_cast<int>(n_kv), static_cast<int>(n_ctx),
+                               1.0f / std::sqrt(static_cast<float>(hd)), 0.0f, 0);
+    Tensor* o = g.mul_mat(wo, attn);
+    Tensor* f2 = g.add_rms_norm(resid, o, ffn_norm, 1e-5f);
+    Tensor* cur2 = g.fused_slice(f2, 1);
+    Tensor* gate = g.mul_mat(wg, cur2);
+    Tensor* up = g.mul_mat(wu, cur2);
+    Tensor* down = g.mul_mat(wd, g.silu_mul(gate, up));
+    c->outputs = {qk, attn, f2, down};
+    return c;
+}
+
+class OpenclLayer : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+
+TEST_P(OpenclLayer, FusedLaunchesMatchCpu) {
+    const auto [type, T] = GetParam();
+    auto c = llama_layer_case(type, T, 77);
+    std::unique_ptr<Backend> gpu = opencl();
+    expect_matches_cpu(*c, *gpu, "recorded");
+    ScopedEnv eager("LANTERN_GRAPHS", "0");
+    std::unique_ptr<Backend> gpu_eager = opencl();
+    expect_matches_cpu(*c, *gpu_eager, "eager");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, OpenclLayer,
+                         ::testing::Combine(::testing::Values(DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                                              DType::Q8_0, DType::F16),
+                                            ::testing::Values<int64_t>(1, 3, 20)),
+                         [](const auto& info) {
+                             return std::string(dtype_name(std::get<0>(info.param))) + "_t" +
+                                    std::to_string(std::get<1>(info.param));
+                         });
+
+std::unique_ptr<OpCase> matmul_case(DType wtype, int64_t K, int64_t N, int64_t M, uint32_t seed) {
+    auto c = std::make_unique<OpCase>();
+    c->name = std::string("mul_mat_") + dtype_name(wtype) + "_" + std::to_string(K) + "x" + std::to_string(N) + "x" +
+              std::to_string(M);
+    c->tolerance = 5e-4;
+    Leaves L{*c, std::mt19937(seed)};
+    Tensor* w = L.leaf(wtype, {K, N}, "w", kTensorWeight);
+    Tensor* x = L.leaf(DType::F32, {K, M}, "x");
+    c->outputs.push_back(c->graph.mul_mat(w, x));
+    return c;
+}
+
+// The tensor-core kernels (inline PTX on NVIDIA) built with the mma emulated
+// by its documented fragment layout: tests their tiling on any device.
+TEST(OpenclMma, EmulatedTensorCoreKernelsMatchCpu) {
+    ScopedEnv emulate("LANTERN_OPENCL_MMA_EMULATE", "1");
+    std::unique_ptr<Backend> gpu = opencl();
+    auto& ocl = static_cast<ocl::OpenClBackend&>(*gpu);
+    ASSERT_TRUE(ocl.programs().available(ocl::ProgramId::MatmulNv));
+    uint32_t seed = 5;
+    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) {
+        for (auto [K, N, M] : {std::tuple<int64_t, int64_t, int64_t>{96, 130, 70}, {256, 64, 9}}) {
+            auto c = matmul_case(t, K, N, M, ++seed);
+            expect_matches_cpu(*c, *gpu, "mma emulated");
+        }
+    }
+}
+
+TEST(OpenclMatmul, LargerTilesMatchCpu) {
+    std::unique_ptr<Backend> gpu = opencl();
+    uint32_t seed = 50;
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16, DType::F32}) {
+        for (auto [K, N, M] : {std::tuple<int64_t, int64_t, int64_t>{320, 200, 130}, {64, 33, 8}, {1024, 70, 2}}) {
+            auto c = matmul_case(t, K, N, M, ++seed);
+            expect_matches_cpu(*c, *gpu, "recorded");
+        }
+    }
+}
+
+// ---- the backend's parts --------------------------------------------------------------
+
+TEST(OpenclBackend, ListsDevicesWithTheirLimits) {
+    const std::vector<DeviceInfo> devices = list_opencl_devices();
+    ASSERT_FALSE(devices.empty()) << "built with OpenCL but no device found (scripts/setup.sh installs PoCL)";
+    for (size_t i = 0; i < devices.size(); ++i) {
+        EXPECT_EQ(devices[i].backend, "opencl");
+        EXPECT_EQ(devices[i].index, static_cast<int>(i));
+        EXPECT_NE(devices[i].details.find("compute units"), std::string::npos) << devices[i].details;
+        EXPECT_NE(devices[i].details.find("MiB"), std::string::npos) << devices[i].details;
+        EXPECT_NE(devices[i].details.find("extensions:"), std::string::npos) << devices[i].details;
+    }
+    EXPECT_THROW(make_opencl_backend(static_cast<int>(devices.size())), Error);
+}
+
+TEST(OpenclBackend, PoolReusesSizeClassesAndCounts) {
+    EXPECT_EQ(ocl::MemoryPool::size_class(1), 4096u);
+    EXPECT_EQ(ocl::MemoryPool::size_class(65536), 65536u);
+    EXPECT_EQ(ocl::MemoryPool::size_class(65537), 65536u + 16384u);
+    EXPECT_EQ(ocl::MemoryPool::size_class(1000000), 1048576u);
+    EXPECT_LE(ocl::MemoryPool::size_class(3000000), 3000000u * 5 / 4);
+
+    std::unique_ptr<Backend> gpu = opencl();
+    const BackendStats s0 = gpu->stats();
+    const void* first;
+    {
+        std::unique_ptr<Buffer> a = gpu->alloc(100000, BufferKind::Compute);
+        first = a->base();
+        const BackendStats s1 = gpu->stats();
+        EXPECT_EQ(s1.mem_in_use - s0.mem_in_use, 100000u);
+        EXPECT_GE(s1.mem_reserved - s0.mem_reserved, 100000u);
+    }
+    const BackendStats s2 = gpu->stats();
+    EXPECT_EQ(s2.mem_in_use, s0.mem_in_use);
+    EXPECT_GE(s2.mem_peak, s0.mem_in_use + 100000u);
+    // A request of the same class gets the cached block back.
+    std::unique_ptr<Buffer> b = gpu->alloc(99000, BufferKind::Compute);
+    EXPECT_EQ(b->base(), first);
+    EXPECT_EQ(gpu->stats().mem_reserved, s2.mem_reserved);
+    // Transfers round-trip.
+    std::vector<uint8_t> in(99000), out(99000);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7);
+    b->write(0, in.data(), in.size());
+    b->read(0, out.data(), out.size());
+    EXPECT_EQ(in, out);
+    b->fill(10, 0x5A, 100);
+    b->read(0, out.data(), out.size());
+    EXPECT_EQ(out[9], in[9]);
+    EXPECT_EQ(out[10], 0x5A);
+    EXPECT_EQ(out[109], 0x5A);
+    EXPECT_EQ(out[110], in[110]);
+}
+
+TEST(OpenclBackend, ProgramsComeFromTheDiskCacheTheSecondTime) {
+    const std::filesystem::path dir = temp_path("opencl-cache");
+    std::filesystem::remove_all(dir);
+    ScopedEnv cache("LANTERN_OPENCL_CACHE_DIR", dir.c_str());
+    for (int round = 0; round < 2; ++round) {
+        std::unique_ptr<Backend> gpu = opencl();
+        auto& ocl = static_cast<ocl::OpenClBackend&>(*gpu);
+        ASSERT_TRUE(ocl.programs().available(ocl::ProgramId::Elementwise));
+        const auto& n = ocl.programs().counters();
+        if (round == 0) {
+            EXPECT_EQ(n.from_source, 1);
+        } else {
+            EXPECT_EQ(n.from_disk, 1);
+            EXPECT_EQ(n.from_source, 0);
+        }
+    }
+    EXPECT_FALSE(std::filesystem::is_empty(dir));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(OpenclBackend, ABrokenProgramLeavesItsOpsToTheCpu) {
+    ScopedEnv fail("LANTERN_OPENCL_FAIL", "norm");
+    std::unique_ptr<Backend> gpu = opencl();
+    Graph g;
+    Tensor* x = g.new_tensor(DType::F32, {64, 2}, "x");
+    Tensor* w = g.new_tensor(DType::F32, {64}, "w");
+    Tensor* n = g.rms_norm(x, w, 1e-5f);
+    Tensor* s = g.scale(x, 2.0f);
+    testing::internal::CaptureStderr();
+    EXPECT_FALSE(gpu->supports(*n));
+    EXPECT_FALSE(gpu->supports(*n));
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(gpu->supports(*s));
+    // Logged once, naming the file.
+    EXPECT_NE(log.find("kernels/norm.cl"), std::string::npos) << log;
+    EXPECT_EQ(log.find("kernels/norm.cl"), log.rfind("kernels/norm.cl")) << log;
+}
+
+}  // namespace
+}  // namespace lantern::test
+
+#endif  // LANTERN_HAVE_OPENCL
