@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
+#include "gguf/gguf.h"
 #include "lantern/lantern.h"
 #include "test_util.h"
 
@@ -128,6 +130,91 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ArchCase>& info) {
         return info.param.arch + "_" + info.param.type + info.param.label;
     });
+
+// --- hyperparameter conventions on edited copies of a tiny model ---------------
+
+// A copy of `src` with `edit` applied to its metadata (key -> value; a null
+// value removes the key).
+std::string edited_copy(const std::string& src, const std::string& name,
+                        const std::vector<std::pair<std::string, std::optional<gguf::Value>>>& edit) {
+    auto f = gguf::File::open(src);
+    gguf::Writer w;
+    for (const auto& [key, value] : f->metadata()) {
+        bool removed = false;
+        for (const auto& [k, v] : edit) removed |= k == key && !v.has_value();
+        if (!removed) w.set(key, value);
+    }
+    for (const auto& [k, v] : edit) {
+        if (v.has_value()) w.set(k, *v);
+    }
+    for (const gguf::TensorInfo& t : f->tensors()) w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
+    const std::string out = temp_path(name).string();
+    w.write(out);
+    return out;
+}
+
+std::vector<float> all_logits(const std::string& path, const std::vector<int32_t>& tokens) {
+    ModelParams p;
+    p.n_threads = 2;
+    auto m = Model::load(path, p);
+    Context ctx(*m, ContextParams{.n_ctx = 64});
+    Batch b;
+    for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int>(i), 0, true);
+    ctx.decode(b);
+    std::vector<float> out;
+    for (int i = 0; i < ctx.n_outputs(); ++i) out.insert(out.end(), ctx.logits(i), ctx.logits(i) + m->n_vocab());
+    return out;
+}
+
+class ArchHParams : public ::testing::Test {
+protected:
+    void SetUp() override {
+        // mistral: linear rope scaling 2 and a sliding window of 8, as "llama".
+        model_ = temp_path("hparams-mistral.gguf").string();
+        run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " mistral '" + model_ +
+            "' > /dev/null");
+    }
+    void TearDown() override { std::remove(model_.c_str()); }
+    std::string model_;
+};
+
+// A rope scaling factor without a type is linear (as llama.cpp and the
+// reference read it): the same logits as with the type written out, and
+// other logits than without the factor.
+TEST_F(ArchHParams, RopeScalingFactorWithoutTypeIsLinear) {
+    const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3, 250, 17, 18, 19, 20, 21};
+    const std::string no_type = edited_copy(model_, "no-type.gguf", {{"llama.rope.scaling.type", std::nullopt}});
+    const std::string no_factor = edited_copy(model_, "no-factor.gguf", {{"llama.rope.scaling.type", std::nullopt},
+                                                                          {"llama.rope.scaling.factor", std::nullopt}});
+    const std::vector<float> with = all_logits(model_, tokens);
+    EXPECT_EQ(all_logits(no_type, tokens), with);
+    EXPECT_NE(all_logits(no_factor, tokens), with);
+    std::remove(no_type.c_str());
+    std::remove(no_factor.c_str());
+}
+
+TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
+    struct Case {
+        std::vector<std::pair<std::string, std::optional<gguf::Value>>> edit;
+        std::string message;
+    };
+    const Case cases[] = {
+        {{{"llama.rope.scaling.type", gguf::Value(std::string("yarn"))}}, "rope scaling type 'yarn' is not supported"},
+        {{{"general.architecture", gguf::Value(std::string("gpt2"))}},
+         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, phi3, gemma3)"},
+    };
+    for (const Case& c : cases) {
+        const std::string path = edited_copy(model_, "unsupported.gguf", c.edit);
+        try {
+            Model::load(path, ModelParams{});
+            ADD_FAILURE() << "loaded: " << c.message;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+            EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+        }
+        std::remove(path.c_str());
+    }
+}
 
 }  // namespace
 }  // namespace lantern::test
