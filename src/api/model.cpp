@@ -50,10 +50,14 @@ std::string size_label(uint64_t n) {
 // size and not another).
 void plan_weight_uploads(Model::Impl& m) {
     Scheduler sched(*m.cpu, m.gpu.get(), static_cast<int>(m.hp.n_layer), m.n_gpu_layers, nullptr);
-    for (int64_t T : {int64_t{1}, int64_t{32}}) {
+    // And for a short and the longest context: the context can change which
+    // weights a step reads (phi3's long rope factors past its original one).
+    const int64_t long_ctx = std::max<int64_t>(64, m.hp.n_ctx_train);
+    for (auto [T, n_ctx] : {std::pair{int64_t{1}, int64_t{64}}, std::pair{int64_t{32}, int64_t{64}},
+                            std::pair{int64_t{1}, long_ctx}, std::pair{int64_t{32}, long_ctx}}) {
         Graph g;
         KvCache kv;
-        kv.n_ctx_seq = 64;
+        kv.n_ctx_seq = n_ctx;
         kv.n_seq = 1;
         const int64_t row = m.hp.head_dim * m.hp.n_head_kv;
         for (int64_t il = 0; il < m.hp.n_layer; ++il) {

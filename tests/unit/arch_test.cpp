@@ -7,8 +7,10 @@
 #include <fstream>
 #include <optional>
 
+#include "api/model_impl.h"
 #include "gguf/gguf.h"
 #include "lantern/lantern.h"
+#include "op_harness.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -98,7 +100,8 @@ TEST_P(ArchReference, LogitsMatch) {
 // - f16 weights: activations are rounded to f16 for the products; 5e-7.
 // - quantized weights are decoded identically on both sides, but Lantern
 //   rounds activations to 8 bits for the quantized dot products (as llama.cpp
-//   does): 2e-4..8e-4 on the 2-layer models (bound 1e-3), 1.2e-3..1.4e-3 on
+//   does): 2e-4..3e-4 on the 2-layer models (bound 1e-3), 4.5e-4..8e-4
+//   for the K-quants and qwen2 (bound 2e-3), 1.2e-3..1.4e-3 on
 //   the 6-layer gemma3 (bound 5e-3); f16 weights on that same model give
 //   5e-7, so the difference is the activation rounding.
 // The K-quant models are the 256-wide variants (K-quant rows need multiples
@@ -109,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(
         // llama: Llama 3 rope frequency factors, normal rope, separate output;
         // and a plain variant with a SentencePiece vocabulary.
         ArchCase{"llama", "f32", 1e-6}, ArchCase{"llama", "f16", 1e-5}, ArchCase{"llama", "q8_0", 1e-3},
-        ArchCase{"llama", "q4_0", 1e-3}, ArchCase{"llama", "q4_k", 1e-3},
+        ArchCase{"llama", "q4_0", 1e-3}, ArchCase{"llama", "q4_k", 2e-3},
         ArchCase{"llama", "f32", 1e-6, "--plain --tokenizer llama", 64, "_plain_spm"},
         // mistral (written as "llama", as real Mistral files are): a sliding
         // window of 8 on every layer and linear rope scaling 2; and the same
@@ -117,11 +120,11 @@ INSTANTIATE_TEST_SUITE_P(
         ArchCase{"mistral", "f32", 1e-6}, ArchCase{"mistral", "q5_1", 1e-3},
         ArchCase{"mistral", "f32", 1e-6, "--arch-name mistral", 64, "_named"},
         // qwen2: Q/K/V biases, neox rope, tied output.
-        ArchCase{"qwen2", "f32", 2e-6}, ArchCase{"qwen2", "q8_0", 1e-3}, ArchCase{"qwen2", "q5_k", 1e-3},
+        ArchCase{"qwen2", "f32", 2e-6}, ArchCase{"qwen2", "q8_0", 2e-3}, ArchCase{"qwen2", "q5_k", 2e-3},
         // phi3: fused QKV and gate|up, partial rotary, longrope factors (short
         // at n_ctx 64, long at 300 > the original 256) and attn_factor.
         ArchCase{"phi3", "f32", 1e-6}, ArchCase{"phi3", "f32", 1e-6, "", 300, "_long_ctx"},
-        ArchCase{"phi3", "q4_1", 1e-3}, ArchCase{"phi3", "q6_k", 1e-3},
+        ArchCase{"phi3", "q4_1", 1e-3}, ArchCase{"phi3", "q6_k", 2e-3},
         // gemma3: 5 local layers (window 4) and 1 global, Q/K norms, GeGLU,
         // post norms, embedding scale, head_dim != n_embd / n_head; logit
         // soft-capping as a variant.
@@ -130,6 +133,54 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<ArchCase>& info) {
         return info.param.arch + "_" + info.param.type + info.param.label;
     });
+
+// --- every architecture offloaded to a device ------------------------------------
+
+// Each architecture with every layer and the output on the fake device
+// backend (CPU kernels presented as a device: weight replicas, device KV
+// cache, copies between backends): the logits must equal the CPU's exactly.
+// phi3 also at a context past its original one, where the long rope factors
+// must have been uploaded too.
+TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
+    const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3, 250, 17, 18, 19, 20, 21};
+    struct Case {
+        std::string arch;
+        int n_ctx;
+    };
+    for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"phi3", 64},
+                          Case{"phi3", 300}, Case{"gemma3", 64}}) {
+        const std::string path = temp_path("offload-" + c.arch + ".gguf").string();
+        run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + c.arch + " '" + path +
+            "' --softcap > /dev/null");
+        auto logits = [&](bool offload) {
+            ModelParams p;
+            p.n_threads = 2;
+            auto model = Model::load(path, p);
+            Model::Impl& m = model->impl();
+            if (offload) {
+                m.gpu = make_fake_device(*m.cpu);
+                m.n_gpu_layers = static_cast<int>(m.hp.n_layer) + 1;
+                plan_weight_uploads(m);
+                m.store.upload(nullptr);
+            }
+            Context ctx(*model, ContextParams{.n_ctx = c.n_ctx, .n_batch = 8});
+            std::vector<float> out;
+            size_t next = 0;
+            while (next < tokens.size()) {  // a prompt of 8, then one token at a time
+                const size_t end = next == 0 ? 8 : next + 1;
+                Batch b;
+                for (; next < end; ++next) b.add(tokens[next], static_cast<int>(next), 0, true);
+                ctx.decode(b);
+                for (int r = 0; r < ctx.n_outputs(); ++r) out.insert(out.end(), ctx.logits(r), ctx.logits(r) + model->n_vocab());
+            }
+            return out;
+        };
+        const std::vector<float> cpu = logits(false);
+        EXPECT_EQ(cpu.size(), tokens.size() * 269) << c.arch;
+        EXPECT_EQ(logits(true), cpu) << c.arch << " n_ctx " << c.n_ctx;
+        std::remove(path.c_str());
+    }
+}
 
 // --- hyperparameter conventions on edited copies of a tiny model ---------------
 
