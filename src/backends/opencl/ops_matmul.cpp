@@ -182,8 +182,13 @@ void run_mul_mat_group(Dispatch& d, const std::vector<const Tensor*>& nodes) { l
 bool glu_fusable(const Tensor& gate, const Tensor& up, const Tensor& glu) {
     if (glu.op != Op::SiluMul && glu.op != Op::GeluMul) return false;
     if (!mul_mat_groupable(gate, up) || !is_block32(gate.src[0]->type)) return false;
-    return gate.src[0]->ne[1] == up.src[0]->ne[1] && same_data(*glu.src[0], gate) && same_data(*glu.src[1], up) &&
-           glu.ne == gate.ne && glu.type == DType::F32 && glu.nb[0] == sizeof(float) && rows_uniform(glu);
+    // One kernel reads x while it writes act(gate) * up: they must not share bytes
+    // (the allocator may reuse x's bytes for the last node once `up` has read it).
+    const Tensor& x = *gate.src[1];
+    const bool apart = glu.buffer != x.buffer || glu.offset >= x.offset + x.nbytes() || x.offset >= glu.offset + glu.nbytes();
+    return apart && gate.src[0]->ne[1] == up.src[0]->ne[1] && same_data(*glu.src[0], gate) &&
+           same_data(*glu.src[1], up) && glu.ne == gate.ne && glu.type == DType::F32 && glu.nb[0] == sizeof(float) &&
+           rows_uniform(glu);
 }
 
 void run_glu_fused(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu) {

@@ -80,6 +80,12 @@ ProgramCache::ProgramCache(cl_context context, const DeviceCaps& caps, BuildConf
     const size_t max_wg = caps_.max_work_group > 0 ? caps_.max_work_group : 64;
     shape_.reduction = std::min<size_t>(256, floor_pow2(max_wg));
     shape_.mv_tpr = std::max<size_t>(1, std::min<size_t>(8, floor_pow2(max_wg) / 32));
+    // Tuning knob: LANTERN_OPENCL_MV_TPR=1..32 (a power of two).
+    const std::string tpr = env_string("LANTERN_OPENCL_MV_TPR");
+    if (!tpr.empty()) {
+        const size_t v = floor_pow2(static_cast<size_t>(std::max(1, std::atoi(tpr.c_str()))));
+        if (v <= 32 && 32 * v <= max_wg) shape_.mv_tpr = v;
+    }
 }
 
 std::string ProgramCache::options(ProgramId id, bool with_extensions) const {

@@ -14,7 +14,8 @@
 // $XDG_CACHE_HOME/lantern/opencl, else ~/.cache/lantern/opencl;
 // LANTERN_OPENCL_CACHE_DIR=off keeps nothing.
 //
-// Test hooks: LANTERN_OPENCL_FAIL=<file>[,<file>...] breaks those programs'
+// Tuning: LANTERN_OPENCL_MV_TPR=n sets the work-items per weight row of the
+// matrix-vector kernels (default 8). Test hooks: LANTERN_OPENCL_FAIL=<file>[,<file>...] breaks those programs'
 // builds on purpose; LANTERN_OPENCL_MMA_EMULATE=1 builds the NVIDIA tensor-core
 // matrix kernels with the mma emulated, on any device.
 #pragma once
