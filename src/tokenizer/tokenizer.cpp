@@ -271,30 +271,31 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     Impl::Scratch scratch;
     if (add_special && m.add_bos) out.push_back(m.data.bos);
 
-    if (!parse_special) {
-        m.encode_text(text, out, scratch);
-    } else {
-        size_t segment = 0, pos = 0;
-        while (pos < text.size()) {
-            int32_t found = -1;
-            for (int32_t id : m.by_first_byte[static_cast<uint8_t>(text[pos])]) {
-                const std::string& t = m.data.tokens[id];
-                if (text.compare(pos, t.size(), t) == 0) {
-                    found = id;
-                    break;
-                }
+    // Special tokens written in the text become single ids. Without
+    // parse_special only user-defined tokens are matched (llama.cpp's and
+    // SentencePiece's rule: they are part of the vocabulary's text, e.g.
+    // Gemma's whitespace runs); control tokens stay plain text.
+    size_t segment = 0, pos = 0;
+    while (pos < text.size()) {
+        int32_t found = -1;
+        for (int32_t id : m.by_first_byte[static_cast<uint8_t>(text[pos])]) {
+            if (!parse_special && m.type(id) != TokenType::UserDefined) continue;
+            const std::string& t = m.data.tokens[id];
+            if (text.compare(pos, t.size(), t) == 0) {
+                found = id;
+                break;
             }
-            if (found < 0) {
-                ++pos;
-                continue;
-            }
-            m.encode_text(text.substr(segment, pos - segment), out, scratch);
-            out.push_back(found);
-            pos += m.data.tokens[found].size();
-            segment = pos;
         }
-        m.encode_text(text.substr(segment), out, scratch);
+        if (found < 0) {
+            ++pos;
+            continue;
+        }
+        m.encode_text(text.substr(segment, pos - segment), out, scratch);
+        out.push_back(found);
+        pos += m.data.tokens[found].size();
+        segment = pos;
     }
+    m.encode_text(text.substr(segment), out, scratch);
 
     if (add_special && m.add_eos) out.push_back(m.data.eos);
     return out;

@@ -28,7 +28,9 @@
 // Special tokens: tokens of type CONTROL, USER_DEFINED or UNKNOWN with a
 // non-empty text. encode(..., parse_special = true) finds them in the text
 // (leftmost, longest first) and emits each as its single id; with
-// parse_special = false they are ordinary text.
+// parse_special = false only the USER_DEFINED ones are matched (they belong
+// to the vocabulary's text: Gemma spells newlines and space runs with them),
+// as llama.cpp and SentencePiece do, and control tokens are ordinary text.
 //
 // Space prefix (add_space_prefix, on by default for SPM): every stretch of
 // text -- the start, and the text after each special token -- is encoded

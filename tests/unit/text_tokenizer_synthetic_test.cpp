@@ -172,7 +172,9 @@ TEST(TokSyntheticSpm, ByteFallbackAndUnknown) {
     EXPECT_THROW(nothing.encode("z", false, false), Error);
 }
 
-TEST(TokSyntheticSpm, ControlAndUserPiecesAreNotMergedFromText) {
+// Control pieces in text are text unless parse_special; user-defined pieces
+// are always matched (llama.cpp's and SentencePiece's rule).
+TEST(TokSyntheticSpm, ControlPiecesStayTextUserPiecesMatch) {
     SpmBuilder v;
     for (const char* c : {"<", "s", ">", "/"}) v.add(c, -10);
     v.add("<s", -1);
@@ -182,8 +184,7 @@ TEST(TokSyntheticSpm, ControlAndUserPiecesAreNotMergedFromText) {
     const Tokenizer tok(v.d);
     EXPECT_EQ(texts(tok, tok.encode("<s>", false, false)), (V{"<s", ">"}));
     EXPECT_EQ(tok.encode("<s>", false, true), std::vector<int32_t>{tok.bos()});
-    const auto plain = tok.encode("<tool>", false, false);
-    EXPECT_EQ(std::count(plain.begin(), plain.end(), tool), 0);
+    EXPECT_EQ(tok.encode("<tool>", false, false), std::vector<int32_t>{tool});
     EXPECT_EQ(tok.encode("<tool>", false, true), std::vector<int32_t>{tool});
     EXPECT_EQ(tok.token_to_piece(tool, false), "<tool>");    // user-defined: always shown
     EXPECT_EQ(tok.token_to_piece(tok.bos(), false), "");       // control: only when asked
@@ -294,8 +295,12 @@ TEST(TokSyntheticBpe, SpecialTokensLongestMatchFirst) {
     const int32_t im = v.add("<|im", kUserDefined);
     const Tokenizer tok(v.d);
     EXPECT_EQ(tok.encode("<|im_start|>ab<|im_end|><|im", false, true), (std::vector<int32_t>{start, ab, end, im}));
+    // Without parse_special the control token is text, but the user-defined
+    // "<|im" inside it still matches.
     const auto plain = tok.encode("<|im_start|>", false, false);
-    EXPECT_EQ(plain.size(), std::string("<|im_start|>").size());
+    ASSERT_FALSE(plain.empty());
+    EXPECT_EQ(plain.front(), im);
+    EXPECT_EQ(plain.size(), 1 + std::string("_start|>").size());
     EXPECT_EQ(tok.decode(plain), "<|im_start|>");
     EXPECT_TRUE(tok.is_eog(end));
     EXPECT_EQ(tok.eot(), end);
