@@ -106,6 +106,12 @@ public:
 
     virtual BackendStats stats() const { return {}; }
 
+    // Nodes after a source's last reader during which the source must stay
+    // intact. A backend that runs up to N + 1 consecutive nodes as one kernel
+    // returns N, so no node of such a group writes over an input of an
+    // earlier node of the group while the kernel may still read it.
+    virtual int fusion_window() const { return 0; }
+
 private:
     friend class Buffer;
     uint64_t next_buffer_uid_ = 1;

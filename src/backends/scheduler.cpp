@@ -274,7 +274,7 @@ Scheduler::Plan Scheduler::prepare(Graph& g) {
             }
             if (target != root) s = rebase(g, s, root, target);
             auto it = life.find(target);
-            if (it != life.end()) it->second.last = std::max(it->second.last, i);
+            if (it != life.end()) it->second.last = std::max(it->second.last, i + b->fusion_window());
         }
     }
     for (Tensor* out : g.outputs()) {

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The CUDA backend on the device machine, in one call: build (or use the
+# binaries carried in build-cuda/bin), the CUDA op and model tests, the
+# synthetic models and `lantern bench` on them, the op micro-benchmark, and
+# compute-sanitizer memcheck on a short decode. Every step has a time limit
+# and writes its log straight into $OUT (or ./out), line-buffered, so a step
+# that is cut off still leaves what it printed. A short table is printed last.
+#
+#   scripts/device-cuda.sh [all|test|bench|opbench|memcheck] [shape:type ...]
+#
+# Inputs beside the repository (carried into the ignored .devcarry/):
+#   .devcarry/testdata/vocab/ggml-vocab-llama-spm.gguf   vocabulary of the synthetic models
+#   .devcarry/lib/                                        shared libraries the carried binaries
+#                                                         may need (only missing ones are used)
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+stage="${1:-all}"
+shift || true
+models=("$@")
+[ ${#models[@]} -eq 0 ] && models=(smollm2-135m:q4_0 tinyllama-1.1b:q4_0 llama2-7b:q4_0 llama2-7b:q8_0)
+out="${OUT:-$root/out}"
+mkdir -p "$out"
+bin="$root/build-cuda/bin"
+export LANTERN_TESTDATA="$root/.devcarry/testdata"
+vocab="$LANTERN_TESTDATA/vocab/ggml-vocab-llama-spm.gguf"
+summary="$out/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+lb() { stdbuf -oL -eL "$@"; }
+want() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
+
+# --- environment ------------------------------------------------------------------
+cublas="$(find /usr/local/cuda* /usr/local/lib /opt -name 'libcublas.so.13' 2>/dev/null | head -1)"
+export LD_LIBRARY_PATH="${cublas:+$(dirname "$cublas"):}${LD_LIBRARY_PATH:-}"
+libdir=/tmp/lantern-libs
+mkdir -p "$libdir"
+for b in "$bin/lantern" "$bin/lantern_tests"; do
+  [ -x "$b" ] || continue
+  for l in $(ldd "$b" | awk '/not found/ {print $1}'); do cp -L "$root/.devcarry/lib/$l" "$libdir/" 2>/dev/null; done
+done
+export LD_LIBRARY_PATH="$libdir:$LD_LIBRARY_PATH"
+{
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
+  echo "libraries added: $(ls "$libdir" | tr '\n' ' ')"
+} > "$out/device.txt" 2>&1
+note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' + working tree')"
+note "device: $(head -1 "$out/device.txt")"
+
+# --- build ------------------------------------------------------------------------
+if [ ! -x "$bin/lantern_tests" ] || [ ! -x "$bin/lantern" ]; then
+  note "building (no carried binaries)"
+  cmake -B build-cuda -DLANTERN_CUDA=ON -DLANTERN_OPENCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DLANTERN_BENCHMARKS=OFF > "$out/build.log" 2>&1 &&
+    cmake --build build-cuda -j16 --target lantern_cli lantern_tests >> "$out/build.log" 2>&1 ||
+    { tail -30 "$out/build.log"; exit 1; }
+fi
+
+# --- tests ------------------------------------------------------------------------
+if want test; then
+  start=$SECONDS
+  lb timeout 240 "$bin/lantern_tests" --gtest_filter='*CudaOps*:*CudaExtraOps*:CudaModel*' > "$out/tests.log" 2>&1
+  rc=$?
+  grep -E "^\[  FAILED  \].*\)$|\[ cuda \]" "$out/tests.log" | head -30
+  note "tests: rc=$rc, $(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \].*)$' "$out/tests.log") failed ($((SECONDS - start)) s)"
+  grep "\[ cuda \]" "$out/tests.log" >> "$summary"
+fi
+
+# --- models and benches -----------------------------------------------------------
+if want bench; then
+  mdir=/tmp/lantern-models
+  mkdir -p "$mdir" /tmp/lantern-bench
+  : > "$out/bench.log"
+  bench() {  # name, model, args...
+    local name="$1" f="$2"
+    shift 2
+    lb timeout 150 "$bin/lantern" bench -m "$f" --backend cuda --n-gpu-layers 99 -o json "$@" \
+      > "/tmp/lantern-bench/$name.json" 2>> "$out/bench.log"
+    echo "== $name: rc=$?" >> "$out/bench.log"
+    cat "/tmp/lantern-bench/$name.json" >> "$out/bench.log"
+  }
+  for m in "${models[@]}"; do
+    shape="${m%%:*}"
+    type="${m##*:}"
+    f="$mdir/$shape-$type.gguf"
+    [ -f "$f" ] || lb timeout 120 "$bin/lantern" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$f" -t 16 \
+      >> "$out/bench.log" 2>&1
+    bench "$shape-$type" "$f" -p 512 -n 128 -r 3 --verbose
+    [ "$shape" = tinyllama-1.1b ] && bench "$shape-$type-d4096" "$f" -p 0 -n 128 -d 4096 -r 2
+    if [ "$shape" = smollm2-135m ] || [ "$shape-$type" = llama2-7b-q4_0 ]; then
+      LANTERN_GRAPHS=0 bench "$shape-$type-nographs" "$f" -p 0 -n 128 -r 2
+    fi
+    grep "cuda: graphs" "$out/bench.log" | tail -1
+  done
+  python3 - /tmp/lantern-bench <<'PY' | tee -a "$summary"
+import glob, json, os, sys
+embd = {"smollm2-135m": 576, "tinyllama-1.1b": 2048, "llama2-7b": 4096}
+bpe = {"q4_0": 18 / 32, "q8_0": 34 / 32}
+target = {("smollm2-135m", "q4_0"): (40000, 2000), ("tinyllama-1.1b", "q4_0"): (30000, 1500),
+          ("llama2-7b", "q4_0"): (11000, 550), ("llama2-7b", "q8_0"): (10000, 330)}
+print("| run | pp512 t/s (target) | tg128 t/s (target) | weight GB read per token | tg weight GB/s |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
+    name = os.path.basename(path)[:-5]
+    try:
+        rows = json.load(open(path))
+    except Exception as e:
+        print(f"| {name} | failed ({e}) | | | |")
+        continue
+    parts = name.split("-")
+    shape, typ = "-".join(parts[:2]), parts[2]
+    pp = next((r["avg_ts"] for r in rows if r["n_prompt"] > 0), None)
+    tg = next((r["avg_ts"] for r in rows if r["n_gen"] > 0), None)
+    per_tok = (rows[0]["model_size"] - 32000 * embd.get(shape, 0) * bpe.get(typ, 0)) / 1e9
+    tp, tt = target.get((shape, typ), (None, None)) if len(parts) == 3 else (None, None)
+    fmt = lambda v, t: "-" if v is None else f"{v:,.0f}" + (f" ({t:,})" if t else "")
+    print(f"| {name} | {fmt(pp, tp)} | {fmt(tg, tt)} | {per_tok:.3f} | {'-' if tg is None else f'{per_tok * tg:,.0f}'} |")
+PY
+fi
+
+# --- op micro-benchmark -----------------------------------------------------------
+if want opbench; then
+  LANTERN_CUDA_BENCH=1 lb timeout 120 "$bin/lantern_tests" --gtest_filter='CudaOpBench.*' > "$out/opbench.log" 2>&1
+  grep "\[ bench \]" "$out/opbench.log" >> "$summary"
+fi
+
+# --- compute-sanitizer ------------------------------------------------------------
+if want memcheck; then
+  start=$SECONDS
+  # Not under stdbuf: its LD_PRELOAD keeps the sanitizer from attaching. The test
+  # binary builds its op cases before main(), hence the long launch timeout.
+  timeout 300 compute-sanitizer --tool memcheck --leak-check no --error-exitcode 9 --launch-timeout 120 \
+    "$bin/lantern_tests" --gtest_filter='CudaModel.ShortDecode:Cuda/CudaExtraOps.MatchesCpu/attn_decode*:Cuda/CudaExtraOps.MatchesCpu/fused_layer_q4_0_t1:Cuda/CudaExtraOps.MatchesCpu/prenorm_chain_q4_0' \
+    > "$out/memcheck.log" 2>&1
+  rc=$?
+  note "memcheck: rc=$rc, $(grep -m1 'ERROR SUMMARY' "$out/memcheck.log"), $(grep -c '^\[       OK \]' "$out/memcheck.log") tests passed ($((SECONDS - start)) s)"
+fi
+echo "---- summary ----"
+cat "$summary"

@@ -1,0 +1,461 @@
+// Causal attention over the f16 KV cache.
+//
+// Few tokens (decode): flash-decoding. A block takes one KV head, up to 8 of
+// the query heads that share it, one token and one split of the token's key
+// range, so a long context is spread over many blocks. Keys are scored one
+// per thread into shared memory in tiles of 128, the softmax is kept online,
+// and V rows are accumulated with the threads spread over dimension pairs.
+// With several splits each block writes (max, sum, unnormalised output); the
+// last block of a (token, head group) to finish combines them (an arrival
+// counter, reset by that block), so decode needs no second launch.
+//
+// Many tokens (prompt): a tiled kernel. A block takes 32 queries of one head,
+// four threads per query (each a quarter of the head's dimensions); K and V
+// tiles of 32 cells are staged in shared memory as f32, scores of a tile are
+// computed and masked per query (causal, window, sequence), and the tile is
+// folded into an online softmax.
+//
+// Positions and sequence ids are read on the device: the same launch serves
+// every decode step.
+#include <algorithm>
+#include <climits>
+
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_ops.h"
+
+namespace lantern::cuda {
+namespace {
+
+constexpr int kDecodeMaxTokens = 8;
+constexpr int kGroup = 8;      // query heads per decode block
+constexpr int kTile = 128;     // keys per decode tile
+constexpr int kThreads = 128;
+
+struct AttnParams {
+    const float* q;
+    int64_t q_nb1, q_nb2;  // floats between heads, tokens
+    const __half* k;
+    const __half* v;
+    int64_t kv_row;        // halves per cache row
+    int64_t n_cells;
+    const int32_t* pos;
+    const int32_t* seq;
+    float* out;
+    int64_t out_nb1;       // floats per token
+    int n_head, n_kv, group, n_ctx, T;
+    float scale, softcap;
+    int window;
+    int n_splits, hblocks;
+    float* partial;
+    int* counters;
+};
+
+struct KeyRange {
+    int64_t base;  // first cell of the token's sequence
+    int lo, hi;    // positions, inclusive
+    bool valid;
+};
+
+__device__ __forceinline__ KeyRange key_range(const AttnParams& p, int t) {
+    KeyRange r;
+    const int pp = min(max(p.pos[t], 0), p.n_ctx - 1);
+    r.hi = pp;
+    r.lo = p.window > 0 ? max(0, pp - p.window + 1) : 0;
+    r.base = static_cast<int64_t>(p.seq[t]) * p.n_ctx;
+    r.valid = r.base >= 0 && r.base + p.n_ctx <= p.n_cells;
+    return r;
+}
+
+__device__ __forceinline__ void half8_to_float(const uint4 raw, float (&f)[8]) {
+    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 v = __half22float2(h[i]);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
+    constexpr int DP = HD / 2;          // dimension pairs
+    constexpr int NSL = kThreads / DP;  // key slices of the V phase
+    __shared__ __align__(16) float qs[kGroup][HD];
+    __shared__ float sc[kGroup][kTile];
+    __shared__ float st_m[kGroup], st_l[kGroup], st_a[kGroup];
+    __shared__ float red[NSL][kGroup][HD];
+    __shared__ int is_last;
+
+    pdl_enter();
+    const int tid = threadIdx.x;
+    const int kvh = blockIdx.x / p.hblocks, hb = blockIdx.x % p.hblocks;
+    const int h0 = kvh * p.group + hb * kGroup;
+    const int ng = min(kGroup, p.group - hb * kGroup);
+    const int t = blockIdx.y, split = blockIdx.z;
+    const KeyRange kr = key_range(p, t);
+
+    for (int i = tid; i < kGroup * HD; i += kThreads) {
+        const int g = i / HD, d = i % HD;
+        qs[g][d] = g < ng ? p.q[(h0 + g) * p.q_nb1 + t * p.q_nb2 + d] : 0.0f;
+    }
+    if (tid < kGroup) {
+        st_m[tid] = -INFINITY;
+        st_l[tid] = 0.0f;
+    }
+    const int len = kr.hi - kr.lo + 1;
+    const int chunk = (len + p.n_splits - 1) / p.n_splits;
+    const int jb = kr.lo + split * chunk;
+    const int je = min(kr.hi + 1, jb + chunk);
+    const int dp = tid % DP, sl = tid / DP;
+    const int warp = tid >> 5, lane = tid & 31;
+    float acc[kGroup][2];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) acc[g][0] = acc[g][1] = 0.0f;
+    __syncthreads();
+
+    if (kr.valid) {
+        for (int j0 = jb; j0 < je; j0 += kTile) {
+            const int n = min(kTile, je - j0);
+            if (tid < n) {
+                const __half* krow = p.k + (kr.base + j0 + tid) * p.kv_row + kvh * HD;
+                float dot[kGroup];
+#pragma unroll
+                for (int g = 0; g < kGroup; ++g) dot[g] = 0.0f;
+#pragma unroll 4
+                for (int c = 0; c < HD / 8; ++c) {
+                    float kf[8];
+                    half8_to_float(__ldg(reinterpret_cast<const uint4*>(krow) + c), kf);
+#pragma unroll
+                    for (int g = 0; g < kGroup; ++g) {
+                        if (g < ng) {
+                            const float4 qa = *reinterpret_cast<const float4*>(&qs[g][8 * c]);
+                            const float4 qb = *reinterpret_cast<const float4*>(&qs[g][8 * c + 4]);
+                            dot[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
+                                      qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+                        }
+                    }
+                }
+#pragma unroll
+                for (int g = 0; g < kGroup; ++g) {
+                    if (g < ng) {
+                        float s = dot[g] * p.scale;
+                        if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+                        sc[g][tid] = s;
+                    }
+                }
+            }
+            __syncthreads();
+            for (int g = warp; g < ng; g += kThreads / 32) {
+                float mx = -INFINITY;
+                for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[g][j]);
+                mx = warp_max(mx);
+                const float m_old = st_m[g], m_new = fmaxf(m_old, mx);
+                float sum = 0.0f;
+                for (int j = lane; j < n; j += 32) {
+                    const float e = expf(sc[g][j] - m_new);
+                    sc[g][j] = e;
+                    sum += e;
+                }
+                sum = warp_sum(sum);
+                if (lane == 0) {
+                    const float a = expf(m_old - m_new);
+                    st_a[g] = a;
+                    st_l[g] = st_l[g] * a + sum;
+                    st_m[g] = m_new;
+                }
+            }
+            __syncthreads();
+#pragma unroll
+            for (int g = 0; g < kGroup; ++g) {
+                if (g < ng) {
+                    acc[g][0] *= st_a[g];
+                    acc[g][1] *= st_a[g];
+                }
+            }
+            for (int j = sl; j < n; j += NSL) {
+                const __half2 vv =
+                    *reinterpret_cast<const __half2*>(p.v + (kr.base + j0 + j) * p.kv_row + kvh * HD + 2 * dp);
+                const float2 vf = __half22float2(vv);
+#pragma unroll
+                for (int g = 0; g < kGroup; ++g) {
+                    if (g < ng) {
+                        const float pj = sc[g][j];
+                        acc[g][0] += pj * vf.x;
+                        acc[g][1] += pj * vf.y;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+        red[sl][g][2 * dp] = acc[g][0];
+        red[sl][g][2 * dp + 1] = acc[g][1];
+    }
+    __syncthreads();
+
+    float* out = p.out + t * p.out_nb1;
+    if (p.n_splits == 1) {
+        for (int i = tid; i < ng * HD; i += kThreads) {
+            const int g = i / HD, d = i % HD;
+            float o = 0.0f;
+#pragma unroll
+            for (int s = 0; s < NSL; ++s) o += red[s][g][d];
+            const float l = st_l[g];
+            out[(h0 + g) * HD + d] = (kr.valid && l > 0.0f) ? o / l : 0.0f;
+        }
+        return;
+    }
+
+    // Several splits: publish this split's part, the last block combines.
+    constexpr int PS = HD + 2;
+    for (int i = tid; i < ng * HD; i += kThreads) {
+        const int g = i / HD, d = i % HD;
+        float o = 0.0f;
+#pragma unroll
+        for (int s = 0; s < NSL; ++s) o += red[s][g][d];
+        float* part = p.partial + ((static_cast<int64_t>(t) * p.n_head + h0 + g) * p.n_splits + split) * PS;
+        part[2 + d] = o;
+        if (d == 0) {
+            part[0] = st_m[g];
+            part[1] = st_l[g];
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    const int ci = t * gridDim.x + blockIdx.x;
+    if (tid == 0) is_last = atomicAdd(&p.counters[ci], 1) == p.n_splits - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    for (int i = tid; i < ng * HD; i += kThreads) {
+        const int g = i / HD, d = i % HD;
+        const float* ph = p.partial + (static_cast<int64_t>(t) * p.n_head + h0 + g) * p.n_splits * PS;
+        float M = -INFINITY;
+        for (int s = 0; s < p.n_splits; ++s) M = fmaxf(M, __ldcg(ph + s * PS));
+        float L = 0.0f, O = 0.0f;
+        for (int s = 0; s < p.n_splits; ++s) {
+            const float ls = __ldcg(ph + s * PS + 1);
+            if (ls > 0.0f) {
+                const float w = expf(__ldcg(ph + s * PS) - M);
+                L += ls * w;
+                O += __ldcg(ph + s * PS + 2 + d) * w;
+            }
+        }
+        out[(h0 + g) * HD + d] = (kr.valid && L > 0.0f) ? O / L : 0.0f;
+    }
+    if (tid == 0) p.counters[ci] = 0;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) k_attn_prefill(const AttnParams p) {
+    constexpr int BQ = 32, BK = 32, PARTS = 4, CH = HD / 16;
+    __shared__ __align__(16) float ks[BK][HD];
+    __shared__ __align__(16) float vs[BK][HD];
+    __shared__ int s_min, s_max;
+
+    pdl_enter();
+    const int tid = threadIdx.x, qi = tid / PARTS, part = tid % PARTS;
+    const int h = blockIdx.y, kvh = h / p.group;
+    const int t = blockIdx.x * BQ + qi;
+    bool active = t < p.T;
+    int c_lo = 0, c_hi = -1;
+    if (active) {
+        const KeyRange kr = key_range(p, t);
+        active = kr.valid;
+        c_lo = static_cast<int>(kr.base) + kr.lo;
+        c_hi = static_cast<int>(kr.base) + kr.hi;
+    }
+    float4 q[CH], o[CH];
+#pragma unroll
+    for (int i = 0; i < CH; ++i) {
+        o[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        q[i] = o[i];
+        if (active) {
+            const float* qp = p.q + h * p.q_nb1 + t * p.q_nb2 + 4 * (part + 4 * i);
+            q[i] = make_float4(qp[0] * p.scale, qp[1] * p.scale, qp[2] * p.scale, qp[3] * p.scale);
+        }
+    }
+    float m = -INFINITY, l = 0.0f;
+    if (tid == 0) {
+        s_min = INT_MAX;
+        s_max = -1;
+    }
+    __syncthreads();
+    if (active && part == 0) {
+        atomicMin(&s_min, c_lo);
+        atomicMax(&s_max, c_hi);
+    }
+    __syncthreads();
+    const int cmin = s_min, cmax = s_max;
+
+    for (int c0 = cmin; c0 <= cmax; c0 += BK) {
+        for (int i = tid; i < BK * HD / 8; i += kThreads) {
+            const int j = i / (HD / 8), c = i % (HD / 8);
+            const int cell = c0 + j;
+            float kf[8], vf[8];
+            if (cell <= cmax) {
+                const int64_t off = cell * p.kv_row + kvh * HD + 8 * c;
+                half8_to_float(__ldg(reinterpret_cast<const uint4*>(p.k + off)), kf);
+                half8_to_float(__ldg(reinterpret_cast<const uint4*>(p.v + off)), vf);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) kf[e] = vf[e] = 0.0f;
+            }
+            float4* kd = reinterpret_cast<float4*>(&ks[j][8 * c]);
+            float4* vd = reinterpret_cast<float4*>(&vs[j][8 * c]);
+            kd[0] = make_float4(kf[0], kf[1], kf[2], kf[3]);
+            kd[1] = make_float4(kf[4], kf[5], kf[6], kf[7]);
+            vd[0] = make_float4(vf[0], vf[1], vf[2], vf[3]);
+            vd[1] = make_float4(vf[4], vf[5], vf[6], vf[7]);
+        }
+        __syncthreads();
+        float s[BK];
+#pragma unroll
+        for (int j = 0; j < BK; ++j) {
+            float d = 0.0f;
+#pragma unroll
+            for (int i = 0; i < CH; ++i) {
+                const float4 kk = *reinterpret_cast<const float4*>(&ks[j][4 * (part + 4 * i)]);
+                d += q[i].x * kk.x + q[i].y * kk.y + q[i].z * kk.z + q[i].w * kk.w;
+            }
+            d += __shfl_xor_sync(0xffffffffu, d, 1);
+            d += __shfl_xor_sync(0xffffffffu, d, 2);
+            if (p.softcap > 0.0f) d = p.softcap * tanhf(d / p.softcap);
+            const int cell = c0 + j;
+            s[j] = (active && cell >= c_lo && cell <= c_hi) ? d : -INFINITY;
+        }
+        float mt = m;
+#pragma unroll
+        for (int j = 0; j < BK; ++j) mt = fmaxf(mt, s[j]);
+        if (mt > -INFINITY) {
+            const float a = expf(m - mt);
+            l *= a;
+#pragma unroll
+            for (int i = 0; i < CH; ++i) {
+                o[i].x *= a;
+                o[i].y *= a;
+                o[i].z *= a;
+                o[i].w *= a;
+            }
+#pragma unroll
+            for (int j = 0; j < BK; ++j) {
+                const float pj = expf(s[j] - mt);
+                l += pj;
+#pragma unroll
+                for (int i = 0; i < CH; ++i) {
+                    const float4 vv = *reinterpret_cast<const float4*>(&vs[j][4 * (part + 4 * i)]);
+                    o[i].x += pj * vv.x;
+                    o[i].y += pj * vv.y;
+                    o[i].z += pj * vv.z;
+                    o[i].w += pj * vv.w;
+                }
+            }
+            m = mt;
+        }
+        __syncthreads();
+    }
+    if (t < p.T) {
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+        for (int i = 0; i < CH; ++i) {
+            float* op = p.out + t * p.out_nb1 + h * HD + 4 * (part + 4 * i);
+            op[0] = o[i].x * inv;
+            op[1] = o[i].y * inv;
+            op[2] = o[i].z * inv;
+            op[3] = o[i].w * inv;
+        }
+    }
+}
+
+struct Shape {
+    int hd, n_head, n_kv, group, T, n_ctx, hblocks, splits;
+};
+
+Shape shape_of(const Tensor& node, int sm_count) {
+    Shape s;
+    const Tensor& q = *node.src[0];
+    s.hd = static_cast<int>(q.ne[0]);
+    s.n_head = static_cast<int>(q.ne[1]);
+    s.T = static_cast<int>(q.ne[2]);
+    s.n_kv = node.param_i(0);
+    s.n_ctx = node.param_i(1);
+    s.group = s.n_head / s.n_kv;
+    s.hblocks = (s.group + kGroup - 1) / kGroup;
+    s.splits = 1;
+    if (s.T <= kDecodeMaxTokens) {
+        const int base = s.n_kv * s.hblocks * s.T;
+        const int want = (2 * sm_count + base - 1) / base;
+        const int by_len = (s.n_ctx + kTile - 1) / kTile;
+        s.splits = std::clamp(std::min(want, by_len), 1, 64);
+    }
+    return s;
+}
+
+}  // namespace
+
+bool accepts_attention(const Tensor& node) {
+    const Tensor& q = *node.src[0];
+    const Tensor& k = *node.src[1];
+    const Tensor& v = *node.src[2];
+    const int64_t hd = q.ne[0];
+    return q.type == DType::F32 && q.nb[0] == sizeof(float) && q.ne[3] == 1 && (hd == 64 || hd == 128) &&
+           k.type == DType::F16 && v.type == DType::F16 && k.nb[0] == 2 && v.nb[0] == 2 && k.nb[1] == v.nb[1] &&
+           k.nb[1] % 16 == 0 && k.ne[1] == v.ne[1] && k.ne[1] < INT_MAX / 2 && node.src[3]->type == DType::I32 &&
+           node.src[4]->type == DType::I32 && node.type == DType::F32 && node.nb[0] == sizeof(float) &&
+           q.nb[1] % sizeof(float) == 0 && q.nb[2] % sizeof(float) == 0;
+}
+
+void need_attention(const Tensor& node, int sm_count, WorkspaceNeeds& needs) {
+    const Shape s = shape_of(node, sm_count);
+    if (s.splits <= 1) return;
+    const size_t part = static_cast<size_t>(s.T) * s.n_head * s.splits * (s.hd + 2) * sizeof(float);
+    needs.attn_partial = std::max(needs.attn_partial, part);
+    needs.attn_counters = std::max(needs.attn_counters, static_cast<size_t>(s.T) * s.n_kv * s.hblocks * sizeof(int));
+}
+
+void run_attention(const Ctx& ctx, const Tensor& node) {
+    const Shape s = shape_of(node, ctx.sm_count);
+    const Tensor& q = *node.src[0];
+    const Tensor& k = *node.src[1];
+    AttnParams p{};
+    p.q = ptr<const float>(q);
+    p.q_nb1 = static_cast<int64_t>(q.nb[1] / sizeof(float));
+    p.q_nb2 = static_cast<int64_t>(q.nb[2] / sizeof(float));
+    p.k = ptr<const __half>(k);
+    p.v = ptr<const __half>(*node.src[2]);
+    p.kv_row = static_cast<int64_t>(k.nb[1] / 2);
+    p.n_cells = k.ne[1];
+    p.pos = ptr<const int32_t>(*node.src[3]);
+    p.seq = ptr<const int32_t>(*node.src[4]);
+    p.out = ptr<float>(node);
+    p.out_nb1 = static_cast<int64_t>(node.nb[1] / sizeof(float));
+    p.n_head = s.n_head;
+    p.n_kv = s.n_kv;
+    p.group = s.group;
+    p.n_ctx = s.n_ctx;
+    p.T = s.T;
+    p.scale = node.param_f(2);
+    p.softcap = node.param_f(3);
+    p.window = node.param_i(4);
+    p.n_splits = s.splits;
+    p.hblocks = s.hblocks;
+    p.partial = ctx.ws.attn_partial;
+    p.counters = ctx.ws.attn_counters;
+    if (s.T <= kDecodeMaxTokens) {
+        const dim3 grid(static_cast<unsigned>(s.n_kv * s.hblocks), static_cast<unsigned>(s.T),
+                        static_cast<unsigned>(s.splits));
+        check(s.hd == 64 ? launch(ctx, k_attn_decode<64>, grid, dim3(kThreads), 0, p)
+                         : launch(ctx, k_attn_decode<128>, grid, dim3(kThreads), 0, p),
+              "k_attn_decode", node);
+    } else {
+        const dim3 grid(static_cast<unsigned>((s.T + 31) / 32), static_cast<unsigned>(s.n_head));
+        check(s.hd == 64 ? launch(ctx, k_attn_prefill<64>, grid, dim3(kThreads), 0, p)
+                         : launch(ctx, k_attn_prefill<128>, grid, dim3(kThreads), 0, p),
+              "k_attn_prefill", node);
+    }
+}
+
+}  // namespace lantern::cuda

@@ -1,0 +1,324 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_registry.h"
+#include "backends/cuda/weight_layout.h"
+#include "backends/op_table.h"
+#include "lantern/error.h"
+
+namespace lantern::cuda {
+namespace {
+
+constexpr size_t kStagingBytes = size_t{16} << 20;
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+
+// The CUDA op table: what the backend supports is exactly what it dispatches.
+const OpTable<Kernel>& ops() {
+    static const OpTable<Kernel> table = {
+        {Op::GetRows, accepts_get_rows, {run_get_rows, nullptr}},
+        {Op::MulMat, accepts_mul_mat, {run_mul_mat, need_mul_mat}},
+        {Op::RmsNorm, accepts_rms_norm, {run_rms_norm, nullptr}},
+        {Op::Add, accepts_f32_binary, {run_add, nullptr}},
+        {Op::Mul, accepts_f32_binary, {run_mul, nullptr}},
+        {Op::Scale, accepts_f32_unary, {run_scale, nullptr}},
+        {Op::Softcap, accepts_f32_unary, {run_softcap, nullptr}},
+        {Op::SiluMul, accepts_f32_binary, {run_silu_mul, nullptr}},
+        {Op::GeluMul, accepts_f32_binary, {run_gelu_mul, nullptr}},
+        {Op::SoftMax, accepts_soft_max, {run_soft_max, nullptr}},
+        {Op::Rope, accepts_rope, {run_rope, nullptr}},
+        {Op::Copy, accepts_copy, {run_copy, nullptr}},
+        {Op::KvStore, accepts_kv_store, {run_kv_store, nullptr}},
+        {Op::Attention, accepts_attention, {run_attention, need_attention}},
+        {Op::AddRmsNorm, accepts_add_rms_norm, {run_add_rms_norm, nullptr}},
+        {Op::RopeQK, accepts_rope_qk, {run_rope_qk, nullptr}},
+    };
+    return table;
+}
+
+class CudaBuffer final : public Buffer {
+public:
+    CudaBuffer(CudaBackend& b, size_t size, DevicePool::Block block)
+        : Buffer(b, size, block.ptr), owner_(b), block_(block) {}
+    ~CudaBuffer() override { owner_.pool().release(block_); }
+    void write(size_t offset, const void* src, size_t n) override {
+        owner_.copy_to_device(static_cast<uint8_t*>(base()) + offset, src, n);
+    }
+    void read(size_t offset, void* dst, size_t n) const override {
+        owner_.copy_to_host(dst, static_cast<const uint8_t*>(base()) + offset, n);
+    }
+    void fill(size_t offset, uint8_t value, size_t n) override {
+        owner_.fill_device(static_cast<uint8_t*>(base()) + offset, value, n);
+    }
+
+private:
+    CudaBackend& owner_;
+    DevicePool::Block block_;
+};
+
+bool env_flag(const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+bool is_repacked(const Tensor& w) { return is_device_weight_type(w.type) && !is_plain(w.type); }
+
+WeightLayout layout_of(const Tensor& w) { return weight_layout(w.type, w.ne[0], w.ne[1] * w.ne[2] * w.ne[3]); }
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device)
+    : device_(device), pool_(device), graph_config_(GraphConfig::from_env()), graphs_(graph_config_.capacity) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count) {
+        cudaGetLastError();
+        throw Error(ErrorCode::Backend, "cuda: no device " + std::to_string(device) + " (" + std::to_string(count) +
+                                            " present)");
+    }
+    try {
+        init();
+    } catch (...) {
+        release();
+        throw;
+    }
+}
+
+void CudaBackend::init() {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    description_ = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+                   std::to_string(prop.multiProcessorCount) + " SMs, " +
+                   std::to_string(prop.totalGlobalMem >> 20) + " MiB)";
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw Error(ErrorCode::Backend, "cuda: cublasCreate failed");
+    cublasSetStream(cublas_, stream_);
+    grow(cublas_ws_, kCublasWorkspace, false);
+    if (cublasSetWorkspace(cublas_, cublas_ws_.block.ptr, cublas_ws_.size) != CUBLAS_STATUS_SUCCESS) {
+        throw Error(ErrorCode::Backend, "cuda: cublasSetWorkspace failed");
+    }
+    check(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes), "cudaMallocHost");
+    init_matmul_kernels(static_cast<int>(prop.sharedMemPerBlockOptin));
+
+    ctx_.stream = stream_;
+    ctx_.cublas = cublas_;
+    ctx_.sm_count = prop.multiProcessorCount;
+    debug_sync_ = env_flag("LANTERN_CUDA_SYNC");
+    const char* pdl = std::getenv("LANTERN_CUDA_PDL");
+    ctx_.pdl = pdl == nullptr || std::strcmp(pdl, "0") != 0;
+}
+
+CudaBackend::~CudaBackend() { release(); }
+
+void CudaBackend::release() {
+    cudaSetDevice(device_);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    graphs_.clear();
+    for (Region* r : {&cublas_ws_, &dequant_, &act_, &attn_partial_, &attn_counters_}) {
+        pool_.release(r->block);
+        *r = Region{};
+    }
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (staging_ != nullptr) cudaFreeHost(staging_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    cublas_ = nullptr;
+    staging_ = nullptr;
+    stream_ = nullptr;
+    cudaGetLastError();
+}
+
+std::unique_ptr<Buffer> CudaBackend::alloc(size_t size, BufferKind /*kind*/) {
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    return std::make_unique<CudaBuffer>(*this, size, pool_.allocate(size == 0 ? 1 : size));
+}
+
+bool CudaBackend::supports(const Tensor& node) const { return ops().supports(node); }
+
+size_t CudaBackend::weight_bytes(const Tensor& w) const {
+    if (is_repacked(w) && w.ne[0] % dtype_block_size(w.type) == 0) return layout_of(w).total;
+    return w.nbytes();
+}
+
+void CudaBackend::upload_weight(const Tensor& w, const void* host) {
+    if (!is_repacked(w) || w.ne[0] % dtype_block_size(w.type) != 0) {
+        copy_to_device(tensor_address(w), host, w.nbytes());
+        return;
+    }
+    const WeightLayout l = layout_of(w);
+    std::vector<uint8_t> packed(l.total);
+    repack_weight(l, host, packed.data());
+    copy_to_device(tensor_address(w), packed.data(), packed.size());
+}
+
+void CudaBackend::copy_to_device(void* dst, const void* src, size_t n) {
+    if (n == 0) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (to device)");
+    synchronize();
+}
+
+void CudaBackend::copy_to_host(void* dst, const void* src, size_t n) {
+    if (n == 0) return;
+    check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (to host)");
+    synchronize();
+}
+
+void CudaBackend::fill_device(void* dst, uint8_t value, size_t n) {
+    if (n == 0) return;
+    check(cudaMemsetAsync(dst, value, n, stream_), "cudaMemsetAsync");
+    synchronize();
+}
+
+void* CudaBackend::staging_slot(size_t n) {
+    const size_t rounded = (n + 255) / 256 * 256;
+    if (staging_used_ + rounded > kStagingBytes) synchronize();
+    void* p = staging_ + staging_used_;
+    staging_used_ += rounded;
+    return p;
+}
+
+void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t offset, size_t n) {
+    if (n == 0) return;
+    uint8_t* dst = static_cast<uint8_t*>(tensor_address(t)) + offset;
+    if (n > kStagingBytes / 4) {
+        // Pageable source: the copy has left `data` when the call returns.
+        check(cudaMemcpyAsync(dst, data, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
+        return;
+    }
+    void* slot = staging_slot(n);
+    std::memcpy(slot, data, n);
+    check(cudaMemcpyAsync(dst, slot, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
+}
+
+void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) {
+    if (n == 0) return;
+    const uint8_t* src = static_cast<const uint8_t*>(tensor_address(t)) + offset;
+    if (n > kStagingBytes / 4) {
+        check(cudaMemcpyAsync(data, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
+        return;
+    }
+    void* slot = staging_slot(n);
+    check(cudaMemcpyAsync(slot, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
+    pending_reads_.push_back(PendingRead{data, static_cast<size_t>(static_cast<uint8_t*>(slot) - staging_), n});
+}
+
+void CudaBackend::synchronize() {
+    const cudaError_t err = cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess) {
+        pending_reads_.clear();
+        staging_used_ = 0;
+        fail("cudaStreamSynchronize (queued work)", cudaGetErrorString(err),
+             "set LANTERN_CUDA_SYNC=1 to find the failing op");
+    }
+    for (const PendingRead& r : pending_reads_) std::memcpy(r.dst, staging_ + r.offset, r.n);
+    pending_reads_.clear();
+    staging_used_ = 0;
+}
+
+BackendStats CudaBackend::stats() const {
+    BackendStats s = graphs_.stats();
+    s.eager_steps = eager_steps_;
+    s.mem_in_use = pool_.in_use();
+    s.mem_peak = pool_.peak();
+    s.mem_reserved = pool_.reserved();
+    return s;
+}
+
+bool CudaBackend::grow(Region& r, size_t bytes, bool zero) {
+    if (bytes <= r.size) return false;
+    if (r.block.ptr != nullptr) {
+        // Queued (or recorded) work may still use the old region.
+        synchronize();
+        pool_.release(r.block);
+        r = Region{};
+    }
+    r.block = pool_.allocate(bytes);
+    r.size = r.block.size;
+    if (zero) check(cudaMemsetAsync(r.block.ptr, 0, r.size, stream_), "cudaMemsetAsync (workspace)");
+    return true;
+}
+
+void CudaBackend::reserve(const WorkspaceNeeds& needs) {
+    bool grew = grow(dequant_, needs.dequant, false);
+    grew |= grow(act_, needs.act, false);
+    grew |= grow(attn_partial_, needs.attn_partial, false);
+    grew |= grow(attn_counters_, needs.attn_counters, true);
+    if (grew) {
+        // Recorded graphs point at the old regions.
+        graphs_.clear();
+        ctx_.ws.dequant = dequant_.block.ptr;
+        ctx_.ws.act = act_.block.ptr;
+        ctx_.ws.attn_partial = static_cast<float*>(attn_partial_.block.ptr);
+        ctx_.ws.attn_counters = static_cast<int*>(attn_counters_.block.ptr);
+    }
+}
+
+void CudaBackend::run(const std::vector<Launch>& launches) {
+    for (const Launch& l : launches) {
+        switch (l.kind) {
+            case Launch::Kind::Single: ops().find(l.nodes[0]->op)->run.run(ctx_, *l.nodes[0]); break;
+            case Launch::Kind::MatVecGroup: run_mul_mat_group(ctx_, l.nodes.data(), l.n, nullptr, l.norm); break;
+            case Launch::Kind::GateUpSilu: run_mul_mat_group(ctx_, l.nodes.data(), 2, l.nodes[2], l.norm); break;
+            case Launch::Kind::RopeStore: run_rope_qk_store(ctx_, *l.nodes[0], *l.nodes[1], *l.nodes[2]); break;
+        }
+        if (debug_sync_) check(cudaStreamSynchronize(stream_), "kernel execution", *l.nodes[0]);
+    }
+}
+
+void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) {
+    if (nodes.empty()) return;
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    const bool record = graph_config_.wants(hints) && !debug_sync_;
+    if (record) {
+        if (CudaGraph* g = graphs_.lookup(nodes)) {
+            g->launch(stream_);
+            return;
+        }
+    }
+    plan_launches(nodes, launches_);
+    WorkspaceNeeds needs;
+    for (const Launch& l : launches_) {
+        if (l.kind != Launch::Kind::Single) continue;
+        const Kernel& k = ops().find(l.nodes[0]->op)->run;
+        if (k.need != nullptr) k.need(*l.nodes[0], ctx_.sm_count, needs);
+    }
+    reserve(needs);
+    if (record) {
+        std::unique_ptr<CudaGraph> g = CudaGraph::capture(stream_, [&] { run(launches_); });
+        graphs_.insert(nodes, std::move(g))->launch(stream_);
+    } else {
+        run(launches_);
+        ++eager_steps_;
+    }
+}
+
+}  // namespace lantern::cuda
+
+namespace lantern {
+
+std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<cuda::CudaBackend>(index); }
+
+std::vector<DeviceInfo> list_cuda_devices() {
+    std::vector<DeviceInfo> out;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return out;
+    }
+    for (int i = 0; i < count; ++i) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+        DeviceInfo d;
+        d.backend = "cuda";
+        d.index = i;
+        d.name = prop.name;
+        d.details = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " +
+                    std::to_string(prop.multiProcessorCount) + " SMs, " + std::to_string(prop.totalGlobalMem >> 20) +
+                    " MiB, L2 " + std::to_string(prop.l2CacheSize >> 20) + " MiB";
+        out.push_back(std::move(d));
+    }
+    return out;
+}
+
+}  // namespace lantern

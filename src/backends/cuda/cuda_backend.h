@@ -1,0 +1,106 @@
+// The CUDA backend: device buffers from a pool, weights repacked at upload,
+// one stream, kernels dispatched from one op table, fused launches for the
+// layer patterns (cuda_fusion.h), and decode steps recorded as CUDA graphs
+// and replayed while every node matches (GraphCache, shared with the other
+// GPU backends).
+//
+// Host transfers go through a pinned staging area: inputs are copied into it
+// and sent asynchronously; outputs land in it and reach the caller's memory
+// in synchronize(). A decode step thus costs three small uploads, one graph
+// launch and one read of the logits.
+//
+// Environment: LANTERN_GRAPHS / LANTERN_GRAPHS_PREFILL / LANTERN_GRAPH_CACHE_SIZE
+// (graph_cache.h); LANTERN_CUDA_SYNC=1 synchronises after every launch and
+// names the failing op (graphs off); LANTERN_CUDA_PDL=0 launches kernels
+// without programmatic dependent launch.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/cuda_fusion.h"
+#include "backends/cuda/cuda_graph.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/cuda_pool.h"
+#include "backends/graph_cache.h"
+
+namespace lantern::cuda {
+
+class CudaBackend final : public Backend {
+public:
+    // Throws Error(Backend) when the device is absent or fails to start.
+    explicit CudaBackend(int device);
+    ~CudaBackend() override;
+
+    const char* name() const override { return "cuda"; }
+    std::string description() const override { return description_; }
+    bool is_host() const override { return false; }
+    size_t alignment() const override { return 256; }
+
+    std::unique_ptr<Buffer> alloc(size_t size, BufferKind kind) override;
+    bool supports(const Tensor& node) const override;
+    size_t weight_bytes(const Tensor& w) const override;
+    void upload_weight(const Tensor& w, const void* host) override;
+
+    void compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) override;
+    void set_tensor_async(const Tensor& t, const void* data, size_t offset, size_t n) override;
+    void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) override;
+    void synchronize() override;
+    BackendStats stats() const override;
+    // Fused launches span up to 4 nodes (cuda_fusion.h).
+    int fusion_window() const override { return 3; }
+
+    // Kernel launches of the last planned step (fusion included).
+    size_t last_launch_count() const { return launches_.size(); }
+    const GraphConfig& graph_config() const { return graph_config_; }
+    int device() const { return device_; }
+
+    // Blocking copies and fills of device memory (used by CudaBuffer).
+    void copy_to_device(void* dst, const void* src, size_t n);
+    void copy_to_host(void* dst, const void* src, size_t n);
+    void fill_device(void* dst, uint8_t value, size_t n);
+    DevicePool& pool() { return pool_; }
+
+private:
+    struct Region {
+        DevicePool::Block block;
+        size_t size = 0;
+    };
+    void init();
+    void release();  // frees what init() made (also after a failed init)
+    void reserve(const WorkspaceNeeds& needs);
+    bool grow(Region& r, size_t bytes, bool zero);
+    void run(const std::vector<Launch>& launches);
+    void* staging_slot(size_t n);
+
+    int device_;
+    DevicePool pool_;  // first: outlives every block below
+    std::string description_;
+    cudaStream_t stream_ = nullptr;
+    cublasHandle_t cublas_ = nullptr;
+    Ctx ctx_;
+    Region cublas_ws_, dequant_, act_, attn_partial_, attn_counters_;
+
+    GraphConfig graph_config_;
+    GraphCache<CudaGraph> graphs_;
+    bool debug_sync_ = false;
+    uint64_t eager_steps_ = 0;
+    std::vector<Launch> launches_;
+
+    // Pinned staging for host transfers, reset by synchronize().
+    uint8_t* staging_ = nullptr;
+    size_t staging_used_ = 0;
+    struct PendingRead {
+        void* dst;
+        size_t offset;
+        size_t n;
+    };
+    std::vector<PendingRead> pending_reads_;
+};
+
+}  // namespace lantern::cuda

@@ -1,0 +1,112 @@
+// What the CUDA kernels receive, and the host entry point of each kernel
+// family (one .cu file each). Entry points only enqueue on ctx.stream; they
+// check every launch and name the node on failure.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "backends/backend.h"
+
+namespace lantern::cuda {
+
+// Device scratch a step uses besides its tensors. Sized from the node list
+// before a step runs (and before it is captured), so captured graphs keep
+// valid pointers; it only grows, and growing drops every captured graph.
+struct WorkspaceNeeds {
+    size_t dequant = 0;        // one weight matrix dequantized to f16 (prompt GEMMs)
+    size_t act = 0;            // one GEMM's activations in f16/bf16
+    size_t attn_partial = 0;   // flash-decoding partial results
+    size_t attn_counters = 0;  // flash-decoding arrival counters (kept at zero between uses)
+    void merge(const WorkspaceNeeds& o);
+};
+
+struct Workspace {
+    void* dequant = nullptr;
+    void* act = nullptr;
+    float* attn_partial = nullptr;
+    int* attn_counters = nullptr;
+};
+
+struct Ctx {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    int sm_count = 0;
+    bool pdl = true;  // programmatic dependent launch between our kernels
+    Workspace ws;
+};
+
+// --- one op-table entry per op ----------------------------------------------
+using AcceptsFn = bool (*)(const Tensor& node);
+using RunFn = void (*)(const Ctx& ctx, const Tensor& node);
+using NeedFn = void (*)(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
+struct Kernel {
+    RunFn run = nullptr;
+    NeedFn need = nullptr;  // null: no workspace
+};
+
+// Once per device: raise the dynamic shared-memory limit of the kernels that
+// may need more than 48 KiB to `max_smem` bytes.
+void init_matmul_kernels(int max_smem);
+
+// elementwise.cu
+bool accepts_f32_binary(const Tensor& node);  // Add, Mul, SiluMul, GeluMul
+bool accepts_f32_unary(const Tensor& node);   // Scale, Softcap
+bool accepts_copy(const Tensor& node);
+bool accepts_get_rows(const Tensor& node);
+void run_add(const Ctx&, const Tensor&);
+void run_mul(const Ctx&, const Tensor&);
+void run_scale(const Ctx&, const Tensor&);
+void run_softcap(const Ctx&, const Tensor&);
+void run_silu_mul(const Ctx&, const Tensor&);
+void run_gelu_mul(const Ctx&, const Tensor&);
+void run_copy(const Ctx&, const Tensor&);
+void run_get_rows(const Ctx&, const Tensor&);
+
+// norm.cu
+bool accepts_rms_norm(const Tensor& node);
+bool accepts_add_rms_norm(const Tensor& node);
+bool accepts_soft_max(const Tensor& node);
+void run_rms_norm(const Ctx&, const Tensor&);
+void run_add_rms_norm(const Ctx&, const Tensor&);
+void run_soft_max(const Ctx&, const Tensor&);
+
+// rope.cu: RoPE, RoPE on Q and K, KV-cache writes, and RoPE on Q and K fused
+// with the writes of the roped K rows and the V rows into the caches.
+bool accepts_rope(const Tensor& node);
+bool accepts_rope_qk(const Tensor& node);
+bool accepts_kv_store(const Tensor& node);
+void run_rope(const Ctx&, const Tensor&);
+void run_rope_qk(const Ctx&, const Tensor&);
+void run_kv_store(const Ctx&, const Tensor&);
+// `rope` (RopeQK) followed by `k_store` (KvStore of rope's K heads) and
+// `v_store` (KvStore of V with the same positions and sequences).
+bool can_fuse_rope_store(const Tensor& rope, const Tensor& k_store, const Tensor& v_store);
+void run_rope_qk_store(const Ctx&, const Tensor& rope, const Tensor& k_store, const Tensor& v_store);
+
+// attention.cu: flash-decoding for few tokens, tiled causal attention for
+// prompts.
+bool accepts_attention(const Tensor& node);
+void need_attention(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
+void run_attention(const Ctx&, const Tensor&);
+
+// matmul.cu: matrix-vector kernels (one token) with the activation quantized
+// inside the kernel; dequantize + cuBLAS for more tokens.
+bool accepts_mul_mat(const Tensor& node);
+void need_mul_mat(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
+void run_mul_mat(const Ctx&, const Tensor&);
+// Whether MulMats a and b can share one matrix-vector launch (same
+// activation, same weight type and K, one token each).
+bool can_group_mul_mat(const Tensor& a, const Tensor& b);
+// Up to 3 grouped MulMats in one launch (Q, K, V). With `silu` (a SiluMul of
+// mats[0] and mats[1]'s outputs, n == 2), the launch also writes silu(gate) * up.
+// With `norm` (an AddRmsNorm of one row whose normed slice is the MulMats'
+// activation), the launch computes the sum and the norm itself and writes
+// both slices of `norm` too.
+void run_mul_mat_group(const Ctx&, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm);
+// Whether AddRmsNorm `norm` can be computed inside the launch of `mm`'s group.
+bool can_prenorm(const Tensor& norm, const Tensor& mm);
+
+}  // namespace lantern::cuda

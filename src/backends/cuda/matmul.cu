@@ -1,0 +1,617 @@
+// MulMat: dst[N, M] = W[K, N] x X[K, M].
+//
+// One token (M == 1): matrix-vector kernels. Each block first quantizes the
+// activation row into shared memory (Q8 blocks of 32 with the CPU's exact
+// rounding, so both backends see the same 8-bit activations), then its warps
+// take weight rows; lanes take 32-element blocks (Q4_0 .. Q8_0: one 16-byte
+// load per block and plane) or 16-element groups (K-quants) and accumulate
+// with dp4a. F32/F16/BF16 weights keep the activations in f32. Up to three
+// MulMats sharing an activation run in one launch (Q, K, V), and gate/up run
+// as pairs that also write silu(gate) * up.
+//
+// More tokens: the weight is dequantized to f16 (F16/BF16/F32 are used as
+// they are), the activations converted, and cuBLAS multiplies on tensor cores.
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/quant_unpack.cuh"
+
+namespace lantern::cuda {
+namespace {
+
+constexpr int kMvWarps = 8;
+constexpr int kMvThreads = kMvWarps * 32;
+constexpr int kMvBlocksPerSM = 4;
+constexpr int kRows = 2;           // rows a warp works on at once
+constexpr int kStageBatch = 8;     // float4 loads in flight per thread while staging
+constexpr int kMaxPrenormK = kMvThreads * 4 * kStageBatch;
+
+struct MvParams {
+    WView w[3];
+    float* out[3];
+    int64_t start[4];  // first row of each job in the joint row space
+    int n_jobs;
+    const float* x;
+    int64_t K;
+    float* silu;        // paired mode: gate row r and up row r together; silu(g) * u here
+    int64_t n_items;    // warp work items: row pairs (joint space), or rows (paired mode)
+    int64_t total_rows;
+    // Fused AddRmsNorm (a null: none): x = norm(a + b) * w; block 0 writes
+    // the sum and the normed row to sum_out / norm_out.
+    const float* a;
+    const float* b;
+    const float* nw;
+    float eps;
+    float* sum_out;
+    float* norm_out;
+};
+
+// The activation row as a kernel reads it.
+struct Act {
+    const int8_t* q;     // two planes: q[h * K/2 + 16b + i] = element 32b + 16h + i
+    const float* d;      // scale per 32-block
+    const float* s;      // d * sum of the quants, per 16-group
+    int64_t half_k;
+    const float* x;      // plain types: the f32 row
+};
+
+size_t mv_smem_bytes(DType t, int64_t K) {
+    if (is_plain(t)) return static_cast<size_t>(K) * sizeof(float);
+    return static_cast<size_t>(K) + static_cast<size_t>(K / 32) * 4 + static_cast<size_t>(K / 16) * 4;
+}
+
+__device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
+    if (vec) return reinterpret_cast<const float4*>(p)[i];
+    return make_float4(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]);
+}
+
+// Q8 quantization of float4 number i of the row (elements 4i .. 4i+3), as
+// quantize_q8_0 does on the CPU: d = fp16(amax / 127), q = rint(clamp(x / d)).
+// The 8 lanes of a 32-block are consecutive lanes; every lane calls this
+// (valid or not) because of the shuffles.
+__device__ __forceinline__ void quant4(float4 v, int64_t i, bool valid, int64_t K, uint32_t* qw, float* d, float* s) {
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+    const float dd = __half2float(__float2half_rn(amax / 127.0f));
+    const float inv = dd != 0.0f ? 1.0f / dd : 0.0f;
+    const int q0 = __float2int_rn(fminf(fmaxf(v.x * inv, -127.0f), 127.0f));
+    const int q1 = __float2int_rn(fminf(fmaxf(v.y * inv, -127.0f), 127.0f));
+    const int q2 = __float2int_rn(fminf(fmaxf(v.z * inv, -127.0f), 127.0f));
+    const int q3 = __float2int_rn(fminf(fmaxf(v.w * inv, -127.0f), 127.0f));
+    int sum = q0 + q1 + q2 + q3;
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (!valid) return;
+    const int64_t b = i >> 3;
+    const int sub = static_cast<int>(i & 7);
+    qw[(sub >> 2) * (K / 8) + 4 * b + (sub & 3)] = (static_cast<uint32_t>(q0) & 0xFFu) |
+                                                   (static_cast<uint32_t>(q1) & 0xFFu) << 8 |
+                                                   (static_cast<uint32_t>(q2) & 0xFFu) << 16 |
+                                                   (static_cast<uint32_t>(q3) & 0xFFu) << 24;
+    if ((sub & 3) == 0) s[2 * b + (sub >> 2)] = dd * static_cast<float>(sum);
+    if (sub == 0) d[b] = dd;
+}
+
+// Stores float4 number i of the staged row: quantized, or as f32.
+template <bool Quant>
+__device__ __forceinline__ void put4(float4 v, int64_t i, bool valid, int64_t K, uint8_t* smem) {
+    if constexpr (Quant) {
+        quant4(v, i, valid, K, reinterpret_cast<uint32_t*>(smem), reinterpret_cast<float*>(smem + K),
+               reinterpret_cast<float*>(smem + K) + K / 32);
+    } else {
+        if (valid) reinterpret_cast<float4*>(smem)[i] = v;
+    }
+}
+
+// The activation row into shared memory. All loads of a batch are issued
+// before any is used (one round trip per batch).
+template <bool Quant>
+__device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
+    const int64_t nv = p.K / 4;
+    const int tid = threadIdx.x;
+    if (p.a == nullptr) {
+        const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+        for (int64_t base = 0; base < nv; base += kMvThreads * kStageBatch) {
+            float4 v[kStageBatch];
+#pragma unroll
+            for (int k = 0; k < kStageBatch; ++k) {
+                const int64_t i = base + tid + k * kMvThreads;
+                v[k] = i < nv ? load4(p.x, i, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int k = 0; k < kStageBatch; ++k) {
+                const int64_t i = base + tid + k * kMvThreads;
+                put4<Quant>(v[k], i, i < nv, p.K, smem);
+            }
+        }
+        return;
+    }
+    // Fused AddRmsNorm: K <= kMaxPrenormK, so the row fits in registers.
+    float4 v[kStageBatch];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+        const int64_t i = tid + k * kMvThreads;
+        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < nv) {
+            const float4 x0 = reinterpret_cast<const float4*>(p.a)[i];
+            const float4 x1 = reinterpret_cast<const float4*>(p.b)[i];
+            v[k] = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
+            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
+        }
+    }
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+        const int64_t i = tid + k * kMvThreads;
+        const bool valid = i < nv;
+        float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (valid) {
+            const float4 w = p.nw != nullptr ? reinterpret_cast<const float4*>(p.nw)[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            y = make_float4(v[k].x * r * w.x, v[k].y * r * w.y, v[k].z * r * w.z, v[k].w * r * w.w);
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.norm_out)[i] = y;
+        }
+        put4<Quant>(y, i, valid, p.K, smem);
+    }
+}
+
+// --- one unit of a row per lane: a 32-block (Q4_0 .. Q8_0), a 16-group
+// (K-quants) or 8 elements (F32/F16/BF16) -------------------------------------
+
+template <DType T>
+constexpr int kUnroll = 4;  // units per lane, row and chunk (one batch of loads)
+
+template <DType T>
+__device__ __forceinline__ int64_t units_per_row(int64_t K) {
+    if constexpr (is_q32(T)) return K / 32;
+    if constexpr (is_kquant(T)) return K / 16;
+    return K / 8;
+}
+
+struct Q32Raw {
+    uint4 q0, q1;  // payload (q1: Q8_0's second plane)
+    uint32_t qh;   // Q5's high bits
+    float d, m;
+};
+
+struct PlainRaw {
+    float v[8];
+};
+
+template <DType T>
+using Raw = std::conditional_t<is_q32(T), Q32Raw, std::conditional_t<is_kquant(T), Group16, PlainRaw>>;
+
+template <DType T>
+__device__ __forceinline__ Q32Raw q32_load(const uint8_t* prow, const uint8_t* mrow, int64_t nb, int64_t b) {
+    Q32Raw r;
+    r.q0 = ld_u128(prow + 16 * b);
+    r.m = 0.0f;
+    r.qh = 0;
+    const uint8_t* m = mrow + q32_meta(T) * b;
+    if constexpr (T == DType::Q8_0) {
+        r.q1 = ld_u128(prow + 16 * (nb + b));
+        r.d = half_bits_to_float(ld_u16(m));
+    } else if constexpr (T == DType::Q4_0) {
+        r.d = half_bits_to_float(ld_u16(m));
+    } else if constexpr (T == DType::Q4_1) {
+        const uint32_t dm = ld_u32(m);
+        r.d = half_bits_to_float(static_cast<uint16_t>(dm));
+        r.m = half_bits_to_float(static_cast<uint16_t>(dm >> 16));
+    } else {
+        const uint2 qd = __ldg(reinterpret_cast<const uint2*>(m));
+        r.qh = qd.x;
+        r.d = half_bits_to_float(static_cast<uint16_t>(qd.y));
+        r.m = half_bits_to_float(static_cast<uint16_t>(qd.y >> 16));
+    }
+    return r;
+}
+
+template <DType T>
+__device__ __forceinline__ float q32_dot(const Q32Raw& r, const Act& a, int64_t b) {
+    const int4 a0 = *reinterpret_cast<const int4*>(a.q + 16 * b);
+    const int4 a1 = *reinterpret_cast<const int4*>(a.q + a.half_k + 16 * b);
+    const int lo[4] = {a0.x, a0.y, a0.z, a0.w};
+    const int hi[4] = {a1.x, a1.y, a1.z, a1.w};
+    int s = 0;
+    if constexpr (T == DType::Q8_0) {
+        const uint32_t w0[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w};
+        const uint32_t w1[4] = {r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            s = __dp4a(static_cast<int>(w0[i]), lo[i], s);
+            s = __dp4a(static_cast<int>(w1[i]), hi[i], s);
+        }
+        return r.d * a.d[b] * static_cast<float>(s);
+    } else {
+        const uint32_t w[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            uint32_t ql = w[i] & kLow4, qh = (w[i] >> 4) & kLow4;
+            if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+                ql |= spread4((r.qh >> (4 * i)) & 0xFu) << 4;
+                qh |= spread4((r.qh >> (16 + 4 * i)) & 0xFu) << 4;
+            }
+            if constexpr (T == DType::Q4_0) {
+                ql = __vsub4(ql, 0x08080808u);
+                qh = __vsub4(qh, 0x08080808u);
+            } else if constexpr (T == DType::Q5_0) {
+                ql = __vsub4(ql, 0x10101010u);
+                qh = __vsub4(qh, 0x10101010u);
+            }
+            s = __dp4a(static_cast<int>(ql), lo[i], s);
+            s = __dp4a(static_cast<int>(qh), hi[i], s);
+        }
+        float v = r.d * a.d[b] * static_cast<float>(s);
+        if constexpr (T == DType::Q4_1 || T == DType::Q5_1) v += r.m * (a.s[2 * b] + a.s[2 * b + 1]);
+        return v;
+    }
+}
+
+template <DType T>
+__device__ __forceinline__ Raw<T> load_unit(const WView& w, int64_t row, int64_t u) {
+    if constexpr (is_q32(T)) {
+        return q32_load<T>(w.data + static_cast<size_t>(row) * w.row_bytes,
+                           w.meta + static_cast<size_t>(row) * w.meta_row_bytes, w.blocks, u);
+    } else if constexpr (is_kquant(T)) {
+        return unpack16<T>(w, row, u);
+    } else {
+        PlainRaw r;
+        const uint8_t* prow = w.data + static_cast<size_t>(row) * w.row_bytes;
+        if constexpr (T == DType::F32) {
+            const float4 p0 = __ldg(reinterpret_cast<const float4*>(prow + 32 * u));
+            const float4 p1 = __ldg(reinterpret_cast<const float4*>(prow + 32 * u + 16));
+            r.v[0] = p0.x; r.v[1] = p0.y; r.v[2] = p0.z; r.v[3] = p0.w;
+            r.v[4] = p1.x; r.v[5] = p1.y; r.v[6] = p1.z; r.v[7] = p1.w;
+        } else {
+            const uint4 p = ld_u128(prow + 16 * u);
+            const uint32_t pw[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                if constexpr (T == DType::F16) {
+                    r.v[2 * i] = half_bits_to_float(static_cast<uint16_t>(pw[i]));
+                    r.v[2 * i + 1] = half_bits_to_float(static_cast<uint16_t>(pw[i] >> 16));
+                } else {
+                    r.v[2 * i] = bf16_bits_to_float(static_cast<uint16_t>(pw[i]));
+                    r.v[2 * i + 1] = bf16_bits_to_float(static_cast<uint16_t>(pw[i] >> 16));
+                }
+            }
+        }
+        return r;
+    }
+}
+
+template <DType T>
+__device__ __forceinline__ float dot_unit(const Raw<T>& r, const Act& a, int64_t u) {
+    if constexpr (is_q32(T)) {
+        return q32_dot<T>(r, a, u);
+    } else if constexpr (is_kquant(T)) {
+        const int4 av = *reinterpret_cast<const int4*>(a.q + (u & 1) * a.half_k + 16 * (u >> 1));
+        int s = __dp4a(static_cast<int>(r.q[0]), av.x, 0);
+        s = __dp4a(static_cast<int>(r.q[1]), av.y, s);
+        s = __dp4a(static_cast<int>(r.q[2]), av.z, s);
+        s = __dp4a(static_cast<int>(r.q[3]), av.w, s);
+        return r.scale * a.d[u >> 1] * static_cast<float>(s) - r.mn * a.s[u];
+    } else {
+        const float4 x0 = *reinterpret_cast<const float4*>(a.x + 8 * u);
+        const float4 x1 = *reinterpret_cast<const float4*>(a.x + 8 * u + 4);
+        return r.v[0] * x0.x + r.v[1] * x0.y + r.v[2] * x0.z + r.v[3] * x0.w + r.v[4] * x1.x + r.v[5] * x1.y +
+               r.v[6] * x1.z + r.v[7] * x1.w;
+    }
+}
+
+// Work item `item`, slot s (of kRows): which job and row, if any.
+struct Slot {
+    int job;
+    int64_t row;
+    bool valid;
+};
+
+__device__ __forceinline__ Slot slot_of(const MvParams& p, int64_t item, int s) {
+    Slot r;
+    if (p.silu != nullptr) {
+        r.job = s;
+        r.row = item;
+        r.valid = item < p.total_rows;
+        return r;
+    }
+    const int64_t jr = item * kRows + s;
+    r.valid = jr < p.total_rows;
+    int j = 0;
+    while (j + 1 < p.n_jobs && jr >= p.start[j + 1]) ++j;
+    r.job = j;
+    r.row = jr - p.start[j];
+    return r;
+}
+
+// Loads units c0 + 32u (u < U) of both slots' rows.
+template <DType T>
+__device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[kRows], int64_t c0, int64_t units,
+                                           Raw<T> (&raw)[kRows][kUnroll<T>]) {
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+        for (int u = 0; u < kUnroll<T>; ++u) {
+            const int64_t unit = c0 + 32 * u;
+            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T>(p.w[sl[s].job], sl[s].row, unit);
+        }
+    }
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    constexpr int U = kUnroll<T>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t units = units_per_row<T>(p.K);
+    const int64_t step = static_cast<int64_t>(gridDim.x) * kMvWarps;
+    int64_t item = static_cast<int64_t>(blockIdx.x) * kMvWarps + warp;
+
+    // The first weights are independent of earlier kernels: load them while
+    // the previous kernel finishes and the activation is staged.
+    Raw<T> raw[kRows][U];
+    Slot sl[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) sl[s] = slot_of(p, item, s);
+    if (item < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
+
+    pdl_enter();
+    stage_act<!is_plain(T)>(p, smem, red);
+    __syncthreads();
+    Act a{};
+    if constexpr (is_plain(T)) {
+        a.x = reinterpret_cast<const float*>(smem);
+    } else {
+        a.q = reinterpret_cast<const int8_t*>(smem);
+        a.d = reinterpret_cast<const float*>(smem + p.K);
+        a.s = a.d + p.K / 32;
+        a.half_k = p.K / 2;
+    }
+
+    for (; item < p.n_items; item += step) {
+        float acc[kRows];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
+        for (int64_t c0 = lane; c0 < units; c0 += 32 * U) {
+            if (c0 != lane) load_chunk<T>(p, sl, c0, units, raw);
+#pragma unroll
+            for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    if (sl[s].valid && c0 + 32 * u < units) acc[s] += dot_unit<T>(raw[s][u], a, c0 + 32 * u);
+                }
+            }
+        }
+        // Prefetch the next item's first chunk before the reductions.
+        Slot cur[kRows];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+            cur[s] = sl[s];
+            sl[s] = slot_of(p, item + step, s);
+        }
+        if (item + step < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]);
+        if (lane == 0) {
+            if (p.silu != nullptr) {
+                p.out[0][item] = acc[0];
+                p.out[1][item] = acc[1];
+                p.silu[item] = silu_f(acc[0]) * acc[1];
+            } else {
+#pragma unroll
+                for (int s = 0; s < kRows; ++s) {
+                    if (cur[s].valid) p.out[cur[s].job][cur[s].row] = acc[s];
+                }
+            }
+        }
+    }
+}
+
+template <DType T>
+void launch_matvec(const Ctx& ctx, const MvParams& p, const Tensor& node) {
+    const size_t smem = mv_smem_bytes(T, p.K);
+    const int64_t groups = (p.n_items + kMvWarps - 1) / kMvWarps;
+    const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kMvBlocksPerSM);
+    check(launch(ctx, k_matvec<T>, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec", node);
+}
+
+template <class Fn>
+void dispatch_weight(DType t, Fn&& fn) {
+    switch (t) {
+        case DType::F32: fn.template operator()<DType::F32>(); break;
+        case DType::F16: fn.template operator()<DType::F16>(); break;
+        case DType::BF16: fn.template operator()<DType::BF16>(); break;
+        default: dispatch_quant(t, fn);
+    }
+}
+
+// --- prompt path: dequantize + cuBLAS ----------------------------------------
+
+template <DType T>
+__global__ void k_dequant_f16(const WView w, int64_t N, __half* __restrict__ out) {
+    pdl_enter();
+    const int64_t groups = w.K / 16;
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= N * groups) return;
+    const int64_t row = i / groups, g = i % groups;
+    float v[16];
+    group_values(unpack16<T>(w, row, g), v);
+    __align__(16) __half h[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) h[k] = __float2half_rn(v[k]);
+    uint4* dst = reinterpret_cast<uint4*>(out + row * w.K + 16 * g);
+    dst[0] = reinterpret_cast<const uint4*>(h)[0];
+    dst[1] = reinterpret_cast<const uint4*>(h)[1];
+}
+
+// x [K, M] (rows nb1 bytes apart) -> out [M][K] contiguous f16 or bf16.
+template <class H>
+__global__ void k_convert_act(const uint8_t* __restrict__ x, size_t nb1, int64_t K, int64_t M, H* __restrict__ out) {
+    pdl_enter();
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= K * M) return;
+    const int64_t m = i / K, k = i % K;
+    const float v = reinterpret_cast<const float*>(x + m * nb1)[k];
+    if constexpr (std::is_same_v<H, __half>) {
+        out[i] = __float2half_rn(v);
+    } else {
+        out[i] = __float2bfloat16_rn(v);
+    }
+}
+
+bool use_matvec(const Tensor& node) {
+    const Tensor& w = *node.src[0];
+    return node.src[1]->ne[1] == 1 && (!is_plain(w.type) || w.ne[0] % 8 == 0) &&
+           mv_smem_bytes(w.type, w.ne[0]) <= 200 * 1024;
+}
+
+void run_gemm(const Ctx& ctx, const Tensor& node) {
+    const Tensor& w = *node.src[0];
+    const Tensor& x = *node.src[1];
+    const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
+    const float alpha = 1.0f, beta = 0.0f;
+    const int ldc = static_cast<int>(node.nb[1] / sizeof(float));
+    float* C = ptr<float>(node);
+    if (w.type == DType::F32) {
+        check(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                           static_cast<int>(K), &alpha, tensor_address(w), CUDA_R_32F, static_cast<int>(w.nb[1] / 4),
+                           tensor_address(x), CUDA_R_32F, static_cast<int>(x.nb[1] / 4), &beta, C, CUDA_R_32F, ldc,
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx", node);
+        return;
+    }
+    const bool bf = w.type == DType::BF16;
+    const void* A = tensor_address(w);
+    int lda = static_cast<int>(K);
+    if (!is_plain(w.type)) {
+        const WView v = weight_view(w);
+        __half* deq = static_cast<__half*>(ctx.ws.dequant);
+        dispatch_quant(w.type, [&]<DType T>() {
+            check(launch(ctx, k_dequant_f16<T>, dim3(blocks_for(N * (K / 16), 256)), dim3(256), 0, v, N, deq),
+                  "k_dequant_f16", node);
+        });
+        A = deq;
+    } else {
+        lda = static_cast<int>(w.nb[1] / 2);
+    }
+    const unsigned grid = blocks_for(K * M, 256);
+    const uint8_t* xp = static_cast<const uint8_t*>(tensor_address(x));
+    if (bf) {
+        check(launch(ctx, k_convert_act<__nv_bfloat16>, dim3(grid), dim3(256), 0, xp, x.nb[1], K, M,
+                     static_cast<__nv_bfloat16*>(ctx.ws.act)),
+              "k_convert_act", node);
+    } else {
+        check(launch(ctx, k_convert_act<__half>, dim3(grid), dim3(256), 0, xp, x.nb[1], K, M,
+                     static_cast<__half*>(ctx.ws.act)),
+              "k_convert_act", node);
+    }
+    const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_16F;
+    check(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                       static_cast<int>(K), &alpha, A, ab, lda, ctx.ws.act, ab, static_cast<int>(K), &beta, C,
+                       CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx", node);
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+    return a.buffer == b.buffer && a.offset == b.offset && a.ne == b.ne && a.nb == b.nb && a.type == b.type;
+}
+
+}  // namespace
+
+void init_matmul_kernels(int max_smem) {
+    // The dynamic limit excludes the kernel's static shared memory.
+    auto raise = [&]<DType T>() {
+        cudaFuncAttributes attr{};
+        check(cudaFuncGetAttributes(&attr, k_matvec<T>), "cudaFuncGetAttributes (k_matvec)");
+        check(cudaFuncSetAttribute(k_matvec<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   max_smem - static_cast<int>(attr.sharedSizeBytes)),
+              "cudaFuncSetAttribute (k_matvec)");
+    };
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                    DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        dispatch_weight(t, raise);
+    }
+}
+
+bool accepts_mul_mat(const Tensor& node) {
+    const Tensor& w = *node.src[0];
+    const Tensor& x = *node.src[1];
+    return (w.storage_root()->flags & kTensorWeight) && w.view_src == nullptr && is_device_weight_type(w.type) &&
+           w.ne[2] == 1 && w.ne[3] == 1 && w.nb[0] == dtype_type_size(w.type) && x.type == DType::F32 &&
+           x.nb[0] == sizeof(float) && x.ne[2] == 1 && x.ne[3] == 1 && node.type == DType::F32 &&
+           node.nb[0] == sizeof(float) && node.ne[2] == 1 && node.ne[3] == 1 &&
+           (is_plain(w.type) || w.ne[0] % 32 == 0);
+}
+
+void need_mul_mat(const Tensor& node, int /*sm_count*/, WorkspaceNeeds& needs) {
+    if (use_matvec(node)) return;
+    const Tensor& w = *node.src[0];
+    const size_t K = static_cast<size_t>(w.ne[0]), N = static_cast<size_t>(w.ne[1]);
+    const size_t M = static_cast<size_t>(node.src[1]->ne[1]);
+    if (w.type == DType::F32) return;
+    if (!is_plain(w.type)) needs.dequant = std::max(needs.dequant, K * N * 2);
+    needs.act = std::max(needs.act, K * M * 2);
+}
+
+void run_mul_mat(const Ctx& ctx, const Tensor& node) {
+    if (!use_matvec(node)) {
+        run_gemm(ctx, node);
+        return;
+    }
+    const Tensor* mats[1] = {&node};
+    run_mul_mat_group(ctx, mats, 1, nullptr, nullptr);
+}
+
+bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
+    return a.op == Op::MulMat && b.op == Op::MulMat && use_matvec(a) && use_matvec(b) &&
+           a.src[0]->type == b.src[0]->type && a.src[0]->ne[0] == b.src[0]->ne[0] && same_view(*a.src[1], *b.src[1]);
+}
+
+bool can_prenorm(const Tensor& norm, const Tensor& mm) {
+    if (norm.op != Op::AddRmsNorm || mm.op != Op::MulMat || !use_matvec(mm) || norm.ne[1] != 1) return false;
+    const Tensor& x = *mm.src[1];
+    const int64_t K = norm.ne[0];
+    auto aligned = [](const Tensor* t) { return t == nullptr || reinterpret_cast<uintptr_t>(tensor_address(*t)) % 16 == 0; };
+    return x.buffer == norm.buffer && x.offset == norm.offset + norm.nb[2] && x.ne[0] == K && K % 32 == 0 &&
+           K <= kMaxPrenormK && aligned(&norm) && aligned(norm.src[0]) && aligned(norm.src[1]) &&
+           aligned(norm.src[2]) && norm.nb[2] % 16 == 0;
+}
+
+void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm) {
+    MvParams p{};
+    p.n_jobs = n;
+    p.x = ptr<const float>(*mats[0]->src[1]);
+    p.K = mats[0]->src[0]->ne[0];
+    int64_t rows = 0;
+    for (int j = 0; j < n; ++j) {
+        p.w[j] = weight_view(*mats[j]->src[0]);
+        p.out[j] = ptr<float>(*mats[j]);
+        p.start[j] = rows;
+        rows += mats[j]->src[0]->ne[1];
+    }
+    p.start[n] = rows;
+    p.total_rows = rows;
+    p.n_items = (rows + kRows - 1) / kRows;
+    if (silu != nullptr) {
+        p.silu = ptr<float>(*silu);
+        p.total_rows = mats[0]->src[0]->ne[1];
+        p.n_items = p.total_rows;
+    }
+    if (norm != nullptr) {
+        p.a = ptr<const float>(*norm->src[0]);
+        p.b = ptr<const float>(*norm->src[1]);
+        p.nw = norm->src[2] != nullptr ? ptr<const float>(*norm->src[2]) : nullptr;
+        p.eps = norm->param_f(0);
+        p.sum_out = ptr<float>(*norm);
+        p.norm_out = reinterpret_cast<float*>(ptr<uint8_t>(*norm) + norm->nb[2]);
+    }
+    dispatch_weight(mats[0]->src[0]->type, [&]<DType T>() { launch_matvec<T>(ctx, p, *mats[0]); });
+}
+
+}  // namespace lantern::cuda

@@ -1,0 +1,264 @@
+// Rotary embeddings and KV-cache writes.
+//
+// One kernel covers Rope, RopeQK and RopeQK fused with the two KvStores that
+// follow it in a layer: a block per token computes the token's cos/sin table
+// in double precision (as the CPU does: theta = pos * scale * base^(-2i/n_rot)
+// / factor[i]), rotates every Q and K head into the RopeQK output, and, when
+// fused, writes the roped K heads and the V row into the caches as f16 at
+// cell seq * n_ctx_seq + pos. Rotated pairs are scaled by the attention
+// factor (params f[5]); dimensions past n_rot pass through.
+#include <type_traits>
+
+#include "backends/cuda/common.cuh"
+#include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_ops.h"
+
+namespace lantern::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxRot = 512;
+
+struct RopeSrc {
+    const float* x;
+    int64_t nb1, nb2;  // floats between heads, tokens
+    int heads;
+};
+
+struct RopeParams {
+    RopeSrc src[2];    // q (or the only source), k
+    int n_src;
+    float* dst;
+    int64_t dst_nb1, dst_nb2;  // floats
+    int hd, n_rot;
+    bool neox;
+    double base, scale;
+    double attn_factor;  // scales the rotated pairs (cos and sin)
+    const float* factors;
+    const int32_t* pos;
+    // Fused cache writes (null: none). K rows are the roped heads of src[1].
+    const int32_t* seq;
+    int n_ctx;
+    int64_t n_cells;
+    __half* k_cache;
+    int64_t k_row;  // halves per cache row
+    const float* v;
+    int64_t v_nb1;  // floats per token
+    __half* v_cache;
+    int64_t v_row;
+    int v_width;
+};
+
+__global__ void __launch_bounds__(kThreads) k_rope(const RopeParams p) {
+    __shared__ float cs[kMaxRot / 2], sn[kMaxRot / 2];
+    pdl_enter();
+    const int t = blockIdx.x;
+    const int half_rot = p.n_rot / 2;
+    const int32_t pos = p.pos[t];
+    for (int i = threadIdx.x; i < half_rot; i += blockDim.x) {
+        double f = p.scale * pow(p.base, -2.0 * i / p.n_rot);
+        if (p.factors != nullptr) f /= static_cast<double>(p.factors[i]);
+        double s, c;
+        sincos(static_cast<double>(pos) * f, &s, &c);
+        cs[i] = static_cast<float>(c * p.attn_factor);
+        sn[i] = static_cast<float>(s * p.attn_factor);
+    }
+    __syncthreads();
+
+    int64_t cell = -1;
+    if (p.k_cache != nullptr) {
+        const int64_t c = static_cast<int64_t>(p.seq[t]) * p.n_ctx + pos;
+        if (pos >= 0 && pos < p.n_ctx && c >= 0 && c < p.n_cells) cell = c;
+    }
+    const int pairs = p.hd / 2;
+    int head0 = 0;
+    for (int s = 0; s < p.n_src; ++s) {
+        const RopeSrc& src = p.src[s];
+        const int work = src.heads * pairs;
+        for (int w = threadIdx.x; w < work; w += blockDim.x) {
+            const int h = w / pairs, j = w % pairs;
+            const float* x = src.x + h * src.nb1 + t * src.nb2;
+            float* y = p.dst + (head0 + h) * p.dst_nb1 + t * p.dst_nb2;
+            int i0, i1;
+            float y0, y1;
+            if (j < half_rot) {
+                i0 = p.neox ? j : 2 * j;
+                i1 = p.neox ? j + half_rot : 2 * j + 1;
+                const float x0 = x[i0], x1 = x[i1];
+                y0 = x0 * cs[j] - x1 * sn[j];
+                y1 = x0 * sn[j] + x1 * cs[j];
+            } else {
+                i0 = p.n_rot + 2 * (j - half_rot);
+                i1 = i0 + 1;
+                y0 = x[i0];
+                y1 = x[i1];
+            }
+            y[i0] = y0;
+            y[i1] = y1;
+            if (s == 1 && cell >= 0) {
+                __half* kr = p.k_cache + cell * p.k_row + h * p.hd;
+                kr[i0] = __float2half_rn(y0);
+                kr[i1] = __float2half_rn(y1);
+            }
+        }
+        head0 += src.heads;
+    }
+    if (p.v_cache != nullptr && cell >= 0) {
+        const float* v = p.v + t * p.v_nb1;
+        __half* vr = p.v_cache + cell * p.v_row;
+        for (int i = threadIdx.x; i < p.v_width; i += blockDim.x) vr[i] = __float2half_rn(v[i]);
+    }
+}
+
+RopeSrc src_of(const Tensor& x) {
+    return RopeSrc{ptr<const float>(x), static_cast<int64_t>(x.nb[1] / 4), static_cast<int64_t>(x.nb[2] / 4),
+                   static_cast<int>(x.ne[1])};
+}
+
+RopeParams params_of(const Tensor& node, const Tensor* factors, const Tensor& pos) {
+    RopeParams p{};
+    p.dst = ptr<float>(node);
+    p.dst_nb1 = static_cast<int64_t>(node.nb[1] / 4);
+    p.dst_nb2 = static_cast<int64_t>(node.nb[2] / 4);
+    p.hd = static_cast<int>(node.ne[0]);
+    p.n_rot = node.param_i(0);
+    p.neox = node.param_i(1) == static_cast<int32_t>(RopeMode::Neox);
+    p.base = node.param_f(2);
+    p.scale = node.param_f(3);
+    // params f[5]: attention factor (graphs made before it existed leave 0: none).
+    p.attn_factor = node.param_f(5) != 0.0f ? node.param_f(5) : 1.0;
+    p.factors = factors != nullptr ? ptr<const float>(*factors) : nullptr;
+    p.pos = ptr<const int32_t>(pos);
+    return p;
+}
+
+bool f32_rows(const Tensor& t) { return t.type == DType::F32 && t.nb[0] == 4 && t.nb[1] % 4 == 0 && t.nb[2] % 4 == 0; }
+
+bool rope_common(const Tensor& node, const Tensor* factors, const Tensor& pos) {
+    const int n_rot = node.param_i(0);
+    return f32_rows(node) && node.ne[3] == 1 && pos.type == DType::I32 && n_rot % 2 == 0 && n_rot <= node.ne[0] &&
+           n_rot <= kMaxRot && node.ne[0] % 2 == 0 && (factors == nullptr || factors->type == DType::F32);
+}
+
+void launch(const Ctx& ctx, const RopeParams& p, int64_t T, const Tensor& node) {
+    if (T == 0) return;
+    check(launch(ctx, k_rope, dim3(static_cast<unsigned>(T)), dim3(kThreads), 0, p), "k_rope", node);
+}
+
+bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
+
+}  // namespace
+
+bool accepts_rope(const Tensor& node) {
+    return rope_common(node, node.src[2], *node.src[1]) && f32_rows(*node.src[0]);
+}
+
+bool accepts_rope_qk(const Tensor& node) {
+    return rope_common(node, node.src[3], *node.src[2]) && f32_rows(*node.src[0]) && f32_rows(*node.src[1]);
+}
+
+bool accepts_kv_store(const Tensor& node) {
+    const Tensor& src = *node.src[0];
+    const Tensor& cache = *node.src[1];
+    return src.type == DType::F32 && src.nb[0] == 4 && src.nb[1] % 4 == 0 &&
+           (cache.type == DType::F16 || cache.type == DType::F32) && cache.nb[1] % dtype_type_size(cache.type) == 0 &&
+           node.src[2]->type == DType::I32 && node.src[3]->type == DType::I32;
+}
+
+void run_rope(const Ctx& ctx, const Tensor& node) {
+    RopeParams p = params_of(node, node.src[2], *node.src[1]);
+    p.src[0] = src_of(*node.src[0]);
+    p.n_src = 1;
+    launch(ctx, p, node.ne[2], node);
+}
+
+void run_rope_qk(const Ctx& ctx, const Tensor& node) {
+    RopeParams p = params_of(node, node.src[3], *node.src[2]);
+    p.src[0] = src_of(*node.src[0]);
+    p.src[1] = src_of(*node.src[1]);
+    p.n_src = 2;
+    launch(ctx, p, node.ne[2], node);
+}
+
+bool can_fuse_rope_store(const Tensor& rope, const Tensor& ks, const Tensor& vs) {
+    if (rope.op != Op::RopeQK || ks.op != Op::KvStore || vs.op != Op::KvStore) return false;
+    const Tensor& kin = *ks.src[0];
+    const int64_t hd = rope.ne[0], n_q = rope.param_i(4), n_k = rope.ne[1] - n_q, T = rope.ne[2];
+    // K rows: rope's K heads as [hd * n_k, T] rows.
+    const bool k_rows = kin.buffer == rope.buffer && kin.offset == rope.offset + static_cast<size_t>(n_q) * rope.nb[1] &&
+                        kin.ne[0] == hd * n_k && kin.ne[1] == T && kin.nb[1] == rope.nb[2] &&
+                        rope.nb[1] == static_cast<size_t>(hd) * 4 && rope.nb[0] == 4;
+    const Tensor& kc = *ks.src[1];
+    const Tensor& vc = *vs.src[1];
+    return k_rows && accepts_kv_store(ks) && accepts_kv_store(vs) && kc.type == DType::F16 &&
+           vc.type == DType::F16 && same_address(*ks.src[2], *rope.src[2]) && same_address(*vs.src[2], *rope.src[2]) &&
+           same_address(*ks.src[3], *vs.src[3]) && ks.param_i(0) == vs.param_i(0) && vs.src[0]->ne[1] == T &&
+           vs.src[0]->ne[0] == vc.ne[0] && kc.ne[1] == vc.ne[1];
+}
+
+void run_rope_qk_store(const Ctx& ctx, const Tensor& rope, const Tensor& ks, const Tensor& vs) {
+    RopeParams p = params_of(rope, rope.src[3], *rope.src[2]);
+    p.src[0] = src_of(*rope.src[0]);
+    p.src[1] = src_of(*rope.src[1]);
+    p.n_src = 2;
+    const Tensor& kc = *ks.src[1];
+    const Tensor& vc = *vs.src[1];
+    const Tensor& v = *vs.src[0];
+    p.seq = ptr<const int32_t>(*ks.src[3]);
+    p.n_ctx = ks.param_i(0);
+    p.n_cells = kc.ne[1];
+    p.k_cache = ptr<__half>(kc);
+    p.k_row = static_cast<int64_t>(kc.nb[1] / 2);
+    p.v = ptr<const float>(v);
+    p.v_nb1 = static_cast<int64_t>(v.nb[1] / 4);
+    p.v_cache = ptr<__half>(vc);
+    p.v_row = static_cast<int64_t>(vc.nb[1] / 2);
+    p.v_width = static_cast<int>(v.ne[0]);
+    launch(ctx, p, rope.ne[2], rope);
+}
+
+namespace {
+
+template <class C>
+__global__ void k_kv_store(const float* __restrict__ src, int64_t src_nb1, int64_t D, C* __restrict__ cache,
+                           int64_t row, int64_t n_cells, const int32_t* pos, const int32_t* seq, int n_ctx) {
+    pdl_enter();
+    const int t = blockIdx.x;
+    const int32_t pp = pos[t];
+    const int64_t cell = static_cast<int64_t>(seq[t]) * n_ctx + pp;
+    if (pp < 0 || pp >= n_ctx || cell < 0 || cell >= n_cells) return;
+    const float* in = src + t * src_nb1;
+    C* out = cache + cell * row;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+        if constexpr (std::is_same_v<C, __half>) {
+            out[i] = __float2half_rn(in[i]);
+        } else {
+            out[i] = in[i];
+        }
+    }
+}
+
+}  // namespace
+
+void run_kv_store(const Ctx& ctx, const Tensor& node) {
+    const Tensor& src = *node.src[0];
+    const Tensor& cache = *node.src[1];
+    const int64_t T = src.ne[1];
+    if (T == 0) return;
+    const int n_ctx = node.param_i(0);
+    const int32_t* pos = ptr<const int32_t>(*node.src[2]);
+    const int32_t* seq = ptr<const int32_t>(*node.src[3]);
+    if (cache.type == DType::F16) {
+        check(launch(ctx, k_kv_store<__half>, dim3(static_cast<unsigned>(T)), dim3(256), 0, ptr<const float>(src),
+                     static_cast<int64_t>(src.nb[1] / 4), src.ne[0], ptr<__half>(cache),
+                     static_cast<int64_t>(cache.nb[1] / 2), cache.ne[1], pos, seq, n_ctx),
+              "k_kv_store", node);
+    } else {
+        check(launch(ctx, k_kv_store<float>, dim3(static_cast<unsigned>(T)), dim3(256), 0, ptr<const float>(src),
+                     static_cast<int64_t>(src.nb[1] / 4), src.ne[0], ptr<float>(cache),
+                     static_cast<int64_t>(cache.nb[1] / 4), cache.ne[1], pos, seq, n_ctx),
+              "k_kv_store", node);
+    }
+}
+
+}  // namespace lantern::cuda

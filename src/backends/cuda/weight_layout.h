@@ -1,0 +1,75 @@
+// How weights are stored on the device, and the view kernels read them by.
+//
+// Weights are repacked at upload so that each lane of a matrix-vector kernel
+// issues full 16-byte loads (GPU-NOTES.md: reading the 18-byte GGUF blocks in
+// place starves the memory system):
+//   Q4_0, Q4_1, Q5_0, Q5_1   payload: per row, the 16 quant bytes of each
+//                            32-element block, contiguous ([N][blocks][16]);
+//                            meta: per row, per block, the scales (and Q5's
+//                            32 high bits): Q4_0 {d}, Q4_1 {d, m},
+//                            Q5_0 {qh, d, 0}, Q5_1 {qh, d, m}.
+//   Q8_0                     payload: per row two planes, bytes 0..15 of every
+//                            block, then bytes 16..31 ([N][2][blocks][16]);
+//                            meta: {d} per block.
+//   Q2_K .. Q6_K             the GGUF blocks, each padded to a multiple of 4
+//                            bytes (Q3_K 110 -> 112, Q6_K 210 -> 212) so that
+//                            every field is read with aligned 32-bit loads.
+//   F32, F16, BF16           unchanged.
+// The meta array starts 256-byte aligned after the payload.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lantern::cuda {
+
+constexpr bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+constexpr bool is_q32(DType t) {
+    return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+}
+constexpr bool is_kquant(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+// Every weight type the device kernels read.
+constexpr bool is_device_weight_type(DType t) { return is_plain(t) || is_q32(t) || is_kquant(t); }
+
+// Payload bytes per 32-element block (Q*_0/Q*_1/Q8_0).
+constexpr size_t q32_payload(DType t) { return t == DType::Q8_0 ? 32 : 16; }
+// Meta bytes per 32-element block.
+constexpr size_t q32_meta(DType t) {
+    return t == DType::Q4_1 ? 4 : (t == DType::Q5_0 || t == DType::Q5_1) ? 8 : 2;
+}
+// Bytes per padded K-quant super-block.
+constexpr size_t kquant_stride(DType t) {
+    return t == DType::Q2_K ? 84 : t == DType::Q3_K ? 112 : t == DType::Q4_K ? 144 : t == DType::Q5_K ? 176 : 212;
+}
+
+struct WeightLayout {
+    DType type = DType::F32;
+    int64_t K = 0;            // elements per row
+    int64_t N = 0;            // rows
+    int64_t blocks = 0;       // quant blocks per row (0 for plain types)
+    size_t row_bytes = 0;     // payload bytes per row
+    size_t meta_offset = 0;   // where the meta array starts (0: none)
+    size_t meta_row_bytes = 0;
+    size_t total = 0;         // bytes of the whole device copy
+};
+
+// Layout of a [K, N] weight of type t on the device (t: is_device_weight_type).
+WeightLayout weight_layout(DType t, int64_t K, int64_t N);
+// Writes the device layout of `gguf` (N rows of GGUF bytes) into out[0, total).
+void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out);
+
+// What a kernel reads a weight (or a plain-typed table) through.
+struct WView {
+    const uint8_t* data = nullptr;
+    const uint8_t* meta = nullptr;
+    int64_t K = 0;
+    int64_t blocks = 0;
+    size_t row_bytes = 0;
+    size_t meta_row_bytes = 0;
+};
+
+}  // namespace lantern::cuda

@@ -1,0 +1,123 @@
+// The CUDA op micro-benchmark (run with LANTERN_CUDA_BENCH=1; skipped
+// otherwise): device-to-device copy bandwidth as the ceiling, then
+// matrix-vector products of every weight type on large matrices (GB/s of
+// weight bytes, and the share of the copy bandwidth), and a prompt-sized GEMM.
+// Weights rotate through enough copies (>= 256 MB) that L2 (50 MB) cannot
+// serve them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cuda_test_util.h"
+
+#if defined(LANTERN_HAVE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace lantern::test {
+namespace {
+
+bool bench_enabled() {
+    const char* v = std::getenv("LANTERN_CUDA_BENCH");
+    return v != nullptr && std::string(v) == "1";
+}
+
+#if defined(LANTERN_HAVE_CUDA)
+// Bytes read + written per second by cudaMemcpy device to device (median of 20).
+double copy_bandwidth(Backend& gpu) {
+    const size_t n = size_t{1} << 30;
+    auto a = gpu.alloc(n, BufferKind::Compute);
+    auto b = gpu.alloc(n, BufferKind::Compute);
+    a->fill(0, 1, n);
+    b->fill(0, 2, n);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<float> ms;
+    for (int i = 0; i < 22; ++i) {
+        cudaEventRecord(e0);
+        cudaMemcpy(b->base(), a->base(), n, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float t = 0;
+        cudaEventElapsedTime(&t, e0, e1);
+        if (i >= 2) ms.push_back(t);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * static_cast<double>(n) / (ms[ms.size() / 2] * 1e-3);
+}
+#endif
+
+// A case of `copies` MulMats [K, N] x [K, M], each with its own weight and
+// activation. Weights: 64 quantized random rows, repeated.
+std::unique_ptr<OpCase> matmul_case(DType t, int64_t K, int64_t N, int64_t M, int copies) {
+    auto c = std::make_unique<OpCase>();
+    c->name = std::string(dtype_name(t)) + " " + std::to_string(K) + "x" + std::to_string(N);
+    CaseLeaves b{*c, std::mt19937(5)};
+    OpCase rows;
+    CaseLeaves rb{rows, std::mt19937(6)};
+    Tensor* proto = rb.leaf(t, {K, 64}, "rows");
+    const std::vector<uint8_t>& pattern = rows.leaves.back().second;
+    const size_t row_bytes = proto->row_bytes();
+    for (int i = 0; i < copies; ++i) {
+        Tensor* w = c->graph.new_tensor(t, {K, N}, "w");
+        w->flags |= kTensorWeight;
+        std::vector<uint8_t> bytes(w->nbytes());
+        for (int64_t r = 0; r < N; ++r) {
+            std::memcpy(bytes.data() + static_cast<size_t>(r) * row_bytes,
+                        pattern.data() + static_cast<size_t>(r % 64) * row_bytes, row_bytes);
+        }
+        c->leaves.emplace_back(w, std::move(bytes));
+        Tensor* x = b.leaf(DType::F32, {K, M}, "x");
+        c->outputs.push_back(c->graph.mul_mat(w, x));
+        c->bytes += static_cast<double>(w->nbytes());
+        c->flops += 2.0 * static_cast<double>(K * N * M);
+    }
+    return c;
+}
+
+TEST(CudaOpBench, MatVecBandwidth) {
+    if (!bench_enabled()) GTEST_SKIP() << "set LANTERN_CUDA_BENCH=1";
+    Backend* gpu = cuda_backend();
+    if (gpu == nullptr) GTEST_SKIP() << "no CUDA device";
+#if defined(LANTERN_HAVE_CUDA)
+    const double copy = copy_bandwidth(*gpu);
+    std::printf("[ bench ] device-to-device copy: %.0f GB/s (read + write)\n", copy / 1e9);
+    struct Shape {
+        int64_t K, N;
+    };
+    std::printf("[ bench ] %-22s %10s %10s %8s\n", "matrix-vector", "us/matvec", "GB/s", "of copy");
+    double q4_large = 0;
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_1, DType::Q5_1, DType::Q4_K, DType::Q6_K, DType::Q2_K,
+                    DType::F16}) {
+        for (Shape s : {Shape{4096, 4096}, Shape{4096, 11008}, Shape{11008, 4096}, Shape{4096, 32000}}) {
+            if (s.N == 32000 && t != DType::Q4_0 && t != DType::Q8_0) continue;
+            const double one = static_cast<double>(dtype_row_size(t, s.K)) * static_cast<double>(s.N);
+            const int copies = std::max(2, static_cast<int>(256e6 / one) + 1);
+            auto c = matmul_case(t, s.K, s.N, 1, copies);
+            const CaseResult r = run_case(*c, *gpu, 20);
+            ASSERT_TRUE(r.supported) << c->name;
+            const double gbs = c->bytes / r.seconds_per_run / 1e9;
+            std::printf("[ bench ] %-22s %10.2f %10.0f %7.0f%%\n", c->name.c_str(), r.seconds_per_run / copies * 1e6,
+                        gbs, 100.0 * gbs * 1e9 / copy);
+            if (t == DType::Q4_0 && s.N == 11008) q4_large = gbs * 1e9 / copy;
+        }
+    }
+    std::printf("[ bench ] %-22s %10s %10s\n", "prompt GEMM (M=512)", "ms", "TFLOP/s");
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16}) {
+        auto c = matmul_case(t, 4096, 11008, 512, 2);
+        const CaseResult r = run_case(*c, *gpu, 10);
+        ASSERT_TRUE(r.supported);
+        std::printf("[ bench ] %-22s %10.3f %10.1f\n", c->name.c_str(), r.seconds_per_run / 2 * 1e3,
+                    c->flops / r.seconds_per_run / 1e12);
+    }
+    std::printf("[ bench ] Q4_0 4096x11008 matvec reaches %.0f%% of the copy bandwidth\n", 100.0 * q4_large);
+#endif
+}
+
+}  // namespace
+}  // namespace lantern::test

@@ -1,0 +1,245 @@
+// Every op on the CUDA backend against the CPU backend (the common harness's
+// cases, the OpenCL backend's tolerances), and the cases the harness does not
+// reach: the prompt attention kernel, flash-decoding with several splits,
+// matrix-vector shapes with several blocks per lane for every weight type,
+// and the fused launches (Q/K/V, gate/up/SiLU, RoPE + KV writes).
+// Skipped when no CUDA device is present (CI compiles, the device runs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "backends/cpu/cpu_backend.h"
+#include "cuda_test_util.h"
+#include "op_harness.h"
+
+namespace lantern::test {
+namespace {
+
+constexpr uint32_t kSeed = 1234;
+
+void expect_matches_cpu(OpCase& c, Backend& gpu) {
+    SCOPED_TRACE(c.name);
+    CpuBackend cpu(2);
+    const CaseResult want = run_case(c, cpu);
+    const CaseResult got = run_case(c, gpu);
+    ASSERT_TRUE(want.supported);
+    ASSERT_TRUE(got.supported) << c.name << " is not supported by the CUDA backend";
+    EXPECT_TRUE(got.guards_intact) << c.name << " wrote outside its output";
+    ASSERT_EQ(got.outputs.size(), want.outputs.size());
+    for (size_t i = 0; i < got.outputs.size(); ++i) {
+        const double e = nmse(got.outputs[i], want.outputs[i]);
+        EXPECT_LE(e, c.tolerance) << c.name << " output " << i;
+        double mag = 0;
+        for (float v : want.outputs[i]) mag += std::abs(v);
+        EXPECT_GT(mag, 0.0) << c.name;
+    }
+}
+
+class CudaOps : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CudaOps, MatchesCpu) {
+    Backend* gpu = cuda_backend();
+    if (gpu == nullptr) GTEST_SKIP() << "no CUDA device";
+    auto cases = make_op_cases(kSeed);
+    ASSERT_LT(GetParam(), cases.size());
+    expect_matches_cpu(*cases[GetParam()], *gpu);
+}
+
+// Case names, made once (building the cases quantizes their weights).
+std::vector<std::string> names_of(const std::vector<std::unique_ptr<OpCase>>& cases) {
+    std::vector<std::string> names;
+    for (const auto& c : cases) names.push_back(c->name);
+    return names;
+}
+const std::vector<std::string>& harness_names() {
+    static const std::vector<std::string> names = names_of(make_op_cases(kSeed));
+    return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, CudaOps, ::testing::Range<size_t>(0, harness_names().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) { return harness_names()[info.param]; });
+
+// --- cases beyond the harness ------------------------------------------------
+
+using CaseFn = std::unique_ptr<OpCase> (*)();
+
+std::unique_ptr<OpCase> new_case(const char* name, double tol) {
+    auto c = std::make_unique<OpCase>();
+    c->name = name;
+    c->tolerance = tol;
+    return c;
+}
+
+// Attention over one prompt of T tokens (causal), or two interleaved
+// sequences, with the prompt kernel (T > 8) or flash-decoding with splits.
+std::unique_ptr<OpCase> attention_case(const char* name, int64_t hd, int64_t n_head, int64_t n_kv,
+                                       const std::vector<int32_t>& pos, const std::vector<int32_t>& seq, int n_ctx,
+                                       int window, float softcap, uint32_t seed) {
+    auto c = new_case(name, 5e-4);
+    CaseLeaves b{*c, std::mt19937(seed)};
+    const int64_t T = static_cast<int64_t>(pos.size());
+    Tensor* q = b.leaf(DType::F32, {hd, n_head, T}, "q", -2.0f, 2.0f);
+    Tensor* kc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    c->outputs.push_back(c->graph.attention(q, kc, vc, b.ints(pos, "pos"), b.ints(seq, "seq"), static_cast<int>(n_kv),
+                                            n_ctx, 1.0f / std::sqrt(static_cast<float>(hd)), softcap, window));
+    return c;
+}
+
+std::vector<int32_t> iota(int n, int from = 0) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = from + i;
+    return v;
+}
+
+std::unique_ptr<OpCase> attn_prompt_hd64() {
+    return attention_case("attn_prompt_hd64_gqa", 64, 8, 2, iota(70, 5), std::vector<int32_t>(70, 1), 128, 0, 0.0f, 1);
+}
+std::unique_ptr<OpCase> attn_prompt_hd128() {
+    return attention_case("attn_prompt_hd128", 128, 4, 4, iota(40), std::vector<int32_t>(40, 0), 64, 0, 0.0f, 2);
+}
+std::unique_ptr<OpCase> attn_prompt_two_seqs_window_softcap() {
+    std::vector<int32_t> pos, seq;
+    for (int i = 0; i < 24; ++i) {
+        pos.push_back(i / 2);
+        seq.push_back(i % 2);
+    }
+    return attention_case("attn_prompt_two_seqs_window_softcap", 64, 4, 1, pos, seq, 32, 6, 20.0f, 3);
+}
+std::unique_ptr<OpCase> attn_decode_splits_hd128() {
+    return attention_case("attn_decode_splits_hd128", 128, 32, 32, {1500}, {0}, 2048, 0, 0.0f, 4);
+}
+std::unique_ptr<OpCase> attn_decode_splits_gqa12() {
+    // 12 query heads per KV head: two head blocks of up to 8.
+    return attention_case("attn_decode_splits_gqa12", 64, 24, 2, {3000, 17}, {1, 0}, 4096, 0, 0.0f, 5);
+}
+
+// Matrix-vector shapes with several blocks per lane and ragged tails.
+std::unique_ptr<OpCase> matvec_case(DType t, int64_t K, int64_t N, int64_t M, uint32_t seed) {
+    auto c = new_case("", 5e-4);
+    c->name = std::string("mul_mat_") + dtype_name(t) + "_" + std::to_string(K) + "x" + std::to_string(N) + "x" +
+              std::to_string(M);
+    CaseLeaves b{*c, std::mt19937(seed)};
+    Tensor* w = b.weight(t, {K, N}, "w");
+    Tensor* x = b.leaf(DType::F32, {K, M}, "x");
+    c->outputs.push_back(c->graph.mul_mat(w, x));
+    return c;
+}
+
+// A layer's fusable patterns: Q/K/V on one activation, RoPE + both cache
+// writes, gate/up + SiLU (decode shapes, f16 caches).
+std::unique_ptr<OpCase> fused_layer(DType t, int64_t T) {
+    auto c = new_case("", 5e-4);
+    c->name = std::string("fused_layer_") + dtype_name(t) + "_t" + std::to_string(T);
+    CaseLeaves b{*c, std::mt19937(77 + static_cast<uint32_t>(T))};
+    Graph& g = c->graph;
+    const int64_t E = 256, hd = 64, n_head = 4, n_kv = 2, F = 512;
+    const int n_ctx = 32;
+    Tensor* x = b.leaf(DType::F32, {E, T}, "x");
+    Tensor* q = g.mul_mat(b.weight(t, {E, hd * n_head}, "wq"), x);
+    Tensor* k = g.mul_mat(b.weight(t, {E, hd * n_kv}, "wk"), x);
+    Tensor* v = g.mul_mat(b.weight(t, {E, hd * n_kv}, "wv"), x);
+    std::vector<int32_t> pos, seq;
+    for (int64_t i = 0; i < T; ++i) {
+        pos.push_back(static_cast<int32_t>(9 + i));
+        seq.push_back(static_cast<int32_t>(i % 2));
+    }
+    Tensor* tp = b.ints(pos, "pos");
+    Tensor* ts = b.ints(seq, "seq");
+    Tensor* qk = g.rope_qk(g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), tp, nullptr, 64,
+                           RopeMode::Normal, 10000.0f, 1.0f);
+    Tensor* k_rows = g.view(qk, {hd * n_kv, T}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
+    Tensor* kc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* k_all = g.kv_store(k_rows, kc, tp, ts, n_ctx);
+    Tensor* v_all = g.kv_store(v, vc, tp, ts, n_ctx);
+    Tensor* attn = g.attention(g.rope_qk_part(qk, false), k_all, v_all, tp, ts, static_cast<int>(n_kv), n_ctx, 0.125f,
+                               0.0f, 0);
+    Tensor* gate = g.mul_mat(b.weight(t, {E, F}, "w_gate"), x);
+    Tensor* up = g.mul_mat(b.weight(t, {E, F}, "w_up"), x);
+    Tensor* act = g.silu_mul(gate, up);
+    c->outputs = {q, k, v, qk, attn, gate, up, act, k_all, v_all};
+    return c;
+}
+
+// AddRmsNorm of one row fused into the matrix-vector launches that read its
+// normed slice (Q/K/V, then wo-like, then gate/up/SiLU).
+std::unique_ptr<OpCase> prenorm_chain(DType t) {
+    auto c = new_case("", 5e-4);
+    c->name = std::string("prenorm_chain_") + dtype_name(t);
+    CaseLeaves b{*c, std::mt19937(91)};
+    Graph& g = c->graph;
+    const int64_t E = 512, F = 1024;
+    Tensor* res = b.leaf(DType::F32, {E, 1}, "residual");
+    Tensor* add = b.leaf(DType::F32, {E, 1}, "ffn_out");
+    Tensor* f1 = g.add_rms_norm(res, add, b.weight(DType::F32, {E}, "attn_norm"), 1e-5f);
+    Tensor* x1 = g.fused_slice(f1, 1);
+    Tensor* q = g.mul_mat(b.weight(t, {E, E}, "wq"), x1);
+    Tensor* k = g.mul_mat(b.weight(t, {E, 128}, "wk"), x1);
+    Tensor* v = g.mul_mat(b.weight(t, {E, 128}, "wv"), x1);
+    Tensor* f2 = g.add_rms_norm(g.fused_slice(f1, 0), q, b.weight(DType::F32, {E}, "ffn_norm"), 1e-5f);
+    Tensor* x2 = g.fused_slice(f2, 1);
+    Tensor* gate = g.mul_mat(b.weight(t, {E, F}, "w_gate"), x2);
+    Tensor* up = g.mul_mat(b.weight(t, {E, F}, "w_up"), x2);
+    Tensor* act = g.silu_mul(gate, up);
+    c->outputs = {f1, q, k, v, f2, gate, up, act};
+    return c;
+}
+
+struct Extra {
+    std::string name;  // as the case names itself
+    std::function<std::unique_ptr<OpCase>()> make;
+};
+
+// The extra cases, each built on demand (building quantizes the weights, so
+// registering the tests must not).
+const std::vector<Extra>& extras() {
+    static const std::vector<Extra> list = [] {
+        std::vector<Extra> f;
+        const std::pair<const char*, CaseFn> attn[] = {
+            {"attn_prompt_hd64_gqa", attn_prompt_hd64},
+            {"attn_prompt_hd128", attn_prompt_hd128},
+            {"attn_prompt_two_seqs_window_softcap", attn_prompt_two_seqs_window_softcap},
+            {"attn_decode_splits_hd128", attn_decode_splits_hd128},
+            {"attn_decode_splits_gqa12", attn_decode_splits_gqa12}};
+        for (const auto& [name, fn] : attn) f.push_back({name, fn});
+        uint32_t seed = 100;
+        for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+            const std::string ty = dtype_name(t);
+            const uint32_t s1 = ++seed, s2 = ++seed;
+            f.push_back({"mul_mat_" + ty + "_5120x300x1", [t, s1] { return matvec_case(t, 5120, 300, 1, s1); }});
+            f.push_back({"mul_mat_" + ty + "_1024x70x64", [t, s2] { return matvec_case(t, 1024, 70, 64, s2); }});
+        }
+        for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
+            f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
+        }
+        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
+            for (int64_t T : {1, 3, 12}) {
+                f.push_back({std::string("fused_layer_") + dtype_name(t) + "_t" + std::to_string(T),
+                             [t, T] { return fused_layer(t, T); }});
+            }
+        }
+        return f;
+    }();
+    return list;
+}
+
+class CudaExtraOps : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CudaExtraOps, MatchesCpu) {
+    Backend* gpu = cuda_backend();
+    if (gpu == nullptr) GTEST_SKIP() << "no CUDA device";
+    ASSERT_LT(GetParam(), extras().size());
+    const Extra& e = extras()[GetParam()];
+    auto c = e.make();
+    EXPECT_EQ(c->name, e.name);
+    expect_matches_cpu(*c, *gpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaExtraOps, ::testing::Range<size_t>(0, extras().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) { return extras()[info.param].name; });
+
+}  // namespace
+}  // namespace lantern::test
