@@ -1,6 +1,7 @@
 // lantern run: generate from a prompt, or chat with the model's template.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -27,6 +28,7 @@ struct RunOptions {
     std::string chat_template;
     bool ignore_eos = false;
     bool no_display_prompt = false;
+    std::vector<std::string> reverse_prompts;  // stop when the text ends with one
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -43,23 +45,56 @@ void feed(Context& ctx, const std::vector<int32_t>& tokens) {
     ctx.decode(b);
 }
 
-// Samples and streams up to n tokens; returns the text generated.
-std::string generate(const Model& model, Context& ctx, Sampler& sampler, int n, bool ignore_eos, bool* stopped) {
+// Samples and streams up to n tokens; returns the text generated. Generation
+// also stops when the text ends with a reverse prompt; text that could be the
+// start of one is held back, and a reverse prompt that matched is not shown
+// (but stays in the returned text, as it is in the KV cache).
+std::string generate(const Model& model, Context& ctx, Sampler& sampler, int n, bool ignore_eos,
+                     const std::vector<std::string>& reverse, bool trim_leading, bool* stopped) {
     std::string text;
+    size_t shown = 0;
     *stopped = false;
+    auto show = [&](size_t upto) {
+        if (trim_leading && shown == 0) {  // the template's separator after the role
+            while (shown < upto && text[shown] == ' ') ++shown;
+        }
+        if (upto > shown) std::fwrite(text.data() + shown, 1, upto - shown, stdout);
+        shown = std::max(shown, upto);
+        std::fflush(stdout);
+    };
     for (int i = 0; i < n; ++i) {
         const int32_t tok = sampler.sample(ctx.logits(0));
         if (model.is_end_of_generation(tok) && !ignore_eos) {
             *stopped = true;
             break;
         }
-        const std::string piece = model.token_to_piece(tok);
-        text += piece;
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        text += model.token_to_piece(tok);
+        size_t safe = text.size();
+        bool hit = false;
+        for (const std::string& r : reverse) {
+            if (r.empty()) continue;
+            const size_t at = text.find(r, shown > r.size() ? shown - r.size() : 0);
+            if (at != std::string::npos) {
+                safe = std::min(safe, at);
+                hit = true;
+                continue;
+            }
+            for (size_t k = std::min(r.size() - 1, text.size()); k > 0; --k) {
+                if (text.compare(text.size() - k, k, r, 0, k) == 0) {
+                    safe = std::min(safe, text.size() - k);
+                    break;
+                }
+            }
+        }
+        show(safe);
         if (ctx.sequence_length(0) >= ctx.n_ctx()) break;
-        feed(ctx, {tok});
+        feed(ctx, {tok});  // the cache holds all of `text`, a matched reverse prompt too
+        if (hit) {
+            *stopped = true;
+            return text;
+        }
     }
+    show(text.size());
     return text;
 }
 
@@ -88,7 +123,7 @@ void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampl
     for (int32_t t : tokens) sampler.accept(t);
     feed(ctx, tokens);
     bool stopped = false;
-    generate(model, ctx, sampler, o.n_predict, o.ignore_eos, &stopped);
+    generate(model, ctx, sampler, o.n_predict, o.ignore_eos, o.reverse_prompts, false, &stopped);
     std::printf("\n");
 }
 
@@ -131,11 +166,18 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
         for (int32_t t : tokens) sampler.accept(t);
         feed(ctx, tokens);
         bool stopped = false;
-        const std::string reply = generate(model, ctx, sampler, o.n_predict, false, &stopped);
+        std::string reply = generate(model, ctx, sampler, o.n_predict, false, o.reverse_prompts, true, &stopped);
         std::printf("\n");
         std::fflush(stdout);
+        cached = full + reply;  // what the cache holds, a matched reverse prompt included
+        for (const std::string& r : o.reverse_prompts) {
+            const size_t at = r.empty() ? std::string::npos : reply.find(r);
+            if (at != std::string::npos) reply.resize(at);
+        }
+        // Templates write their own separator after the role; the reply's
+        // leading space belongs to it.
+        reply.erase(0, reply.find_first_not_of(' '));
         messages.push_back({"assistant", reply});
-        cached = full + reply;
         if (o.single_turn) break;
     }
 }
@@ -166,6 +208,9 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("--system", o->system, "system message for chat mode");
     cmd->add_option("--chat-template", o->chat_template, "chat template: a built-in name or Jinja source");
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
+    cmd->add_option("-r,--reverse-prompt", o->reverse_prompts,
+                    "stop generating when the text ends with this (repeatable; the `plain` chat template "
+                    "uses \"\\nUser\" unless given)");
     cmd->add_flag("--no-display-prompt", o->no_display_prompt, "do not echo the prompt");
     cmd->callback([o] {
         if (!o->prompt_file.empty()) {
@@ -183,6 +228,7 @@ void add_run_command(CLI::App& app) {
         SamplerParams sp = o->sampling;
         sp.seed = o->seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(o->seed);
         Sampler sampler(sp, model->n_vocab());
+        if (o->chat_template == "plain" && o->reverse_prompts.empty()) o->reverse_prompts.push_back("\nUser");
         if (o->chat || o->prompt.empty()) {
             run_chat(*o, *model, ctx, sampler);
         } else {

@@ -2,6 +2,9 @@
 // template, and a plain completion.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include "cli_runner.h"
 
 namespace lantern::test {
@@ -22,6 +25,19 @@ TEST(Gemma3Cli, ChatAnswersGolden) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(o.out.rfind("What is the capital of France? Answer in one sentence.\n", 0), 0u) << o.out;
     EXPECT_NE(o.err.find("gemma3"), std::string::npos) << o.err;
+}
+
+// With the `plain` transcript template (User: / Assistant:), which a base
+// model continues naturally, it answers; `--chat-template plain` also stops
+// generation at the next "\nUser" turn. Two turns through one KV cache.
+TEST(Gemma3Cli, PlainTemplateChatAnswers) {
+    const std::string file = temp_path("gemma-chat-input.txt").string();
+    std::ofstream(file) << "What is the capital of France?\nWhat is 2 + 2?\n";
+    const CliOutput o = run_lantern("run " + gemma3_arg() + " --chat --chat-template plain --temp 0 -n 32 -t 2 < " +
+                                    shell_quote(file));
+    std::remove(file.c_str());
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out, "The capital of France is Paris.\n2 + 2 = 4.\n");
 }
 
 TEST(Gemma3Cli, CompletionGolden) {

@@ -7,77 +7,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/cpu_math.h"
 #include "core/half.h"
 
-#if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 namespace lantern::cpu {
-
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
-    int64_t i = 0;
-    float s = 0.0f;
-#if defined(__AVX512F__)
-    __m512 acc = _mm512_setzero_ps();
-    for (; i + 16 <= n; i += 16) {
-        const __m512 vb = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), vb, acc);
-    }
-    s = _mm512_reduce_add_ps(acc);
-#elif defined(__F16C__) && defined(__FMA__)
-    __m256 acc = _mm256_setzero_ps();
-    for (; i + 8 <= n; i += 8) {
-        const __m256 vb = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i)));
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), vb, acc);
-    }
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    lo = _mm_hadd_ps(lo, lo);
-    lo = _mm_hadd_ps(lo, lo);
-    s = _mm_cvtss_f32(lo);
-#endif
-    for (; i < n; ++i) s += a[i] * fp16_to_f32(b[i]);
-    return s;
-}
-
-void axpy_f16(float w, const uint16_t* v, float* out, int64_t n) {
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    const __m512 vw = _mm512_set1_ps(w);
-    for (; i + 16 <= n; i += 16) {
-        const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)));
-        _mm512_storeu_ps(out + i, _mm512_fmadd_ps(vw, vv, _mm512_loadu_ps(out + i)));
-    }
-#elif defined(__F16C__) && defined(__FMA__)
-    const __m256 vw = _mm256_set1_ps(w);
-    for (; i + 8 <= n; i += 8) {
-        const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vw, vv, _mm256_loadu_ps(out + i)));
-    }
-#endif
-    for (; i < n; ++i) out[i] += w * fp16_to_f32(v[i]);
-}
 
 namespace {
 
 bool cache_type_ok(DType t) { return t == DType::F16 || t == DType::F32; }
-
-float dot_cache(const float* q, const uint8_t* k, DType t, int64_t n) {
-    return t == DType::F16 ? dot_f32_f16(q, reinterpret_cast<const uint16_t*>(k), n)
-                           : dot_f32(q, reinterpret_cast<const float*>(k), n);
-}
-
-void axpy_cache(float w, const uint8_t* v, DType t, float* out, int64_t n) {
-    if (t == DType::F16) {
-        axpy_f16(w, reinterpret_cast<const uint16_t*>(v), out, n);
-    } else {
-        const float* vf = reinterpret_cast<const float*>(v);
-        for (int64_t i = 0; i < n; ++i) out[i] += w * vf[i];
-    }
-}
 
 }  // namespace
 
@@ -115,9 +56,75 @@ bool attention_accepts(const Tensor& dst) {
            dst.src[2]->type == dst.src[1]->type && dst.src[3]->type == DType::I32 && dst.src[4]->type == DType::I32;
 }
 
+// Attention is computed block by block, flash-attention style: queries are
+// grouped into blocks of up to kQueryBlock consecutive positions of one
+// sequence, and for each KV head and query block the keys are visited in
+// blocks of kKeyBlock. Each key block is converted to f32 once (K transposed,
+// so 16 scores come from one vector FMA per dimension instead of a
+// horizontal sum per key) and serves every query of the block and every
+// query head sharing the KV head. Softmax is online: a running maximum and
+// sum per query row, the accumulator rescaled once per key block.
+namespace {
+
+constexpr int64_t kQueryBlock = 16;
+constexpr int64_t kKeyBlock = 64;
+
+struct QueryBlock {
+    int64_t begin, end;  // tokens [begin, end): one sequence, consecutive positions
+};
+
+std::vector<QueryBlock> query_blocks(const int32_t* pos, const int32_t* seq, int64_t T) {
+    std::vector<QueryBlock> blocks;
+    for (int64_t t = 0; t < T;) {
+        int64_t e = t + 1;
+        while (e < T && e - t < kQueryBlock && seq[e] == seq[t] && pos[e] == pos[e - 1] + 1) ++e;
+        blocks.push_back({t, e});
+        t = e;
+    }
+    return blocks;
+}
+
+// Per-thread scratch in floats.
+size_t scratch_floats(int64_t hd, int64_t group) {
+    const int64_t rows = kQueryBlock * group;
+    return static_cast<size_t>(2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + 2 * rows + hd + 64);
+}
+
+// Rows [first, first + n) of a cache, converted to f32: transposed into
+// kt[d * kKeyBlock + j] for K, row-major into v[j * hd + d] for V.
+void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* kt, float* tmp) {
+    const size_t elt = dtype_type_size(cache.type);
+    for (int64_t j = 0; j < n; ++j) {
+        const uint8_t* row = row_ptr(cache, first + j) + static_cast<size_t>(col) * elt;
+        const float* f = reinterpret_cast<const float*>(row);
+        if (cache.type == DType::F16) {
+            fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), tmp, hd);
+            f = tmp;
+        }
+        for (int64_t d = 0; d < hd; ++d) kt[d * kKeyBlock + j] = f[d];
+    }
+    for (int64_t j = n; j < kKeyBlock; ++j) {
+        for (int64_t d = 0; d < hd; ++d) kt[d * kKeyBlock + j] = 0.0f;
+    }
+}
+
+void load_values(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* v) {
+    const size_t elt = dtype_type_size(cache.type);
+    for (int64_t j = 0; j < n; ++j) {
+        const uint8_t* row = row_ptr(cache, first + j) + static_cast<size_t>(col) * elt;
+        if (cache.type == DType::F16) {
+            fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), v + j * hd, hd);
+        } else {
+            std::memcpy(v + j * hd, row, static_cast<size_t>(hd) * sizeof(float));
+        }
+    }
+}
+
+}  // namespace
+
 size_t attention_scratch(const Tensor& dst, int nth) {
-    const size_t per_thread = static_cast<size_t>(dst.param_i(1)) + static_cast<size_t>(dst.src[0]->ne[0]) + 16;
-    return per_thread * sizeof(float) * static_cast<size_t>(nth);
+    const int64_t hd = dst.src[0]->ne[0], group = dst.src[0]->ne[1] / dst.param_i(0);
+    return scratch_floats(hd, group) * sizeof(float) * static_cast<size_t>(nth);
 }
 
 void attention(const KernelContext& ctx, const Tensor& dst) {
@@ -131,46 +138,88 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
     const float scale = dst.param_f(2), softcap = dst.param_f(3);
     const int64_t window = dst.param_i(4);
     const int64_t group = n_head / n_head_kv;
-    const size_t elt = dtype_type_size(kc.type);
 
-    float* scores = reinterpret_cast<float*>(ctx.scratch) +
-                    static_cast<size_t>(ctx.ith) * (static_cast<size_t>(n_ctx_seq + hd) + 16);
-    float* acc = scores + n_ctx_seq;
+    float* kt = reinterpret_cast<float*>(ctx.scratch) + scratch_floats(hd, group) * static_cast<size_t>(ctx.ith);
+    float* vb = kt + kKeyBlock * hd;
+    float* sc = vb + kKeyBlock * hd;              // [rows][kKeyBlock] scores, then probabilities
+    float* acc = sc + kQueryBlock * group * kKeyBlock;  // [rows][hd]
+    float* mx = acc + kQueryBlock * group * hd;   // [rows] running maximum
+    float* sum = mx + kQueryBlock * group;        // [rows] running sum
+    float* tmp = sum + kQueryBlock * group;       // [hd] one converted key row
 
+    const std::vector<QueryBlock> blocks = query_blocks(pos, seq, T);
+    const int64_t items = static_cast<int64_t>(blocks.size()) * n_head_kv;
     int64_t begin, end;
-    split_range(T * n_head, ctx.ith, ctx.nth, begin, end);
-    for (int64_t w = begin; w < end; ++w) {
-        const int64_t t = w / n_head, h = w % n_head;
-        const int64_t kvh = h / group;
-        const float* qv = reinterpret_cast<const float*>(row_ptr(q, h, t));
-        float* out = reinterpret_cast<float*>(row_ptr_mut(dst, t)) + h * hd;
-        const int64_t p = std::clamp<int64_t>(pos[t], 0, n_ctx_seq - 1);
-        const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-        const int64_t base = static_cast<int64_t>(seq[t]) * n_ctx_seq;
-        if (base < 0 || base + n_ctx_seq > kc.ne[1]) {
-            std::memset(out, 0, static_cast<size_t>(hd) * sizeof(float));
-            continue;
+    split_range(items, ctx.ith, ctx.nth, begin, end);
+    for (int64_t item = begin; item < end; ++item) {
+        const QueryBlock qb = blocks[static_cast<size_t>(item / n_head_kv)];
+        const int64_t kvh = item % n_head_kv;
+        const int64_t nq = qb.end - qb.begin, rows = nq * group;
+        const int64_t base = static_cast<int64_t>(seq[qb.begin]) * n_ctx_seq;
+        const bool bad_seq = base < 0 || base + n_ctx_seq > kc.ne[1];
+        // Key range of the block: from the first query's window start to the
+        // last query's position.
+        const int64_t p_first = std::clamp<int64_t>(pos[qb.begin], 0, n_ctx_seq - 1);
+        const int64_t p_last = std::clamp<int64_t>(pos[qb.end - 1], 0, n_ctx_seq - 1);
+        const int64_t k_lo = window > 0 ? std::max<int64_t>(0, p_first - window + 1) : 0;
+
+        std::fill(acc, acc + rows * hd, 0.0f);
+        std::fill(mx, mx + rows, -INFINITY);
+        std::fill(sum, sum + rows, 0.0f);
+        for (int64_t k0 = k_lo; !bad_seq && k0 <= p_last; k0 += kKeyBlock) {
+            const int64_t nk = std::min(kKeyBlock, p_last + 1 - k0);
+            load_keys(kc, base + k0, nk, kvh * hd, hd, kt, tmp);
+            load_values(vc, base + k0, nk, kvh * hd, hd, vb);
+            for (int64_t r = 0; r < rows; ++r) {
+                const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
+                const int64_t p = std::clamp<int64_t>(pos[t], 0, n_ctx_seq - 1);
+                const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+                const float* qv = reinterpret_cast<const float*>(row_ptr(q, h, t));
+                float* s = sc + r * kKeyBlock;
+                std::fill(s, s + kKeyBlock, 0.0f);
+                for (int64_t d = 0; d < hd; ++d) {
+                    const float x = qv[d] * scale;
+                    const float* kd = kt + d * kKeyBlock;
+#pragma omp simd
+                    for (int64_t j = 0; j < kKeyBlock; ++j) s[j] += x * kd[j];
+                }
+                float block_max = -INFINITY;
+                for (int64_t j = 0; j < nk; ++j) {
+                    const int64_t kp = k0 + j;
+                    if (kp < lo || kp > p) {
+                        s[j] = -INFINITY;
+                        continue;
+                    }
+                    if (softcap > 0.0f) s[j] = softcap * std::tanh(s[j] / softcap);
+                    block_max = std::max(block_max, s[j]);
+                }
+                if (block_max == -INFINITY) continue;  // no visible key in this block
+                const float m_new = std::max(mx[r], block_max);
+                const float rescale = fast_exp(mx[r] - m_new);
+                float block_sum = 0.0f;
+                for (int64_t j = 0; j < nk; ++j) {
+                    s[j] = s[j] == -INFINITY ? 0.0f : fast_exp(s[j] - m_new);
+                    block_sum += s[j];
+                }
+                sum[r] = sum[r] * rescale + block_sum;
+                mx[r] = m_new;
+                float* a = acc + r * hd;
+                for (int64_t d = 0; d < hd; ++d) a[d] *= rescale;
+                for (int64_t j = 0; j < nk; ++j) {
+                    const float w = s[j];
+                    if (w == 0.0f) continue;
+                    const float* vr = vb + j * hd;
+#pragma omp simd
+                    for (int64_t d = 0; d < hd; ++d) a[d] += w * vr[d];
+                }
+            }
         }
-        float mx = -INFINITY;
-        for (int64_t j = lo; j <= p; ++j) {
-            const uint8_t* krow = row_ptr(kc, base + j) + static_cast<size_t>(kvh * hd) * elt;
-            float s = dot_cache(qv, krow, kc.type, hd) * scale;
-            if (softcap > 0.0f) s = softcap * std::tanh(s / softcap);
-            scores[j - lo] = s;
-            mx = std::max(mx, s);
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
+            float* out = reinterpret_cast<float*>(row_ptr_mut(dst, t)) + h * hd;
+            const float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
+            for (int64_t d = 0; d < hd; ++d) out[d] = acc[r * hd + d] * inv;
         }
-        float sum = 0.0f;
-        for (int64_t j = 0; j <= p - lo; ++j) {
-            scores[j] = fast_exp(scores[j] - mx);
-            sum += scores[j];
-        }
-        std::fill(acc, acc + hd, 0.0f);
-        for (int64_t j = lo; j <= p; ++j) {
-            const uint8_t* vrow = row_ptr(vc, base + j) + static_cast<size_t>(kvh * hd) * elt;
-            axpy_cache(scores[j - lo], vrow, vc.type, acc, hd);
-        }
-        const float inv = 1.0f / sum;
-        for (int64_t i = 0; i < hd; ++i) out[i] = acc[i] * inv;
     }
 }
 

@@ -51,9 +51,4 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
     return s;
 }
 
-// sum_i a[i] * half(b[i])
-float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
-// out[i] += w * half(v[i])
-void axpy_f16(float w, const uint16_t* v, float* out, int64_t n);
-
 }  // namespace lantern::cpu
