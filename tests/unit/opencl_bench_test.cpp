@@ -128,7 +128,9 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
     std::unique_ptr<Backend> gpu = make_opencl_backend(0);
     auto& ocl = static_cast<ocl::OpenClBackend&>(*gpu);
     std::printf("[ bench ] device: %s\n", gpu->description().c_str());
-    std::printf("[ bench ] programs: matvec TPR %zu, tensor-core kernels %s\n", ocl.programs().shape().mv_tpr,
+    std::setvbuf(stdout, nullptr, _IONBF, 0);  // every row out at once, even if the run is cut short
+    std::printf("[ bench ] programs: matvec %zu work-items x %zu rows per slot, tensor-core kernels %s\n",
+                ocl.programs().shape().mv_tpr, ocl.programs().shape().mv_rpt,
                 ocl.programs().available(ocl::ProgramId::MatmulNv) ? "yes" : "no");
 
     const double copy = driver_copy_bandwidth(ocl);

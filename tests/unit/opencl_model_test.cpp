@@ -1,11 +1,13 @@
-// The default model on the OpenCL backend (PoCL in CI): greedy output equal
-// to the CPU's, recorded steps equal to eager ones, partial offload agreeing
-// at every split, and a forced kernel build failure falling back to the CPU.
+// The default model on the OpenCL backend (PoCL in CI): greedy output as the
+// CPU's (see expect_greedy_agrees), recorded steps equal to eager ones,
+// partial offload agreeing at every split, and a forced kernel build failure
+// falling back to the CPU.
 #if defined(LANTERN_HAVE_OPENCL)
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -59,8 +61,10 @@ struct Generation {
 };
 
 // Greedy decoding of n tokens after the prompt (not stopping at the end of
-// turn: the continuation is compared, not the answer).
-Generation greedy(Model& m, int n) {
+// turn: the continuation is compared, not the answer). With `forced`, those
+// tokens are fed instead (teacher forcing); `tokens` still holds each
+// step's argmax.
+Generation greedy(Model& m, int n, const std::vector<int32_t>* forced = nullptr) {
     Context ctx(m, ContextParams{.n_ctx = 128});
     Batch b;
     for (size_t i = 0; i < kChatPrompt.size(); ++i) b.add(kChatPrompt[i], static_cast<int>(i), 0, i + 1 == kChatPrompt.size());
@@ -75,7 +79,7 @@ Generation greedy(Model& m, int n) {
         }
         r.tokens.push_back(best);
         Batch next;
-        next.add(best, ctx.sequence_length(0), 0, true);
+        next.add(forced != nullptr ? (*forced)[static_cast<size_t>(i)] : best, ctx.sequence_length(0), 0, true);
         ctx.decode(next);
     }
     return r;
@@ -91,22 +95,6 @@ double nmse_of(const std::vector<float>& a, const std::vector<float>& ref) {
     return num / den;
 }
 
-// Both backends quantize every product's input rows to 8 bits the same way,
-// but sum in different orders: a last-bit difference can move a value across
-// a rounding boundary, and over 30 layers such flips grow to 1e-4..1e-2
-// normalised MSE in the logits (as the CPU against the float64 reference,
-// model_test.cpp). Greedy tokens still agree; the logits are held to the
-// reference test's bounds.
-void expect_close_logits(const Generation& got, const Generation& want) {
-    double total = 0;
-    for (size_t i = 0; i < got.logits.size(); ++i) {
-        const double e = nmse_of(got.logits[i], want.logits[i]);
-        EXPECT_LE(e, 3e-2) << "token " << i;
-        total += e;
-    }
-    EXPECT_LE(total / static_cast<double>(got.logits.size()), 1e-2);
-}
-
 const Generation& cpu_run() {
     static const Generation r = [] {
         auto m = load("cpu", 0);
@@ -115,14 +103,64 @@ const Generation& cpu_run() {
     return r;
 }
 
-TEST(OpenclModel, GreedyOutputEqualsCpuFor64Tokens) {
+// Both backends quantize every product's input rows to 8 bits the same way,
+// but sum in different orders: a last-bit difference can move a value across
+// a rounding boundary, and over 30 layers such flips grow to 1e-4..1e-2
+// normalised MSE in the logits (as the CPU against the float64 reference,
+// model_test.cpp), about 0.1 logit. Where the CPU's two best tokens are closer
+// than kTie, either may come out on top on either backend.
+constexpr float kTie = 0.25f;
+
+float top2_margin(const std::vector<float>& l) {
+    float a = -INFINITY, b = -INFINITY;
+    for (float v : l) {
+        if (v > a) {
+            b = a;
+            a = v;
+        } else if (v > b) {
+            b = v;
+        }
+    }
+    return a - b;
+}
+
+// The backend's greedy output against the CPU's over n tokens: the same
+// tokens up to the first near tie of the CPU's (free-running), and, fed the
+// CPU's tokens (teacher forcing), the same choice at every position that is
+// not a near tie, with the logits within the reference test's bounds.
+void expect_greedy_agrees(Model& m, int n) {
+    const Generation& want = cpu_run();
+    const Generation got = greedy(m, n);
+    int clear = 0;
+    while (clear < n && top2_margin(want.logits[static_cast<size_t>(clear)]) >= kTie) ++clear;
+    EXPECT_EQ(std::vector<int32_t>(got.tokens.begin(), got.tokens.begin() + clear),
+              std::vector<int32_t>(want.tokens.begin(), want.tokens.begin() + clear))
+        << "opencl: " << m.detokenize(got.tokens) << "\ncpu: " << m.detokenize(want.tokens);
+
+    const std::vector<int32_t> cpu_tokens(want.tokens.begin(), want.tokens.begin() + n);
+    const Generation forced = greedy(m, n, &cpu_tokens);
+    double total = 0;
+    int compared = 0;
+    for (int i = 0; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        if (top2_margin(want.logits[k]) >= kTie) {
+            EXPECT_EQ(forced.tokens[k], want.tokens[k]) << "token " << i << " (CPU margin " << top2_margin(want.logits[k]) << ")";
+            ++compared;
+        }
+        const double e = nmse_of(forced.logits[k], want.logits[k]);
+        EXPECT_LE(e, 3e-2) << "token " << i;
+        total += e;
+    }
+    EXPECT_LE(total / n, 1e-2);
+    std::printf("[ opencl ] greedy: free-running tokens equal up to the CPU's first near tie (%d of %d); %d of %d "
+                "positions compared when fed the CPU's tokens\n", clear, n, compared, n);
+}
+
+TEST(OpenclModel, GreedyAgreesWithCpuFor64Tokens) {
     auto m = load("opencl", 99);
     ASSERT_EQ(m->info().backend, "opencl");
     ASSERT_EQ(m->info().n_gpu_layers, m->info().n_layer);
-    const Generation got = greedy(*m, 64);
-    const Generation& want = cpu_run();
-    EXPECT_EQ(got.tokens, want.tokens) << "opencl: " << m->detokenize(got.tokens) << "\ncpu: " << m->detokenize(want.tokens);
-    expect_close_logits(got, want);
+    expect_greedy_agrees(*m, 64);
 }
 
 TEST(OpenclModel, RecordedAndEagerStepsGiveIdenticalLogits) {
@@ -166,10 +204,7 @@ TEST_P(OpenclOffload, AgreesWithCpu) {
     auto m = load("opencl", GetParam());
     const int n_layer = m->info().n_layer;
     ASSERT_EQ(m->info().n_gpu_layers, std::min(GetParam(), n_layer));
-    const Generation got = greedy(*m, 16);
-    const Generation& want = cpu_run();
-    EXPECT_EQ(got.tokens, std::vector<int32_t>(want.tokens.begin(), want.tokens.begin() + 16));
-    expect_close_logits(got, want);
+    expect_greedy_agrees(*m, 16);
 }
 
 // -ngl 0 (all on the CPU), half the layers, all layers, all with the output.
@@ -178,9 +213,7 @@ INSTANTIATE_TEST_SUITE_P(Layers, OpenclOffload, ::testing::Values(0, 15, 30, 31)
 TEST(OpenclModel, BrokenKernelsFallBackToTheCpu) {
     ScopedEnv fail("LANTERN_OPENCL_FAIL", "norm,matvec");
     auto m = load("opencl", 99);
-    const Generation got = greedy(*m, 16);
-    const Generation& want = cpu_run();
-    EXPECT_EQ(got.tokens, std::vector<int32_t>(want.tokens.begin(), want.tokens.begin() + 16));
+    expect_greedy_agrees(*m, 16);
 }
 
 }  // namespace

@@ -36,6 +36,8 @@ public:
         return set(sizeof(x), &x);
     }
     Args& f32(float v) { return set(sizeof(v), &v); }
+    // A `local` pointer argument of `bytes` bytes.
+    Args& local_mem(size_t bytes) { return set(bytes, nullptr); }
 
 private:
     Args& set(size_t n, const void* p);

@@ -71,6 +71,9 @@ public:
     void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) override;
     void synchronize() override;
     BackendStats stats() const override;
+    // Fused launches span up to 4 nodes (add + RMSNorm, then gate/up/act or
+    // Q/K/V): inputs of a group stay intact until its last node.
+    int fusion_window() const override { return 3; }
 
     // For the dispatch code and tests.
     const DeviceCaps& caps() const { return caps_; }

@@ -58,9 +58,25 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
     for (size_t i = 0; i < count;) {
         const Tensor& node = *nodes[i];
         // The launch starting here: a fused pattern of nodes [i, i + n), or node i.
-        enum class Kind { Single, Glu, Group, RopeKv } kind = Kind::Single;
+        enum class Kind { Single, Glu, Group, RopeKv, NormGlu, NormGroup } kind = Kind::Single;
         size_t n = 1;
-        if (fuse && node.op == Op::MulMat) {
+        if (fuse && node.op == Op::AddRmsNorm && i + 1 < count && nodes[i + 1]->op == Op::MulMat) {
+            // add + RMSNorm of one row, then the products of its normed half.
+            if (i + 3 < count && glu_fusable(*nodes[i + 1], *nodes[i + 2], *nodes[i + 3]) &&
+                norm_fusable(d, node, {nodes[i + 1], nodes[i + 2], nodes[i + 3]})) {
+                kind = Kind::NormGlu;
+                n = 4;
+            } else {
+                size_t k = 1;
+                while (i + 1 + k < count && k < 3 && mul_mat_groupable(*nodes[i + 1], *nodes[i + 1 + k])) ++k;
+                const std::vector<const Tensor*> group(nodes.begin() + i + 1, nodes.begin() + i + 1 + k);
+                if ((k > 1 || mul_mat_accepts(*nodes[i + 1])) && norm_fusable(d, node, group)) {
+                    kind = Kind::NormGroup;
+                    n = 1 + k;
+                }
+            }
+        }
+        if (kind == Kind::Single && fuse && node.op == Op::MulMat) {
             if (i + 2 < count && glu_fusable(node, *nodes[i + 1], *nodes[i + 2])) {
                 kind = Kind::Glu;
                 n = 3;
@@ -80,6 +96,10 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
             case Kind::Glu: run_glu_fused(d, node, *nodes[i + 1], *nodes[i + 2]); break;
             case Kind::Group: run_mul_mat_group(d, std::vector<const Tensor*>(nodes.begin() + i, nodes.begin() + i + n)); break;
             case Kind::RopeKv: run_rope_qk_kv(d, node, *nodes[i + 1], *nodes[i + 2]); break;
+            case Kind::NormGlu: run_norm_glu(d, node, *nodes[i + 1], *nodes[i + 2], *nodes[i + 3]); break;
+            case Kind::NormGroup:
+                run_norm_products(d, node, std::vector<const Tensor*>(nodes.begin() + i + 1, nodes.begin() + i + n));
+                break;
             case Kind::Single: op_table().find(node.op)->run.run(d, node); break;
         }
         i += n;

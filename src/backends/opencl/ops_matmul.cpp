@@ -16,7 +16,7 @@ namespace lantern::ocl {
 namespace {
 
 constexpr int64_t kMatvecMaxRows = 8;
-constexpr int64_t kMvRows = 32;  // weight rows per matvec work-group (MV_R)
+constexpr int64_t kMv8Rows = 32;  // weight rows per work-group of the 2..8-row kernels (MV8_R)
 
 const char* type_tag(DType t) {
     switch (t) {
@@ -49,32 +49,52 @@ void matrix_args(Args& a, const Tensor* node) {
     a.tensor(*node).u64(node->nb[1]).i32(w.ne[1]);
 }
 
-void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes) {
+// The activation arguments of a norm-fused launch (MV_ACT_ARGS_NORM in
+// matvec.cl): the norm's inputs, weight, output, and local memory for the row.
+void norm_args(Args& args, const Tensor& norm) {
+    const Tensor& a = *norm.src[0];
+    const Tensor& b = *norm.src[1];
+    const Tensor* w = norm.src[2];
+    const int64_t K = norm.ne[0];
+    args.tensor(a).tensor(b).tensor(w != nullptr ? *w : a).i32(w != nullptr).tensor(norm).u64(norm.nb[2])
+        .f32(norm.param_f(0)).local_mem(static_cast<size_t>(K) * sizeof(float))
+        .local_mem(static_cast<size_t>(K + 15) / 16 * 16).local_mem(static_cast<size_t>(K / 32) * 2 * sizeof(float));
+}
+
+// `norm`: the add + RMSNorm fused before the products (null: none).
+void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes, const Tensor* norm = nullptr) {
     const Tensor& first = *nodes[0];
     const Tensor& w = *first.src[0];
     const Tensor& x = *first.src[1];
     const int64_t K = w.ne[0], M = rows_of(x);
-    const std::string name = std::string("mv_") + type_tag(w.type) + (M == 1 ? "_1" : "_8");
+    const std::string name = std::string(norm != nullptr ? "mvn_" : "mv_") + type_tag(w.type) + (M == 1 ? "_1" : "_8");
     cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
     Args args(k);
+    // Rows per group and group size: the one-row kernels of block-32 weights
+    // have their own shape; the rest take 32 rows per group.
+    const LaunchShape& sh = d.shape();
+    const bool one = M == 1 && is_block32(w.type);
+    const int64_t rows = one ? static_cast<int64_t>(sh.mv_rows()) : kMv8Rows;
+    const size_t wg = one ? LaunchShape::kMv1Group : kMv8Rows * sh.mv8_tpr;
     size_t groups = 0;
     for (size_t i = 0; i < 3; ++i) {
         // Unused slots repeat the first matrix with no rows.
         if (i < nodes.size()) {
             matrix_args(args, nodes[i]);
-            groups += static_cast<size_t>((nodes[i]->src[0]->ne[1] + kMvRows - 1) / kMvRows);
+            groups += static_cast<size_t>((nodes[i]->src[0]->ne[1] + rows - 1) / rows);
         } else {
             args.mem(mem_of(w)).u64(0).u64(0).u64(0).tensor(first).u64(0).i32(0);
         }
     }
-    if (is_block32(w.type)) {
+    if (norm != nullptr) {
+        norm_args(args, *norm);
+    } else if (is_block32(w.type)) {
         const Q8Act q = q8_input(d, x);
         args.mem(q.mem).u64(q.q).u64(q.ds);
     } else {
         args.tensor(x).u64(x.nb[1]);
     }
     args.i32(K).i32(M);
-    const size_t wg = static_cast<size_t>(kMvRows) * d.shape().mv_tpr;
     d.launch1(k, groups * wg, wg);
 }
 
@@ -191,25 +211,72 @@ bool glu_fusable(const Tensor& gate, const Tensor& up, const Tensor& glu) {
            rows_uniform(glu);
 }
 
-void run_glu_fused(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu) {
+namespace {
+
+void launch_glu(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu, const Tensor* norm) {
     const Tensor& wg = *gate.src[0];
     const Tensor& wu = *up.src[0];
     const Tensor& x = *gate.src[1];
     const int64_t N = wg.ne[1], K = wg.ne[0], M = rows_of(x);
-    const Q8Act q = q8_input(d, x);
+    const Q8Act q = norm != nullptr ? Q8Act{} : q8_input(d, x);
     const bool want = N % 32 == 0 && d.wanted(act_key(glu));
     const Q8Act h = want ? d.make_q8(act_key(glu), N, M) : Q8Act{};
     const QuantLayout lg = quant_layout(wg), lu = quant_layout(wu);
-    const std::string name = std::string("mv_glu_") + type_tag(wg.type) + (M == 1 ? "_1" : "_8");
+    const std::string name = std::string(norm != nullptr ? "mvn_glu_" : "mv_glu_") + type_tag(wg.type) + (M == 1 ? "_1" : "_8");
     cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
-    Args(k).mem(mem_of(wg)).u64(wg.offset + lg.qs).u64(wg.offset + lg.qh).u64(wg.offset + lg.sc)
-        .mem(mem_of(wu)).u64(wu.offset + lu.qs).u64(wu.offset + lu.qh).u64(wu.offset + lu.sc)
-        .mem(q.mem).u64(q.q).u64(q.ds)
-        .tensor(gate).u64(gate.nb[1]).tensor(up).u64(up.nb[1]).tensor(glu).u64(glu.nb[1])
+    Args args(k);
+    args.mem(mem_of(wg)).u64(wg.offset + lg.qs).u64(wg.offset + lg.qh).u64(wg.offset + lg.sc)
+        .mem(mem_of(wu)).u64(wu.offset + lu.qs).u64(wu.offset + lu.qh).u64(wu.offset + lu.sc);
+    if (norm != nullptr) {
+        norm_args(args, *norm);
+    } else {
+        args.mem(q.mem).u64(q.q).u64(q.ds);
+    }
+    args.tensor(gate).u64(gate.nb[1]).tensor(up).u64(up.nb[1]).tensor(glu).u64(glu.nb[1])
         .i32(N).i32(K).i32(M).i32(glu.op == Op::GeluMul)
         .mem(want ? h.mem : mem_of(glu)).u64(h.q).u64(h.ds).i32(want);
-    const size_t wg_size = static_cast<size_t>(kMvRows) * d.shape().mv_tpr;
-    d.launch1(k, static_cast<size_t>((N + kMvRows - 1) / kMvRows) * wg_size, wg_size);
+    // 32 output rows per group (one 8-bit block of the result).
+    const size_t wg_size = M == 1 ? LaunchShape::kMv1Group : kMv8Rows * d.shape().mv8_tpr;
+    d.launch1(k, static_cast<size_t>((N + kMv8Rows - 1) / kMv8Rows) * wg_size, wg_size);
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+    return a.buffer == b.buffer && a.offset < b.offset + b.nbytes() && b.offset < a.offset + a.nbytes();
+}
+
+}  // namespace
+
+void run_glu_fused(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu) {
+    launch_glu(d, gate, up, glu, nullptr);
+}
+
+bool norm_fusable(Dispatch& d, const Tensor& norm, const std::vector<const Tensor*>& products) {
+    if (norm.op != Op::AddRmsNorm || !add_rms_norm_accepts(norm) || norm.ne[1] != 1) return false;
+    const int64_t K = norm.ne[0];
+    const size_t local = static_cast<size_t>(K) * 5 + static_cast<size_t>(K / 32) * 8 + 8192;
+    if (K % 32 != 0 || local > d.backend().caps().local_mem) return false;
+    // The products read exactly the normed half, one row.
+    const ActKey normed{mem_of(norm), norm.offset + norm.nb[2], K, 1, norm.nb[1]};
+    for (const Tensor* p : products) {
+        if (p->op != Op::MulMat) continue;  // the gated activation of a gate/up pattern
+        if (!is_block32(p->src[0]->type) || act_key(*p->src[1]).mem != normed.mem ||
+            act_key(*p->src[1]).offset != normed.offset || p->src[1]->ne[0] != K || rows_of(*p->src[1]) != 1) {
+            return false;
+        }
+    }
+    // Every work-group reads the norm's inputs while others write the results.
+    for (const Tensor* p : products) {
+        if (overlaps(*p, *norm.src[0]) || overlaps(*p, *norm.src[1])) return false;
+    }
+    return true;
+}
+
+void run_norm_products(Dispatch& d, const Tensor& norm, const std::vector<const Tensor*>& products) {
+    launch_matvec(d, products, &norm);
+}
+
+void run_norm_glu(Dispatch& d, const Tensor& norm, const Tensor& gate, const Tensor& up, const Tensor& glu) {
+    launch_glu(d, gate, up, glu, &norm);
 }
 
 }  // namespace lantern::ocl

@@ -79,20 +79,23 @@ ProgramCache::ProgramCache(cl_context context, const DeviceCaps& caps, BuildConf
     : context_(context), caps_(caps), config_(std::move(config)) {
     const size_t max_wg = caps_.max_work_group > 0 ? caps_.max_work_group : 64;
     shape_.reduction = std::min<size_t>(256, floor_pow2(max_wg));
-    shape_.mv_tpr = std::max<size_t>(1, std::min<size_t>(8, floor_pow2(max_wg) / 32));
-    // Tuning knob: LANTERN_OPENCL_MV_TPR=1..32 (a power of two).
-    const std::string tpr = env_string("LANTERN_OPENCL_MV_TPR");
-    if (!tpr.empty()) {
-        const size_t v = floor_pow2(static_cast<size_t>(std::max(1, std::atoi(tpr.c_str()))));
-        if (v <= 32 && 32 * v <= max_wg) shape_.mv_tpr = v;
-    }
+    shape_.mv8_tpr = std::max<size_t>(1, std::min<size_t>(8, floor_pow2(max_wg) / 32));
+    // Tuning knobs (powers of two): work-items per row slot 2..64, rows per work-item 1..16.
+    auto knob = [](const char* name, size_t lo, size_t hi, size_t fallback) {
+        const std::string v = env_string(name);
+        if (v.empty()) return fallback;
+        return std::clamp<size_t>(floor_pow2(static_cast<size_t>(std::max(1, std::atoi(v.c_str())))), lo, hi);
+    };
+    shape_.mv_tpr = knob("LANTERN_OPENCL_MV_TPR", 2, 64, 16);
+    shape_.mv_rpt = knob("LANTERN_OPENCL_MV_RPT", 1, 16, 4);
 }
 
 std::string ProgramCache::options(ProgramId id, bool with_extensions) const {
     std::string o = "-cl-std=CL1.2";
     if (config_.fast_math) o += " -cl-mad-enable -cl-fast-relaxed-math";
     o += " -DLT_RED_WG=" + std::to_string(shape_.reduction);
-    o += " -DLT_MV_TPR=" + std::to_string(shape_.mv_tpr);
+    o += " -DLT_MV_TPR=" + std::to_string(shape_.mv_tpr) + " -DLT_MV_RPT=" + std::to_string(shape_.mv_rpt) +
+         " -DLT_MV8_TPR=" + std::to_string(shape_.mv8_tpr);
     if (id == ProgramId::MatmulNv && config_.mma_emulate) o += " -DLT_MMA_EMULATE=1";
     if (with_extensions) {
         if (caps_.subgroups()) {

@@ -7,7 +7,9 @@
 //   LT_QCOM_SG    1: Qualcomm; reduction kernels ask for half-wave subgroups
 //   LT_NV_PTX     1: NVIDIA; inline PTX (dp4a, mma) usable
 //   LT_MMA_EMULATE 1: test builds emulate the PTX mma through local memory
-//   LT_MV_TPR     matrix-vector kernels: work-items per weight row (rows per group: 32)
+//   LT_MV_TPR, LT_MV_RPT  one-row matrix-vector kernels: work-items per row slot,
+//                 rows per work-item (work-groups of 64)
+//   LT_MV8_TPR    matrix-vector kernels for 2..8 rows: work-items per row (groups of 32 rows)
 //
 // Tensors are passed as (buffer, byte offset) pairs; strides are in bytes.
 // Half-precision data goes through vload_half / vstore_half, so devices
@@ -29,7 +31,13 @@
 #define LT_MMA_EMULATE 0
 #endif
 #ifndef LT_MV_TPR
-#define LT_MV_TPR 8
+#define LT_MV_TPR 16
+#endif
+#ifndef LT_MV_RPT
+#define LT_MV_RPT 4
+#endif
+#ifndef LT_MV8_TPR
+#define LT_MV8_TPR 8
 #endif
 
 
@@ -137,27 +145,30 @@ inline float load_plain(const global uchar* row, long i, int type) {
 // q = round-to-even(clamp(x / d, -127, 127)). A row of K values is K int8
 // quants (row stride K bytes) and K / 32 float2 (d, sum of the block's q).
 
-inline void q8_quantize_block(const global float* x, global char* q, global float2* ds) {
-    float v[32];
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-        v[j] = x[j];
-        amax = fmax(amax, fabs(v[j]));
+#define LT_Q8_QUANTIZE_BLOCK(NAME, SPACE)                                                           \
+    inline void NAME(const SPACE float* x, SPACE char* q, SPACE float2* ds) {                         \
+        float v[32];                                                                                  \
+        float amax = 0.0f;                                                                            \
+        for (int j = 0; j < 32; ++j) {                                                                \
+            v[j] = x[j];                                                                              \
+            amax = fmax(amax, fabs(v[j]));                                                            \
+        }                                                                                             \
+        const float d = round_to_half(amax / 127.0f);                                                 \
+        const float inv = d != 0.0f ? 1.0f / d : 0.0f;                                                \
+        int sum = 0;                                                                                  \
+        for (int j = 0; j < 32; j += 4) {                                                             \
+            char4 c;                                                                                  \
+            c.x = (char)rint(clamp(v[j + 0] * inv, -127.0f, 127.0f));                                 \
+            c.y = (char)rint(clamp(v[j + 1] * inv, -127.0f, 127.0f));                                 \
+            c.z = (char)rint(clamp(v[j + 2] * inv, -127.0f, 127.0f));                                 \
+            c.w = (char)rint(clamp(v[j + 3] * inv, -127.0f, 127.0f));                                 \
+            sum += (int)c.x + (int)c.y + (int)c.z + (int)c.w;                                         \
+            vstore4(c, j / 4, q);                                                                     \
+        }                                                                                             \
+        *ds = (float2)(d, (float)sum);                                                                \
     }
-    const float d = round_to_half(amax / 127.0f);
-    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-    int sum = 0;
-    for (int j = 0; j < 32; j += 4) {
-        char4 c;
-        c.x = (char)rint(clamp(v[j + 0] * inv, -127.0f, 127.0f));
-        c.y = (char)rint(clamp(v[j + 1] * inv, -127.0f, 127.0f));
-        c.z = (char)rint(clamp(v[j + 2] * inv, -127.0f, 127.0f));
-        c.w = (char)rint(clamp(v[j + 3] * inv, -127.0f, 127.0f));
-        sum += (int)c.x + (int)c.y + (int)c.z + (int)c.w;
-        vstore4(c, j / 4, q);
-    }
-    *ds = (float2)(d, (float)sum);
-}
+LT_Q8_QUANTIZE_BLOCK(q8_quantize_block, global)
+LT_Q8_QUANTIZE_BLOCK(q8_quantize_block_local, local)
 
 // ---- 4-way byte dot products -------------------------------------------------------
 // dot4_us: a holds 4 unsigned bytes, b 4 signed bytes; dot4_ss: both signed.
@@ -203,8 +214,8 @@ inline uint spread_high_bits(uint h) {
 // keep GGUF's order: byte j holds element j (low) and j + 16 (high).
 //
 // Per type T:
-//   wdot_T(qs, qh, sc, i, a, ads)   block i against 8-bit activations a (8 words)
-//                                   with (d, sum) ads: the float contribution,
+//   wdot_T(qs, qh, sc, i, a0, a1, ads)  block i against 8-bit activations (8 words
+//                                   a0, a1) with (d, sum) ads: the float contribution,
 //                                   computed as the CPU does (integer block sum,
 //                                   then * (d_w * d_a), then + m_w * d_a * sum)
 //   wword_T(qs, qh, i, k)           elements 4k..4k+3 as signed bytes (Q4_1/Q5_1:
@@ -271,41 +282,32 @@ inline int idot_u5(uint4 w, uint h, uint4 a0, uint4 a1) {
     return s;
 }
 
-#define LT_ACT_LOAD                                              \
-    const uint4 a0 = ((const global uint4*)a)[0];                \
-    const uint4 a1 = ((const global uint4*)a)[1];
-
 inline float wdot_q4_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       const global uint* a, float2 ads) {
-    LT_ACT_LOAD
+                       uint4 a0, uint4 a1, float2 ads) {
     const uint4 w = ((const global uint4*)qs)[i];
     const int s = idot_u4(w, a0, a1) - 8 * (int)ads.y;
     return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
 }
 inline float wdot_q4_1(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       const global uint* a, float2 ads) {
-    LT_ACT_LOAD
+                       uint4 a0, uint4 a1, float2 ads) {
     const uint4 w = ((const global uint4*)qs)[i];
     const float2 dm = wscale_q4_1(sc, i);
     return (float)idot_u4(w, a0, a1) * (dm.x * ads.x) + dm.y * (ads.x * ads.y);
 }
 inline float wdot_q5_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       const global uint* a, float2 ads) {
-    LT_ACT_LOAD
+                       uint4 a0, uint4 a1, float2 ads) {
     const uint4 w = ((const global uint4*)qs)[i];
     const int s = idot_u5(w, qh[i], a0, a1) - 16 * (int)ads.y;
     return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
 }
 inline float wdot_q5_1(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       const global uint* a, float2 ads) {
-    LT_ACT_LOAD
+                       uint4 a0, uint4 a1, float2 ads) {
     const uint4 w = ((const global uint4*)qs)[i];
     const float2 dm = wscale_q5_1(sc, i);
     return (float)idot_u5(w, qh[i], a0, a1) * (dm.x * ads.x) + dm.y * (ads.x * ads.y);
 }
 inline float wdot_q8_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       const global uint* a, float2 ads) {
-    LT_ACT_LOAD
+                       uint4 a0, uint4 a1, float2 ads) {
     const uint4 w0 = ((const global uint4*)qs)[2 * i];
     const uint4 w1 = ((const global uint4*)qs)[2 * i + 1];
     int s = 0;

@@ -1,10 +1,9 @@
 // Matrix-vector products for generation: dst[n, m] = sum_k W[k, n] * x[k, m]
 // for few activation rows (M <= 8).
 //
-// A work-group computes 32 weight rows; LT_MV_TPR work-items share a row and
-// take its 32-element blocks in turn, so that the work-items of a row read
-// neighbouring 16-byte quant payloads (the repacked layout keeps a row's
-// payloads contiguous and its scales apart). Partial sums meet in local
+// Work-items that share a row take its 32-element blocks in turn, so that
+// they read neighbouring 16-byte quant payloads (the repacked layout keeps a
+// row's payloads contiguous and its scales apart); partial sums meet in local
 // memory. One launch can serve up to three matrices that read the same
 // activations (Q, K and V): work-groups are dealt to the matrices in order.
 //
@@ -15,8 +14,16 @@
 //
 // Kernels: mv_<type>_1 (M = 1), mv_<type>_8 (M <= 8), mv_glu_<type>_<1|8>.
 
-#define MV_R 32
-#define MV_WG (MV_R * LT_MV_TPR)
+// Work-group shapes. One activation row (M = 1, generation): MV1_WG
+// work-items, LT_MV_TPR of them share a slot of LT_MV_RPT rows and take its
+// blocks in turn, so each work-item loads a block's activations once for
+// LT_MV_RPT weight rows and a slot reads LT_MV_TPR neighbouring 16-byte
+// payloads of each row. Up to 8 rows: groups of 32 rows, LT_MV8_TPR per row.
+#define MV1_WG 64
+#define MV1_R (MV1_WG / LT_MV_TPR * LT_MV_RPT)
+#define MV8_WG (32 * LT_MV8_TPR)
+#define MV8_R 32
+#define GLU1_RPT (32 * LT_MV_TPR / MV1_WG)
 
 inline float silu_g(float x) { return x / (1.0f + exp(-x)); }
 inline float gelu_g(float x) {
@@ -24,10 +31,10 @@ inline float gelu_g(float x) {
     return 0.5f * x * (2.0f - 2.0f / (exp(2.0f * u) + 1.0f));
 }
 
-// Picks matrix (w, qs, ...) of work-group g among three; g becomes the
-// group's index within its matrix.
-#define MV_PICK(g)                                                                   \
-    const int g0_ = (n0 + MV_R - 1) / MV_R, g1_ = (n1 + MV_R - 1) / MV_R;            \
+// Picks matrix (w, qs, ...) of work-group g among three (R rows per group);
+// g becomes the group's index within its matrix.
+#define MV_PICK(g, R)                                                                \
+    const int g0_ = (n0 + (R) - 1) / (R), g1_ = (n1 + (R) - 1) / (R);                \
     const global uchar* w = w0;                                                      \
     ulong qs = qs0, qh = qh0, sc = sc0, o = o0, st = st0;                            \
     global uchar* d = d0;                                                            \
@@ -43,108 +50,180 @@ inline float gelu_g(float x) {
 #define MV_MATRIX_ARGS(i) \
     const global uchar *w##i, ulong qs##i, ulong qh##i, ulong sc##i, global uchar *d##i, ulong o##i, ulong st##i, int n##i
 
-// Sums the LT_MV_TPR partials of each row and stores row `row` of output m
-// at d + o + m * st.
-#define MV_REDUCE_STORE(MAXM, acc, red, d, o, st)                                      \
-    for (int m = 0; m < MAXM; ++m) red[m * MV_WG + lid] = acc[m];                      \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-    if (lane == 0 && row < n) {                                                        \
-        for (int m = 0; m < MAXM && m < M; ++m) {                                      \
-            float s = 0.0f;                                                            \
-            for (int l = 0; l < LT_MV_TPR; ++l) s += red[m * MV_WG + r * LT_MV_TPR + l]; \
-            LT_PTR(float, d, o + m * st)[row] = s;                                     \
-        }                                                                              \
-    }
-
 // ---- quantized weights x 8-bit activations ---------------------------------------------
+//
+// The activations come either from global memory, made by their producer or
+// by quantize_q8 (ACT = GLOBAL), or are made by every work-group from a + b
+// RMS-normed (ACT = NORM: the add + RMSNorm before the product, fused; one
+// row): the group keeps the normed row and its 8-bit blocks in local memory
+// (lx: K floats, lq4: K bytes, lds: K / 32 (d, sum)), and group 0 also writes
+// the norm's two outputs (a + b, and the normed row) for other readers.
 
-#define LT_MV_Q8(T, MAXM)                                                                          \
-    kernel __attribute__((reqd_work_group_size(MV_WG, 1, 1))) void mv_##T##_##MAXM(                  \
-        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), const global uchar* act, ulong aq_off, \
-        ulong ads_off, int K, int M) {                                                               \
-        local float red[MAXM * MV_WG];                                                               \
-        const int lid = get_local_id(0), r = lid / LT_MV_TPR, lane = lid % LT_MV_TPR;                \
-        int g = get_group_id(0);                                                                     \
-        MV_PICK(g)                                                                                   \
-        const int row = g * MV_R + r;                                                                \
-        const int nb = K / 32;                                                                       \
-        float acc[MAXM];                                                                             \
-        for (int m = 0; m < MAXM; ++m) acc[m] = 0.0f;                                                \
-        if (row < n) {                                                                               \
-            const global uchar* wqs = w + qs;                                                        \
-            const global uint* wqh = LT_CPTR(uint, w, qh);                                           \
-            const global ushort* wsc = LT_CPTR(ushort, w, sc);                                       \
-            const global uint* aq = LT_CPTR(uint, act, aq_off);                                      \
-            const global float2* ads = LT_CPTR(float2, act, ads_off);                                \
-            const size_t i0 = (size_t)row * nb;                                                      \
-            for (int b = lane; b < nb; b += LT_MV_TPR) {                                             \
-                for (int m = 0; m < MAXM; ++m) {                                                     \
-                    if (m < M) acc[m] += wdot_##T(wqs, wqh, wsc, i0 + b, aq + (m * K + b * 32) / 4,   \
-                                                  ads[m * nb + b]);                                  \
-                }                                                                                    \
-            }                                                                                        \
-        }                                                                                            \
-        MV_REDUCE_STORE(MAXM, acc, red, d, o, st)                                                    \
-    }
+#define MV_ACT_ARGS_GLOBAL const global uchar *act, ulong aq_off, ulong ads_off
+#define MV_ACT_SETUP_GLOBAL(red, WG)                            \
+    const global uchar* aq = act + aq_off;                      \
+    const global float2* ads = LT_CPTR(float2, act, ads_off);
+#define MV_ACT_FETCH_GLOBAL(m, b)                                                                  \
+    const global uint4* a_ = (const global uint4*)(aq + (size_t)(m) * K + (size_t)(b) * 32);          \
+    const uint4 a0 = a_[0], a1 = a_[1];                                                              \
+    const float2 s = ads[(m) * nb + (b)];
 
-#define LT_MV_GLU(T, MAXM)                                                                         \
-    kernel __attribute__((reqd_work_group_size(MV_WG, 1, 1))) void mv_glu_##T##_##MAXM(              \
-        const global uchar* wg, ulong gqs, ulong gqh, ulong gsc, const global uchar* wu, ulong uqs,  \
-        ulong uqh, ulong usc, const global uchar* act, ulong aq_off, ulong ads_off, global uchar* go, \
-        ulong go_off, ulong go_st, global uchar* uo, ulong uo_off, ulong uo_st, global uchar* ho,      \
-        ulong ho_off, ulong ho_st, int n, int K, int M, int gelu, global uchar* hq, ulong hq_off,     \
-        ulong hds_off, int want_q8) {                                                                \
-        local float red_g[MAXM * MV_WG];                                                             \
-        local float red_u[MAXM * MV_WG];                                                             \
-        const int lid = get_local_id(0), r = lid / LT_MV_TPR, lane = lid % LT_MV_TPR;                \
-        const int g = get_group_id(0);                                                               \
-        const int row = g * MV_R + r;                                                                \
-        const int nb = K / 32;                                                                       \
-        float ag[MAXM], au[MAXM];                                                                    \
-        for (int m = 0; m < MAXM; ++m) ag[m] = au[m] = 0.0f;                                         \
-        if (row < n) {                                                                               \
-            const global uint* aq = LT_CPTR(uint, act, aq_off);                                      \
-            const global float2* ads = LT_CPTR(float2, act, ads_off);                                \
-            const size_t i0 = (size_t)row * nb;                                                      \
-            for (int b = lane; b < nb; b += LT_MV_TPR) {                                             \
-                for (int m = 0; m < MAXM; ++m) {                                                     \
-                    if (m < M) {                                                                     \
-                        const global uint* a = aq + (m * K + b * 32) / 4;                            \
-                        const float2 s = ads[m * nb + b];                                            \
-                        ag[m] += wdot_##T(wg + gqs, LT_CPTR(uint, wg, gqh), LT_CPTR(ushort, wg, gsc), i0 + b, a, s); \
-                        au[m] += wdot_##T(wu + uqs, LT_CPTR(uint, wu, uqh), LT_CPTR(ushort, wu, usc), i0 + b, a, s); \
-                    }                                                                                \
-                }                                                                                    \
-            }                                                                                        \
+#define MV_ACT_ARGS_NORM                                                                            \
+    const global uchar *na, ulong na_off, const global uchar *nbb, ulong nb_off, const global uchar *nw, \
+        ulong nw_off, int has_w, global uchar *nd, ulong nd_off, ulong nd_nb2, float eps, local float *lx, \
+        local uint4 *lq4, local float2 *lds
+#define MV_ACT_SETUP_NORM(red, WG)                                                                  \
+    {                                                                                                \
+        const global float* xa = LT_CPTR(float, na, na_off);                                         \
+        const global float* xb = LT_CPTR(float, nbb, nb_off);                                        \
+        const global float* wt = LT_CPTR(float, nw, nw_off);                                         \
+        global float* sum_out = LT_PTR(float, nd, nd_off);                                           \
+        global float* norm_out = LT_PTR(float, nd, nd_off + nd_nb2);                                 \
+        const int first = get_group_id(0) == 0;                                                      \
+        float ss = 0.0f;                                                                             \
+        for (int i = lid; i < K; i += (WG)) {                                                        \
+            const float v = xa[i] + xb[i];                                                           \
+            lx[i] = v;                                                                               \
+            ss += v * v;                                                                             \
+            if (first) sum_out[i] = v;                                                               \
         }                                                                                            \
-        for (int m = 0; m < MAXM; ++m) {                                                             \
-            red_g[m * MV_WG + lid] = ag[m];                                                          \
-            red_u[m * MV_WG + lid] = au[m];                                                          \
+        ss = wg_sum(ss, red);                                                                        \
+        const float scale = 1.0f / sqrt(ss / (float)K + eps);                                        \
+        for (int i = lid; i < K; i += (WG)) {                                                        \
+            const float y = has_w ? lx[i] * scale * wt[i] : lx[i] * scale;                           \
+            lx[i] = y;                                                                               \
+            if (first) norm_out[i] = y;                                                              \
         }                                                                                            \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-        if (lane == 0 && row < n) {                                                                  \
-            for (int m = 0; m < MAXM && m < M; ++m) {                                                \
-                float sg = 0.0f, su = 0.0f;                                                          \
-                for (int l = 0; l < LT_MV_TPR; ++l) {                                                \
-                    sg += red_g[m * MV_WG + r * LT_MV_TPR + l];                                      \
-                    su += red_u[m * MV_WG + r * LT_MV_TPR + l];                                      \
-                }                                                                                    \
-                LT_PTR(float, go, go_off + m * go_st)[row] = sg;                                     \
-                LT_PTR(float, uo, uo_off + m * uo_st)[row] = su;                                     \
-                LT_PTR(float, ho, ho_off + m * ho_st)[row] = (gelu ? gelu_g(sg) : silu_g(sg)) * su;  \
-            }                                                                                        \
+        for (int blk = lid; blk < K / 32; blk += (WG)) {                                             \
+            q8_quantize_block_local(lx + blk * 32, (local char*)lq4 + blk * 32, lds + blk);          \
         }                                                                                            \
-        if (want_q8) {                                                                               \
-            barrier(CLK_GLOBAL_MEM_FENCE);                                                           \
-            if (lid < M) {                                                                           \
-                q8_quantize_block(LT_PTR(float, ho, ho_off + lid * ho_st) + g * 32,                   \
-                                  LT_PTR(char, hq, hq_off + lid * n) + g * 32,                       \
-                                  LT_PTR(float2, hq, hds_off) + lid * (n / 32) + g);                 \
-            }                                                                                        \
-        }                                                                                            \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+    }
+#define MV_ACT_FETCH_NORM(m, b)                                                                    \
+    const uint4 a0 = lq4[2 * (b)], a1 = lq4[2 * (b) + 1];                                            \
+    const float2 s = lds[b];
+
+
+#define LT_MV_Q8(T, NAME, MAXM, WG, TPR, RPT, ACT)                                                  \
+    kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(                                 \
+        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), MV_ACT_ARGS_##ACT, int K, int M) {    \
+        local float red[MAXM * RPT * WG];                                                             \
+        const int lid = get_local_id(0), slot = lid / (TPR), lane = lid % (TPR);                      \
+        int g = get_group_id(0);                                                                      \
+        MV_PICK(g, (WG) / (TPR) * (RPT))                                                              \
+        const int row0 = g * ((WG) / (TPR) * (RPT)) + slot * (RPT);                                   \
+        const int nb = K / 32;                                                                        \
+        const global uchar* wqs = w + qs;                                                             \
+        const global uint* wqh = LT_CPTR(uint, w, qh);                                                \
+        const global ushort* wsc = LT_CPTR(ushort, w, sc);                                            \
+        MV_ACT_SETUP_##ACT(red, WG)                                                                   \
+        float acc[MAXM][RPT];                                                                         \
+        for (int m = 0; m < MAXM; ++m)                                                                \
+            for (int j = 0; j < RPT; ++j) acc[m][j] = 0.0f;                                           \
+        for (int b = lane; b < nb; b += (TPR)) {                                                      \
+            for (int m = 0; m < MAXM; ++m) {                                                          \
+                if (m >= M) break;                                                                    \
+                MV_ACT_FETCH_##ACT(m, b)                                                              \
+                for (int j = 0; j < RPT; ++j) {                                                       \
+                    if (row0 + j < n) acc[m][j] += wdot_##T(wqs, wqh, wsc, (size_t)(row0 + j) * nb + b, a0, a1, s); \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        for (int m = 0; m < MAXM; ++m)                                                                \
+            for (int j = 0; j < RPT; ++j) red[(m * RPT + j) * WG + lid] = acc[m][j];                  \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
+        if (lane == 0) {                                                                              \
+            for (int j = 0; j < RPT; ++j) {                                                           \
+                if (row0 + j >= n) break;                                                             \
+                for (int m = 0; m < MAXM && m < M; ++m) {                                             \
+                    float sum = 0.0f;                                                                 \
+                    for (int l = 0; l < (TPR); ++l) sum += red[(m * RPT + j) * WG + slot * (TPR) + l]; \
+                    LT_PTR(float, d, o + m * st)[row0 + j] = sum;                                     \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
     }
 
-#define LT_MV_ALL(T) LT_MV_Q8(T, 1) LT_MV_Q8(T, 8) LT_MV_GLU(T, 1) LT_MV_GLU(T, 8)
+// gate and up rows together, act(gate) * up, and its 8-bit blocks: each work-
+// group holds 32 rows (one block of the output).
+#define LT_MV_GLU(T, NAME, MAXM, WG, TPR, RPT, ACT)                                                 \
+    kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(                                 \
+        const global uchar* wg, ulong gqs, ulong gqh, ulong gsc, const global uchar* wu, ulong uqs,   \
+        ulong uqh, ulong usc, MV_ACT_ARGS_##ACT, global uchar* go,                                    \
+        ulong go_off, ulong go_st, global uchar* uo, ulong uo_off, ulong uo_st, global uchar* ho,       \
+        ulong ho_off, ulong ho_st, int n, int K, int M, int gelu, global uchar* hq, ulong hq_off,      \
+        ulong hds_off, int want_q8) {                                                                 \
+        local float red_g[MAXM * RPT * WG];                                                           \
+        local float red_u[MAXM * RPT * WG];                                                           \
+        const int lid = get_local_id(0), slot = lid / (TPR), lane = lid % (TPR);                      \
+        const int g = get_group_id(0);                                                                \
+        const int row0 = g * 32 + slot * (RPT);                                                       \
+        const int nb = K / 32;                                                                        \
+        const global uchar* gqs_p = wg + gqs;                                                         \
+        const global uchar* uqs_p = wu + uqs;                                                         \
+        const global uint* gqh_p = LT_CPTR(uint, wg, gqh);                                            \
+        const global uint* uqh_p = LT_CPTR(uint, wu, uqh);                                            \
+        const global ushort* gsc_p = LT_CPTR(ushort, wg, gsc);                                        \
+        const global ushort* usc_p = LT_CPTR(ushort, wu, usc);                                        \
+        MV_ACT_SETUP_##ACT(red_g, WG)                                                                 \
+        float ag[MAXM][RPT], au[MAXM][RPT];                                                           \
+        for (int m = 0; m < MAXM; ++m)                                                                \
+            for (int j = 0; j < RPT; ++j) ag[m][j] = au[m][j] = 0.0f;                                 \
+        for (int b = lane; b < nb; b += (TPR)) {                                                      \
+            for (int m = 0; m < MAXM; ++m) {                                                          \
+                if (m >= M) break;                                                                    \
+                MV_ACT_FETCH_##ACT(m, b)                                                              \
+                for (int j = 0; j < RPT; ++j) {                                                       \
+                    if (row0 + j < n) {                                                               \
+                        const size_t i = (size_t)(row0 + j) * nb + b;                                 \
+                        ag[m][j] += wdot_##T(gqs_p, gqh_p, gsc_p, i, a0, a1, s);                      \
+                        au[m][j] += wdot_##T(uqs_p, uqh_p, usc_p, i, a0, a1, s);                      \
+                    }                                                                                 \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        for (int m = 0; m < MAXM; ++m) {                                                              \
+            for (int j = 0; j < RPT; ++j) {                                                           \
+                red_g[(m * RPT + j) * WG + lid] = ag[m][j];                                           \
+                red_u[(m * RPT + j) * WG + lid] = au[m][j];                                           \
+            }                                                                                         \
+        }                                                                                             \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                 \
+        if (lane == 0) {                                                                              \
+            for (int j = 0; j < RPT; ++j) {                                                           \
+                const int row = row0 + j;                                                             \
+                if (row >= n) break;                                                                  \
+                for (int m = 0; m < MAXM && m < M; ++m) {                                             \
+                    float sg = 0.0f, su = 0.0f;                                                       \
+                    for (int l = 0; l < (TPR); ++l) {                                                 \
+                        sg += red_g[(m * RPT + j) * WG + slot * (TPR) + l];                           \
+                        su += red_u[(m * RPT + j) * WG + slot * (TPR) + l];                           \
+                    }                                                                                 \
+                    LT_PTR(float, go, go_off + m * go_st)[row] = sg;                                  \
+                    LT_PTR(float, uo, uo_off + m * uo_st)[row] = su;                                  \
+                    LT_PTR(float, ho, ho_off + m * ho_st)[row] = (gelu ? gelu_g(sg) : silu_g(sg)) * su; \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        if (want_q8) {                                                                                \
+            barrier(CLK_GLOBAL_MEM_FENCE);                                                            \
+            if (lid < M) {                                                                            \
+                q8_quantize_block(LT_PTR(float, ho, ho_off + lid * ho_st) + g * 32,                    \
+                                  LT_PTR(char, hq, hq_off + (size_t)lid * n) + g * 32,                \
+                                  LT_PTR(float2, hq, hds_off) + (size_t)lid * (n / 32) + g);          \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+// mv_T_1 / mv_T_8: one / up to 8 rows; mvn_*: the add + RMSNorm fused (one row).
+#define LT_MV_ALL(T)                                                            \
+    LT_MV_Q8(T, mv_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, GLOBAL)            \
+    LT_MV_Q8(T, mv_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)                   \
+    LT_MV_Q8(T, mvn_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, NORM)             \
+    LT_MV_GLU(T, mv_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, GLOBAL)        \
+    LT_MV_GLU(T, mv_glu_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)              \
+    LT_MV_GLU(T, mvn_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, NORM)
 LT_MV_ALL(q4_0)
 LT_MV_ALL(q4_1)
 LT_MV_ALL(q5_0)
@@ -164,21 +243,22 @@ inline float wload1_f16(const global uchar* row, int e) { return vload_half(e, (
 inline float wload1_bf16(const global uchar* row, int e) { return bf16_to_f32(((const global ushort*)row)[e]); }
 
 // Here qs is the offset of the matrix and qh its row stride in bytes (sc unused).
+// Groups of 32 rows, LT_MV8_TPR work-items per row.
 #define LT_MV_F(T, MAXM)                                                                           \
-    kernel __attribute__((reqd_work_group_size(MV_WG, 1, 1))) void mv_##T##_##MAXM(                  \
+    kernel __attribute__((reqd_work_group_size(MV8_WG, 1, 1))) void mv_##T##_##MAXM(                 \
         MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), const global uchar* act, ulong a_off, \
         ulong a_nb1, int K, int M) {                                                                 \
-        local float red[MAXM * MV_WG];                                                               \
-        const int lid = get_local_id(0), r = lid / LT_MV_TPR, lane = lid % LT_MV_TPR;                \
+        local float red[MAXM * MV8_WG];                                                              \
+        const int lid = get_local_id(0), r = lid / LT_MV8_TPR, lane = lid % LT_MV8_TPR;              \
         int g = get_group_id(0);                                                                     \
-        MV_PICK(g)                                                                                   \
-        const int row = g * MV_R + r;                                                                \
+        MV_PICK(g, MV8_R)                                                                            \
+        const int row = g * MV8_R + r;                                                               \
         float acc[MAXM];                                                                             \
         for (int m = 0; m < MAXM; ++m) acc[m] = 0.0f;                                                \
         if (row < n) {                                                                               \
             const global uchar* wr = w + qs + (ulong)row * qh;                                       \
             int e = 4 * lane;                                                                        \
-            for (; e + 4 <= K; e += 4 * LT_MV_TPR) {                                                 \
+            for (; e + 4 <= K; e += 4 * LT_MV8_TPR) {                                                \
                 const float4 wv = wload4_##T(wr, e);                                                 \
                 for (int m = 0; m < MAXM; ++m) {                                                     \
                     if (m < M) {                                                                     \
@@ -195,7 +275,15 @@ inline float wload1_bf16(const global uchar* row, int e) { return bf16_to_f32(((
                 }                                                                                    \
             }                                                                                        \
         }                                                                                            \
-        MV_REDUCE_STORE(MAXM, acc, red, d, o, st)                                                    \
+        for (int m = 0; m < MAXM; ++m) red[m * MV8_WG + lid] = acc[m];                               \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+        if (lane == 0 && row < n) {                                                                  \
+            for (int m = 0; m < MAXM && m < M; ++m) {                                                \
+                float sum = 0.0f;                                                                    \
+                for (int l = 0; l < LT_MV8_TPR; ++l) sum += red[m * MV8_WG + r * LT_MV8_TPR + l];     \
+                LT_PTR(float, d, o + m * st)[row] = sum;                                             \
+            }                                                                                        \
+        }                                                                                            \
     }
 
 LT_MV_F(f32, 1)
