@@ -99,19 +99,21 @@ if [ "$stage" = all ] || [ "$stage" = test ]; then
   grep "\[ bench \]" "$logs/opbench.log" | tee -a "$summary"
   grep -E "Failure|FAILED" "$logs/opbench.log" | head -5
   note "op bench: $((SECONDS - start)) s"
-  # One-row matrix-vector shape (work-items per row slot x rows per work-item):
-  # the default 16x4 against 8x4 and 16x8; the best on the 7b gate/up matrix
-  # serves the model benches below.
-  best=16x4
+  # One-row matrix-vector shape (group size x work-items per row slot x rows
+  # per work-item): the default 256x32x1 against 256x8x1 and 256x16x2; the
+  # best on the 7b gate/up matrix serves the model benches below.
+  best=256x32x1
   best_gbs="$(grep -m1 'q4_0 7b gate/up' "$logs/opbench.log" | awk '{print $(NF-4)}')"
-  for v in 8x4 16x8; do
-    LANTERN_OPENCL_MV_TPR=${v%x*} LANTERN_OPENCL_MV_RPT=${v#*x} LANTERN_OPENCL_BENCH=matvec timeout 90 "$bin/lantern_tests" \
-      --gtest_filter='OpenclOpBench.*' > "$logs/opbench-$v.log" 2>&1
+  for v in 256x8x1 256x16x2; do
+    IFS=x read -r wg tpr rpt <<< "$v"
+    LANTERN_OPENCL_MV_WG=$wg LANTERN_OPENCL_MV_TPR=$tpr LANTERN_OPENCL_MV_RPT=$rpt LANTERN_OPENCL_BENCH=matvec \
+      timeout 90 "$bin/lantern_tests" --gtest_filter='OpenclOpBench.*' > "$logs/opbench-$v.log" 2>&1
     gbs="$(grep -m1 'q4_0 7b gate/up' "$logs/opbench-$v.log" | awk '{print $(NF-4)}')"
-    note "matvec $v: q4_0 7b gate/up ${gbs:-?} GB/s (16x4: $(grep -m1 'q4_0 7b gate/up' "$logs/opbench.log" | awk '{print $(NF-4)}'))"
+    note "matvec $v: q4_0 7b gate/up ${gbs:-?} GB/s (256x32x1: $(grep -m1 'q4_0 7b gate/up' "$logs/opbench.log" | awk '{print $(NF-4)}'))"
     if [ -n "$gbs" ] && [ -n "$best_gbs" ] && [ "${gbs%.*}" -gt "${best_gbs%.*}" ]; then best=$v; best_gbs=$gbs; fi
   done
-  export LANTERN_OPENCL_MV_TPR=${best%x*} LANTERN_OPENCL_MV_RPT=${best#*x}
+  IFS=x read -r wg tpr rpt <<< "$best"
+  export LANTERN_OPENCL_MV_WG=$wg LANTERN_OPENCL_MV_TPR=$tpr LANTERN_OPENCL_MV_RPT=$rpt
   note "model benches use matvec shape $best"
   pack
 fi
@@ -124,7 +126,11 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
     f="$(synth "$shape" "$type")"
     timeout 150 "$bin/lantern" bench -m "$f" --backend opencl --n-gpu-layers 99 -p 512 -n 128 -r 3 -o json --verbose \
       > "$logs/bench-$shape-$type.json" 2> "$logs/bench-$shape-$type.err"
-    echo "$shape $type: $(grep -m1 'graphs' "$logs/bench-$shape-$type.err")"
+    echo "$shape $type: $(grep -m1 'opencl: graphs' "$logs/bench-$shape-$type.err")"
+    if [ "$shape" = tinyllama-1.1b ]; then  # one launch more per norm: the launch-bound model shows the cost
+      LANTERN_OPENCL_FUSE_NORM=0 timeout 150 "$bin/lantern" bench -m "$f" --backend opencl --n-gpu-layers 99 -p 0 -n 128 -r 3 \
+        -o json > "$logs/bench-$shape-$type-unfused_norm.json" 2>> "$logs/bench-$shape-$type.err"
+    fi
     pack
   done
   python3 - "$logs" <<'PY' | tee -a "$summary"
@@ -137,6 +143,9 @@ print("| model | pp512 t/s (target) | tg128 t/s (target) | weight GB read per to
 print("| --- | ---: | ---: | ---: | ---: |")
 for path in sorted(glob.glob(os.path.join(logs, "bench-*.json"))):
     name = os.path.basename(path)[6:-5]
+    variant = ""
+    if name.endswith("-unfused_norm"):
+        name, variant = name[: -len("-unfused_norm")], " (norm not fused)"
     shape, typ = name.rsplit("-", 1)
     try:
         rows = json.load(open(path))
@@ -150,7 +159,7 @@ for path in sorted(glob.glob(os.path.join(logs, "bench-*.json"))):
     tp, tt = target.get((shape, typ), (None, None))
     fmt = lambda v, t: "-" if v is None else f"{v:,.0f}" + (f" ({t:,})" if t else "")
     bw = "-" if tg is None else f"{per_tok * tg:,.0f}"
-    print(f"| {shape} {typ} | {fmt(pp, tp)} | {fmt(tg, tt)} | {per_tok:.3f} | {bw} |")
+    print(f"| {shape} {typ}{variant} | {fmt(pp, tp)} | {fmt(tg, tt)} | {per_tok:.3f} | {bw} |")
 PY
 fi
 pack

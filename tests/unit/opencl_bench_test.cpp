@@ -129,8 +129,8 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
     auto& ocl = static_cast<ocl::OpenClBackend&>(*gpu);
     std::printf("[ bench ] device: %s\n", gpu->description().c_str());
     std::setvbuf(stdout, nullptr, _IONBF, 0);  // every row out at once, even if the run is cut short
-    std::printf("[ bench ] programs: matvec %zu work-items x %zu rows per slot, tensor-core kernels %s\n",
-                ocl.programs().shape().mv_tpr, ocl.programs().shape().mv_rpt,
+    std::printf("[ bench ] programs: matvec groups of %zu, %zu work-items x %zu rows per slot, tensor-core kernels %s\n",
+                ocl.programs().shape().mv_wg, ocl.programs().shape().mv_tpr, ocl.programs().shape().mv_rpt,
                 ocl.programs().available(ocl::ProgramId::MatmulNv) ? "yes" : "no");
 
     const double copy = driver_copy_bandwidth(ocl);
@@ -139,7 +139,7 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
         OpCase c;
         c.name = "copy kernel f32 1 GiB";
         Leaves L{c, std::mt19937(1)};
-        Tensor* x = L.f32({16384, 16384}, "x");
+        Tensor* x = L.f32({65536, 4096}, "x");
         c.outputs.push_back(c.graph.copy(x, DType::F32));
         const double s = time_case(c, *gpu, 10, false);
         std::printf("[ bench ] copy kernel 1 GiB: %.0f GB/s (read + write)\n", 2.0 * 1073741824.0 / s / 1e9);

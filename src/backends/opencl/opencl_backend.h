@@ -84,6 +84,9 @@ public:
     bool command_buffers() const { return cb_api_.loaded(); }
     // Whether compute() fuses node patterns (LANTERN_OPENCL_FUSE=0: off, for debugging).
     bool fusion() const { return fusion_; }
+    // Whether the add + RMSNorm before one-row products joins their launch
+    // (LANTERN_OPENCL_FUSE_NORM=0: off; every group then norms the row itself).
+    bool norm_fusion() const { return norm_fusion_; }
 
     // Scratch shared by all steps (grows; in-order queue makes reuse safe).
     struct Scratch {
@@ -115,6 +118,7 @@ private:
     std::map<std::tuple<int, float, float>, std::unique_ptr<PoolBlock>> rope_tables_;
     uint64_t eager_steps_ = 0;
     bool fusion_ = true;
+    bool norm_fusion_ = true;
 };
 
 // Factories of backends/registry.cpp.

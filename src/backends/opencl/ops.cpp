@@ -55,12 +55,13 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
     }
     const size_t count = nodes.size();
     const bool fuse = d.backend().fusion();
+    const bool fuse_norm = fuse && d.backend().norm_fusion();
     for (size_t i = 0; i < count;) {
         const Tensor& node = *nodes[i];
         // The launch starting here: a fused pattern of nodes [i, i + n), or node i.
         enum class Kind { Single, Glu, Group, RopeKv, NormGlu, NormGroup } kind = Kind::Single;
         size_t n = 1;
-        if (fuse && node.op == Op::AddRmsNorm && i + 1 < count && nodes[i + 1]->op == Op::MulMat) {
+        if (fuse_norm && node.op == Op::AddRmsNorm && i + 1 < count && nodes[i + 1]->op == Op::MulMat) {
             // add + RMSNorm of one row, then the products of its normed half.
             if (i + 3 < count && glu_fusable(*nodes[i + 1], *nodes[i + 2], *nodes[i + 3]) &&
                 norm_fusable(d, node, {nodes[i + 1], nodes[i + 2], nodes[i + 3]})) {

@@ -86,15 +86,18 @@ ProgramCache::ProgramCache(cl_context context, const DeviceCaps& caps, BuildConf
         if (v.empty()) return fallback;
         return std::clamp<size_t>(floor_pow2(static_cast<size_t>(std::max(1, std::atoi(v.c_str())))), lo, hi);
     };
-    shape_.mv_tpr = knob("LANTERN_OPENCL_MV_TPR", 2, 64, 16);
-    shape_.mv_rpt = knob("LANTERN_OPENCL_MV_RPT", 1, 16, 4);
+    shape_.mv_wg = std::min(knob("LANTERN_OPENCL_MV_WG", 32, 1024, 256), floor_pow2(max_wg));
+    shape_.mv_tpr = std::min(knob("LANTERN_OPENCL_MV_TPR", 1, 256, 32), shape_.mv_wg);
+    shape_.mv_rpt = knob("LANTERN_OPENCL_MV_RPT", 1, 16, 1);
+    // The gated kernels hold 32 rows per group: 32 * tpr >= wg.
+    shape_.mv_tpr = std::max(shape_.mv_tpr, shape_.mv_wg / 32);
 }
 
 std::string ProgramCache::options(ProgramId id, bool with_extensions) const {
     std::string o = "-cl-std=CL1.2";
     if (config_.fast_math) o += " -cl-mad-enable -cl-fast-relaxed-math";
     o += " -DLT_RED_WG=" + std::to_string(shape_.reduction);
-    o += " -DLT_MV_TPR=" + std::to_string(shape_.mv_tpr) + " -DLT_MV_RPT=" + std::to_string(shape_.mv_rpt) +
+    o += " -DLT_MV_WG=" + std::to_string(shape_.mv_wg) + " -DLT_MV_TPR=" + std::to_string(shape_.mv_tpr) + " -DLT_MV_RPT=" + std::to_string(shape_.mv_rpt) +
          " -DLT_MV8_TPR=" + std::to_string(shape_.mv8_tpr);
     if (id == ProgramId::MatmulNv && config_.mma_emulate) o += " -DLT_MMA_EMULATE=1";
     if (with_extensions) {

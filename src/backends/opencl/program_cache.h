@@ -14,9 +14,9 @@
 // $XDG_CACHE_HOME/lantern/opencl, else ~/.cache/lantern/opencl;
 // LANTERN_OPENCL_CACHE_DIR=off keeps nothing.
 //
-// Tuning: LANTERN_OPENCL_MV_TPR=n (2..64) and LANTERN_OPENCL_MV_RPT=n set the
-// one-row matrix-vector kernels' work-items per row slot (default 16) and rows
-// per work-item (default 4). Test hooks: LANTERN_OPENCL_FAIL=<file>[,<file>...] breaks those programs'
+// Tuning: LANTERN_OPENCL_MV_WG, LANTERN_OPENCL_MV_TPR and LANTERN_OPENCL_MV_RPT
+// set the one-row matrix-vector kernels' group size (default 256), work-items
+// per row slot (32) and rows per work-item (1). Test hooks: LANTERN_OPENCL_FAIL=<file>[,<file>...] breaks those programs'
 // builds on purpose; LANTERN_OPENCL_MMA_EMULATE=1 builds the NVIDIA tensor-core
 // matrix kernels with the mma emulated, on any device.
 #pragma once
@@ -50,13 +50,13 @@ struct BuildConfig {
 // Work-group sizes the kernels are compiled for (from the device's limits).
 struct LaunchShape {
     size_t reduction = 256;  // LT_RED_WG: norms, softmax, decode attention
-    // One-row matrix-vector kernels (groups of 64): work-items per row slot
-    // and rows per work-item, so mv_rows() rows per group.
-    size_t mv_tpr = 16;      // LT_MV_TPR
-    size_t mv_rpt = 4;       // LT_MV_RPT
+    // One-row matrix-vector kernels: group size, work-items per row slot, rows
+    // per work-item; mv_rows() rows per group (the gated ones: 32).
+    size_t mv_wg = 256;      // LT_MV_WG
+    size_t mv_tpr = 32;      // LT_MV_TPR
+    size_t mv_rpt = 1;       // LT_MV_RPT
     size_t mv8_tpr = 8;      // LT_MV8_TPR: 2..8 rows, groups of 32 rows
-    static constexpr size_t kMv1Group = 64;
-    size_t mv_rows() const { return kMv1Group / mv_tpr * mv_rpt; }
+    size_t mv_rows() const { return mv_wg / mv_tpr * mv_rpt; }
 };
 
 class ProgramCache {

@@ -7,8 +7,8 @@
 //   LT_QCOM_SG    1: Qualcomm; reduction kernels ask for half-wave subgroups
 //   LT_NV_PTX     1: NVIDIA; inline PTX (dp4a, mma) usable
 //   LT_MMA_EMULATE 1: test builds emulate the PTX mma through local memory
-//   LT_MV_TPR, LT_MV_RPT  one-row matrix-vector kernels: work-items per row slot,
-//                 rows per work-item (work-groups of 64)
+//   LT_MV_WG, LT_MV_TPR, LT_MV_RPT  one-row matrix-vector kernels: group size,
+//                 work-items per row slot, rows per work-item
 //   LT_MV8_TPR    matrix-vector kernels for 2..8 rows: work-items per row (groups of 32 rows)
 //
 // Tensors are passed as (buffer, byte offset) pairs; strides are in bytes.
@@ -30,11 +30,14 @@
 #ifndef LT_MMA_EMULATE
 #define LT_MMA_EMULATE 0
 #endif
+#ifndef LT_MV_WG
+#define LT_MV_WG 256
+#endif
 #ifndef LT_MV_TPR
-#define LT_MV_TPR 16
+#define LT_MV_TPR 32
 #endif
 #ifndef LT_MV_RPT
-#define LT_MV_RPT 4
+#define LT_MV_RPT 1
 #endif
 #ifndef LT_MV8_TPR
 #define LT_MV8_TPR 8
