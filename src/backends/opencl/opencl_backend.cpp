@@ -36,11 +36,24 @@ public:
               "clEnqueueReadBuffer");
     }
     void fill(size_t offset, uint8_t value, size_t n) override {
-        // In pieces: NVIDIA's fill faulted on a single range past 2 GiB.
-        constexpr size_t kPiece = size_t{1} << 30;
-        for (size_t done = 0; done < n; done += kPiece) {
-            check(clEnqueueFillBuffer(backend_.queue(), block_->mem(), &value, 1, offset + done, std::min(kPiece, n - done),
-                                      0, nullptr, nullptr),
+        if (n == 0) return;
+        // With the backend's own kernel where it was built (NVIDIA's
+        // clEnqueueFillBuffer faulted on a buffer of over 2 GiB).
+        ProgramCache& programs = backend_.programs();
+        if (programs.available(ProgramId::Elementwise)) {
+            cl_kernel k = programs.kernel(ProgramId::Elementwise, "fill_bytes");
+            const cl_mem m = block_->mem();
+            const cl_ulong off = offset, count = n;
+            const cl_uint v = value;
+            check(clSetKernelArg(k, 0, sizeof(m), &m), "clSetKernelArg");
+            check(clSetKernelArg(k, 1, sizeof(off), &off), "clSetKernelArg");
+            check(clSetKernelArg(k, 2, sizeof(count), &count), "clSetKernelArg");
+            check(clSetKernelArg(k, 3, sizeof(v), &v), "clSetKernelArg");
+            const size_t global = (n + 15) / 16;
+            check(clEnqueueNDRangeKernel(backend_.queue(), k, 1, nullptr, &global, nullptr, 0, nullptr, nullptr),
+                  "clEnqueueNDRangeKernel (fill)");
+        } else {
+            check(clEnqueueFillBuffer(backend_.queue(), block_->mem(), &value, 1, offset, n, 0, nullptr, nullptr),
                   "clEnqueueFillBuffer");
         }
         check(clFinish(backend_.queue()), "clFinish");

@@ -112,3 +112,13 @@ kernel void glu_q8(int gelu,
     q8_quantize_block(dr, LT_PTR(char, q, q_off + row * K) + blk * 32,
                       LT_PTR(float2, q, ds_off) + row * (K / 32) + blk);
 }
+
+// Bytes [off, off + n) of a buffer set to `value`, 16 per work-item (64-bit
+// offsets: NVIDIA's clEnqueueFillBuffer faulted on buffers past 2 GiB).
+kernel void fill_bytes(global uchar* d, ulong off, ulong n, uint value) {
+    const ulong at = (ulong)get_global_id(0) * 16;
+    if (at >= n) return;
+    global uchar* p = d + off + at;
+    const ulong end = min(n - at, (ulong)16);
+    for (ulong i = 0; i < end; ++i) p[i] = (uchar)value;
+}
