@@ -90,9 +90,11 @@ if [ "$stage" = all ] || [ "$stage" = test ]; then
   # The model checks run on a synthetic model (random weights): the same
   # checks against PoCL on this machine's CPU show how much of any
   # difference is the model's own sensitivity rather than NVIDIA's kernels.
-  LANTERN_MODEL="$check_model" LANTERN_OPENCL_PLATFORM=Portable timeout 90 "$bin/lantern_tests" \
-    --gtest_filter='OpenclModel.Greedy*:*OpenclOffload*' > "$logs/tests-pocl.log" 2>&1
-  note "model checks on PoCL (same synthetic model): rc=$?, $(grep -c '^\[       OK \]' "$logs/tests-pocl.log") passed, $(grep -c '^\[  FAILED  \].*ms)' "$logs/tests-pocl.log") failed"
+  if [ "${SKIP_POCL:-0}" != 1 ]; then
+    LANTERN_MODEL="$check_model" LANTERN_OPENCL_PLATFORM=Portable timeout 90 "$bin/lantern_tests" \
+      --gtest_filter='OpenclModel.Greedy*:*OpenclOffload*' > "$logs/tests-pocl.log" 2>&1
+    note "model checks on PoCL (same synthetic model): rc=$?, $(grep -c '^\[       OK \]' "$logs/tests-pocl.log") passed, $(grep -c '^\[  FAILED  \].*ms)' "$logs/tests-pocl.log") failed"
+  fi
   pack
   start=$SECONDS
   LANTERN_OPENCL_BENCH=1 timeout 180 "$bin/lantern_tests" --gtest_filter='OpenclOpBench.*' > "$logs/opbench.log" 2>&1
@@ -101,8 +103,8 @@ if [ "$stage" = all ] || [ "$stage" = test ]; then
   note "op bench: $((SECONDS - start)) s"
   # One-row matrix-vector shape (group size x work-items per row slot x rows
   # per work-item): the default 256x32x1 against 256x8x1 (256x16x2 measured
-  # 991 GB/s, below both, at 17df0c7); the
-  # best on the 7b gate/up matrix serves the model benches below.
+  # 991 GB/s against 256x8x1's 1055 at 17df0c7); the best on the 7b gate/up
+  # matrix serves the model benches below.
   best=256x32x1
   best_gbs="$(grep -m1 'q4_0 7b gate/up' "$logs/opbench.log" | awk '{print $(NF-4)}')"
   for v in 256x8x1; do

@@ -215,9 +215,16 @@ TEST_P(OpenclLayer, FusedLaunchesMatchCpu) {
     auto c = llama_layer_case(type, T, 77);
     std::unique_ptr<Backend> gpu = opencl();
     expect_matches_cpu(*c, *gpu, "recorded");
-    ScopedEnv eager("LANTERN_GRAPHS", "0");
-    std::unique_ptr<Backend> gpu_eager = opencl();
-    expect_matches_cpu(*c, *gpu_eager, "eager");
+    {
+        ScopedEnv eager("LANTERN_GRAPHS", "0");
+        std::unique_ptr<Backend> gpu_eager = opencl();
+        expect_matches_cpu(*c, *gpu_eager, "eager");
+    }
+    if (T == 1) {  // one row: the add + RMSNorm can join the products' launches
+        ScopedEnv fuse_norm("LANTERN_OPENCL_FUSE_NORM", "1");
+        std::unique_ptr<Backend> gpu_norm = opencl();
+        expect_matches_cpu(*c, *gpu_norm, "norm fused");
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, OpenclLayer,

@@ -75,7 +75,7 @@ OpenClBackend::OpenClBackend(const DeviceCaps& caps) : caps_(caps), graphs_(Grap
     const char* fuse = std::getenv("LANTERN_OPENCL_FUSE");
     fusion_ = fuse == nullptr || std::string(fuse) != "0";
     const char* fuse_norm = std::getenv("LANTERN_OPENCL_FUSE_NORM");
-    norm_fusion_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
+    norm_fusion_ = fuse_norm != nullptr && std::string(fuse_norm) == "1";
     cl_int err = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(caps_.platform),
                                            0};

@@ -5,7 +5,8 @@
 // compute() only enqueues. Nodes are dispatched through a plan (plan.cpp)
 // that fuses what the graph lays out one op at a time: Q/K/V products that
 // share an input, gate/up products with their SiLU, RoPE with the KV-cache
-// writes; producers of a quantized product's input also write its 8-bit form.
+// writes (optionally the add + RMSNorm before one-row products); producers of
+// a quantized product's input also write its 8-bit form.
 //
 // Recorded steps: while graphs are enabled (graph_cache.h, LANTERN_GRAPHS),
 // a step's launches are kept - each with a kernel object of its own whose
@@ -85,7 +86,9 @@ public:
     // Whether compute() fuses node patterns (LANTERN_OPENCL_FUSE=0: off, for debugging).
     bool fusion() const { return fusion_; }
     // Whether the add + RMSNorm before one-row products joins their launch
-    // (LANTERN_OPENCL_FUSE_NORM=0: off; every group then norms the row itself).
+    // (LANTERN_OPENCL_FUSE_NORM=1; every group then norms the row itself).
+    // Off by default: on the H100 the saved launch cost less than the groups'
+    // repeated norms (tinyllama decode 547 tok/s fused, 593 not).
     bool norm_fusion() const { return norm_fusion_; }
 
     // Scratch shared by all steps (grows; in-order queue makes reuse safe).
@@ -118,7 +121,7 @@ private:
     std::map<std::tuple<int, float, float>, std::unique_ptr<PoolBlock>> rope_tables_;
     uint64_t eager_steps_ = 0;
     bool fusion_ = true;
-    bool norm_fusion_ = true;
+    bool norm_fusion_ = false;
 };
 
 // Factories of backends/registry.cpp.
