@@ -1,50 +1,16 @@
 // The `lantern` tool as a user runs it: tokenizer vectors through
 // `lantern tokenize`, errors on corrupt files, a golden chat answer.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "test_util.h"
+#include "cli_runner.h"
 
 namespace lantern::test {
 namespace {
-
-struct Output {
-    int exit_code = -1;
-    std::string out;  // stdout
-    std::string err;  // stderr
-};
-
-std::string lantern_binary() { return (std::filesystem::path(LANTERN_BINARY_DIR) / "bin" / "lantern").string(); }
-
-std::string quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-Output run_cli(const std::string& args) {
-    const std::string err_file = temp_path("cli-stderr.txt").string();
-    const std::string cmd = quote(lantern_binary()) + " " + args + " 2> " + quote(err_file);
-    Output o;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return o;
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-    const int status = pclose(p);
-    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::ifstream e(err_file);
-    std::stringstream ss;
-    ss << e.rdbuf();
-    o.err = ss.str();
-    std::remove(err_file.c_str());
-    return o;
-}
 
 std::vector<std::string> split_inputs(const std::string& text) {
     const std::string sep = "\n__ggml_vocab_test__\n";
@@ -83,7 +49,7 @@ TEST(Cli, TokenizeMatchesVocabVectors) {
         for (size_t i = 0; i < inputs.size(); ++i) {
             const std::string in_file = temp_path("tok-input.txt").string();
             std::ofstream(in_file, std::ios::binary) << inputs[i];
-            const Output o = run_cli("tokenize -m " + quote(entry.path().string()) + " -f " + quote(in_file) +
+            const CliOutput o = run_lantern("tokenize -m " + shell_quote(entry.path().string()) + " -f " + shell_quote(in_file) +
                                      " --ids --no-bos --no-parse-special");
             std::remove(in_file.c_str());
             ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -113,7 +79,7 @@ TEST(Cli, CorruptModelGivesOneLineError) {
     const std::string missing = temp_path("missing.gguf").string();
     for (const std::string& f : {bad, garbage, missing}) {
         for (const std::string& cmd : {"run -n 4 -p hi -m ", "bench -r 1 -p 8 -n 2 -m ", "tokenize -p hi -m "}) {
-            const Output o = run_cli(cmd + quote(f));
+            const CliOutput o = run_lantern(cmd + shell_quote(f));
             EXPECT_EQ(o.exit_code, 1) << cmd << f << ": " << o.err;
             EXPECT_EQ(o.err.rfind("error: ", 0), 0u) << o.err;
             EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
@@ -125,16 +91,16 @@ TEST(Cli, CorruptModelGivesOneLineError) {
 
 // The README's first command: a coherent greedy answer through the template.
 TEST(Cli, ChatAnswersGolden) {
-    const Output o = run_cli("run --chat --single-turn --temp 0 -n 32 -p " +
-                             quote("What is the capital of France? Answer in one sentence.") + " < /dev/null");
+    const CliOutput o = run_lantern("run --chat --single-turn --temp 0 -n 32 -p " +
+                             shell_quote("What is the capital of France? Answer in one sentence.") + " < /dev/null");
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(o.out, "The capital of France is Paris.\n");
     EXPECT_NE(o.err.find("generation:"), std::string::npos) << o.err;
 }
 
 TEST(Cli, CompletionIsSeededAndReproducible) {
-    const std::string args = "run -n 24 --temp 0.8 --seed 42 -p " + quote("Once upon a time") + " 2>/dev/null";
-    const Output a = run_cli(args), b = run_cli(args);
+    const std::string args = "run -n 24 --temp 0.8 --seed 42 -p " + shell_quote("Once upon a time") + " 2>/dev/null";
+    const CliOutput a = run_lantern(args), b = run_lantern(args);
     ASSERT_EQ(a.exit_code, 0);
     EXPECT_EQ(a.out, b.out);
     EXPECT_EQ(a.out.rfind("Once upon a time", 0), 0u);
