@@ -195,13 +195,23 @@ int32_t Model::eos_token() const { return impl_->tokenizer->eos(); }
 
 std::string Model::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                        const std::string& override_template) const {
-    const Tokenizer& tok = *impl_->tokenizer;
-    auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
-    const ChatTemplate t = ChatTemplate::select(
-        override_template, impl_->chat_template.value_or(""),
-        [&](std::string_view text) { return tok.find_token(text).has_value(); }, text_of(tok.bos()),
-        text_of(tok.eos()));
-    return t.apply(messages, add_generation_prompt);
+    Impl& m = *impl_;
+    std::optional<ChatTemplate> chosen;
+    {
+        std::lock_guard<std::mutex> lock(m.chat_mutex);
+        auto it = m.chat_templates.find(override_template);
+        if (it == m.chat_templates.end()) {
+            const Tokenizer& tok = *m.tokenizer;
+            auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
+            ChatTemplate t = ChatTemplate::select(
+                override_template, m.chat_template.value_or(""),
+                [&](std::string_view text) { return tok.find_token(text).has_value(); }, text_of(tok.bos()),
+                text_of(tok.eos()));
+            it = m.chat_templates.emplace(override_template, std::move(t)).first;
+        }
+        chosen = it->second;  // copies share the parsed template
+    }
+    return chosen->apply(messages, add_generation_prompt);
 }
 
 }  // namespace lantern

@@ -5,7 +5,11 @@
 #include <optional>
 #include <string>
 
+#include <map>
+#include <mutex>
+
 #include "backends/cpu/cpu_backend.h"
+#include "chat/chat_template.h"
 #include "backends/weight_store.h"
 #include "gguf/gguf.h"
 #include "lantern/lantern.h"
@@ -21,6 +25,11 @@ struct Model::Impl {
     HParams hp;
     std::unique_ptr<Tokenizer> tokenizer;
     std::optional<std::string> chat_template;  // tokenizer.chat_template
+    // Parsed templates by override ("" = the file's own), so a chat turn or a
+    // server request does not parse the template again. Guarded: the server
+    // renders from several threads.
+    mutable std::mutex chat_mutex;
+    mutable std::map<std::string, ChatTemplate> chat_templates;
 
     std::unique_ptr<CpuBackend> cpu;
     std::unique_ptr<Backend> gpu;  // null when everything runs on the CPU
