@@ -108,6 +108,18 @@ void CudaBackend::init() {
     debug_sync_ = env_flag("LANTERN_CUDA_SYNC");
     const char* pdl = std::getenv("LANTERN_CUDA_PDL");
     ctx_.pdl = pdl == nullptr || std::strcmp(pdl, "0") != 0;
+    if (const char* mv = std::getenv("LANTERN_CUDA_MATVEC"); mv != nullptr && *mv != '\0') {
+        if (std::strcmp(mv, "general") == 0) {
+            ctx_.matvec = MatVecKernel::General;
+        } else if (std::strcmp(mv, "streamed") == 0) {
+            ctx_.matvec = MatVecKernel::Streamed;
+        } else if (std::strcmp(mv, "prefetch") == 0) {
+            ctx_.matvec = MatVecKernel::StreamedPrefetch;
+        } else {
+            throw Error(ErrorCode::InvalidArgument,
+                        std::string("cuda: LANTERN_CUDA_MATVEC must be general, streamed or prefetch, not '") + mv + "'");
+        }
+    }
 }
 
 CudaBackend::~CudaBackend() { release(); }

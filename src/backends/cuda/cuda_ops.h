@@ -30,11 +30,21 @@ struct Workspace {
     int* attn_counters = nullptr;
 };
 
+// Which matrix-vector kernel Q4_0, Q4_1 and Q8_0 weights use (every other
+// type has only the general one). LANTERN_CUDA_MATVEC=general|streamed|prefetch
+// chooses at backend creation; all three give the same integer sums.
+enum class MatVecKernel {
+    General,           // row pairs, loads of the next item after the current one's dot products
+    Streamed,          // k_matvec_q: the next stage's loads before the current stage's work
+    StreamedPrefetch,  // k_matvec_q, and each item's rows requested into L2 when it starts
+};
+
 struct Ctx {
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     int sm_count = 0;
     bool pdl = true;  // programmatic dependent launch between our kernels
+    MatVecKernel matvec = MatVecKernel::StreamedPrefetch;
     Workspace ws;
 };
 

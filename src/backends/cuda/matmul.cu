@@ -9,6 +9,16 @@
 // MulMats sharing an activation run in one launch (Q, K, V), and gate/up run
 // as pairs that also write silu(gate) * up.
 //
+// Q4_0, Q4_1 and Q8_0 (the decode types that matter most) have their own
+// streamed kernel (k_matvec_q): each warp walks its rows in stages of 64
+// bytes per lane and issues the next stage's loads before it computes the
+// current one (two stages in registers, 80 registers, 3 blocks per SM), and
+// optionally asks L2 for a whole item's rows when it starts one. Q4_0's -8
+// is folded into the staged activation block sums:
+//     sum_i (q_i - 8) a_i = sum_i q_i a_i - 8 sum_i a_i,
+// so raw nibbles go straight into dp4a. Ctx::matvec selects it (the same
+// integer sums and float expressions as the general kernel).
+//
 // More tokens: the weight is dequantized to f16 (F16/BF16/F32 are used as
 // they are), the activations converted, and cuBLAS multiplies on tensor cores.
 #include <algorithm>
@@ -49,17 +59,30 @@ struct MvParams {
 };
 
 // The activation row as a kernel reads it.
+// Shared memory of a quantized row: q [K bytes], d [K/32 floats], s [K/16
+// floats], isum [K/32 ints] (K % 32 == 0, so every array is 4-byte aligned).
 struct Act {
     const int8_t* q;     // two planes: q[h * K/2 + 16b + i] = element 32b + 16h + i
     const float* d;      // scale per 32-block
     const float* s;      // d * sum of the quants, per 16-group
+    const int* isum;     // sum of the quants, per 32-block
     int64_t half_k;
     const float* x;      // plain types: the f32 row
 };
 
 size_t mv_smem_bytes(DType t, int64_t K) {
     if (is_plain(t)) return static_cast<size_t>(K) * sizeof(float);
-    return static_cast<size_t>(K) + static_cast<size_t>(K / 32) * 4 + static_cast<size_t>(K / 16) * 4;
+    return static_cast<size_t>(K) + static_cast<size_t>(K / 32) * 8 + static_cast<size_t>(K / 16) * 4;
+}
+
+__device__ __forceinline__ Act act_view(const uint8_t* smem, int64_t K) {
+    Act a{};
+    a.q = reinterpret_cast<const int8_t*>(smem);
+    a.d = reinterpret_cast<const float*>(smem + K);
+    a.s = a.d + K / 32;
+    a.isum = reinterpret_cast<const int*>(a.s + K / 16);
+    a.half_k = K / 2;
+    return a;
 }
 
 __device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
@@ -71,7 +94,8 @@ __device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
 // quantize_q8_0 does on the CPU: d = fp16(amax / 127), q = rint(clamp(x / d)).
 // The 8 lanes of a 32-block are consecutive lanes; every lane calls this
 // (valid or not) because of the shuffles.
-__device__ __forceinline__ void quant4(float4 v, int64_t i, bool valid, int64_t K, uint32_t* qw, float* d, float* s) {
+__device__ __forceinline__ void quant4(float4 v, int64_t i, bool valid, int64_t K, uint32_t* qw, float* d, float* s,
+                                       int* isum) {
     float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
@@ -85,6 +109,7 @@ __device__ __forceinline__ void quant4(float4 v, int64_t i, bool valid, int64_t 
     int sum = q0 + q1 + q2 + q3;
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int sum32 = sum + __shfl_xor_sync(0xffffffffu, sum, 4);
     if (!valid) return;
     const int64_t b = i >> 3;
     const int sub = static_cast<int>(i & 7);
@@ -93,15 +118,19 @@ __device__ __forceinline__ void quant4(float4 v, int64_t i, bool valid, int64_t 
                                                    (static_cast<uint32_t>(q2) & 0xFFu) << 16 |
                                                    (static_cast<uint32_t>(q3) & 0xFFu) << 24;
     if ((sub & 3) == 0) s[2 * b + (sub >> 2)] = dd * static_cast<float>(sum);
-    if (sub == 0) d[b] = dd;
+    if (sub == 0) {
+        d[b] = dd;
+        isum[b] = sum32;
+    }
 }
 
 // Stores float4 number i of the staged row: quantized, or as f32.
 template <bool Quant>
 __device__ __forceinline__ void put4(float4 v, int64_t i, bool valid, int64_t K, uint8_t* smem) {
     if constexpr (Quant) {
-        quant4(v, i, valid, K, reinterpret_cast<uint32_t*>(smem), reinterpret_cast<float*>(smem + K),
-               reinterpret_cast<float*>(smem + K) + K / 32);
+        float* d = reinterpret_cast<float*>(smem + K);
+        quant4(v, i, valid, K, reinterpret_cast<uint32_t*>(smem), d, d + K / 32,
+               reinterpret_cast<int*>(d + K / 32 + K / 16));
     } else {
         if (valid) reinterpret_cast<float4*>(smem)[i] = v;
     }
@@ -368,10 +397,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
     if constexpr (is_plain(T)) {
         a.x = reinterpret_cast<const float*>(smem);
     } else {
-        a.q = reinterpret_cast<const int8_t*>(smem);
-        a.d = reinterpret_cast<const float*>(smem + p.K);
-        a.s = a.d + p.K / 32;
-        a.half_k = p.K / 2;
+        a = act_view(smem, p.K);
     }
 
     for (; item < p.n_items; item += step) {
@@ -419,6 +445,232 @@ void launch_matvec(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const int64_t groups = (p.n_items + kMvWarps - 1) / kMvWarps;
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kMvBlocksPerSM);
     check(launch(ctx, k_matvec<T>, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec", node);
+}
+
+// --- Q4_0 / Q4_1 / Q8_0: the streamed kernel ---------------------------------
+//
+// A warp's work is a sequence of stages: item (a row pair, as above), then
+// 32 * kQUnits blocks of each of its two rows, lane l taking blocks
+// c + l + 32u. Each lane holds two stages of raw blocks; step() issues the
+// loads of the next stage (possibly the next item's first) before it
+// computes the current one, so a warp always has a stage in flight while it
+// works, and finishes an item (warp sums, stores) with the next one's loads
+// already issued. 64 bytes per lane and stage: Q4_0/Q4_1 two 16-byte blocks
+// per row, Q8_0 one block of two 16-byte planes per row.
+
+constexpr int kQBlocksPerSM = 3;  // __launch_bounds__: at most 80 registers
+
+template <DType T>
+constexpr int kQUnits = T == DType::Q8_0 ? 1 : 2;
+
+struct QBlk {
+    uint4 q0, q1;  // payload (q1: Q8_0's second plane)
+    uint32_t m;    // meta: Q4_0/Q8_0 d (f16 bits), Q4_1 d | m << 16
+};
+
+// The two rows of an item; q[s] null: slot s has no row (or no item).
+struct QRows {
+    const uint8_t* q[kRows];
+    const uint8_t* m[kRows];
+};
+
+__device__ __forceinline__ QRows q_rows(const MvParams& p, int item) {
+    QRows r;
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        const Slot sl = slot_of(p, item, s);
+        const WView& w = p.w[sl.job];
+        const bool ok = item < p.n_items && sl.valid;
+        r.q[s] = ok ? w.data + static_cast<size_t>(sl.row) * w.row_bytes : nullptr;
+        r.m[s] = w.meta + static_cast<size_t>(sl.row) * w.meta_row_bytes;
+    }
+    return r;
+}
+
+// Asks L2 for the item's rows (payload and meta), 128-byte lines spread
+// over the lanes: later stages of the item then wait on L2, not HBM.
+__device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, int lane) {
+    const unsigned row_bytes = static_cast<unsigned>(p.w[0].row_bytes);  // every job: same K and type
+    const unsigned meta_bytes = static_cast<unsigned>(p.w[0].meta_row_bytes);
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        if (r.q[s] == nullptr) continue;
+        for (unsigned off = static_cast<unsigned>(lane) * 128; off < row_bytes; off += 32 * 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(r.q[s] + off));
+        }
+        for (unsigned off = static_cast<unsigned>(lane) * 128; off < meta_bytes; off += 32 * 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(r.m[s] + off));
+        }
+    }
+}
+
+template <DType T>
+__device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][kQUnits<T>]) {
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+        for (int u = 0; u < kQUnits<T>; ++u) {
+            const int b = b0 + 32 * u;
+            if (r.q[s] == nullptr || b >= nb) continue;
+            o[s][u].q0 = ld_u128(r.q[s] + 16 * b);
+            if constexpr (T == DType::Q8_0) o[s][u].q1 = ld_u128(r.q[s] + 16 * (nb + b));
+            if constexpr (T == DType::Q4_1) {
+                o[s][u].m = ld_u32(r.m[s] + 4 * b);
+            } else {
+                o[s][u].m = ld_u16(r.m[s] + 2 * b);
+            }
+        }
+    }
+}
+
+// Blocks b0 + 32u of both rows into acc. The activation words are read once
+// for both rows. The float expressions are q32_dot's.
+template <DType T>
+__device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][kQUnits<T>], unsigned rows, const Act& a, int nb,
+                                      int b0, float (&acc)[kRows]) {
+#pragma unroll
+    for (int u = 0; u < kQUnits<T>; ++u) {
+        const int b = b0 + 32 * u;
+        if (b >= nb) continue;
+        const int4 lo = *reinterpret_cast<const int4*>(a.q + 16 * b);
+        const int4 hi = *reinterpret_cast<const int4*>(a.q + a.half_k + 16 * b);
+        const float da = a.d[b];
+        int s0 = 0;
+        float sm = 0.0f;
+        if constexpr (T == DType::Q4_0) s0 = -8 * a.isum[b];
+        if constexpr (T == DType::Q4_1) sm = a.s[2 * b] + a.s[2 * b + 1];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+            if (!(rows & (1u << s))) continue;
+            const QBlk& k = w[s][u];
+            int v = s0;
+            if constexpr (T == DType::Q8_0) {
+                v = __dp4a(static_cast<int>(k.q0.x), lo.x, v);
+                v = __dp4a(static_cast<int>(k.q1.x), hi.x, v);
+                v = __dp4a(static_cast<int>(k.q0.y), lo.y, v);
+                v = __dp4a(static_cast<int>(k.q1.y), hi.y, v);
+                v = __dp4a(static_cast<int>(k.q0.z), lo.z, v);
+                v = __dp4a(static_cast<int>(k.q1.z), hi.z, v);
+                v = __dp4a(static_cast<int>(k.q0.w), lo.w, v);
+                v = __dp4a(static_cast<int>(k.q1.w), hi.w, v);
+            } else {
+                v = __dp4a(static_cast<int>(k.q0.x & kLow4), lo.x, v);
+                v = __dp4a(static_cast<int>((k.q0.x >> 4) & kLow4), hi.x, v);
+                v = __dp4a(static_cast<int>(k.q0.y & kLow4), lo.y, v);
+                v = __dp4a(static_cast<int>((k.q0.y >> 4) & kLow4), hi.y, v);
+                v = __dp4a(static_cast<int>(k.q0.z & kLow4), lo.z, v);
+                v = __dp4a(static_cast<int>((k.q0.z >> 4) & kLow4), hi.z, v);
+                v = __dp4a(static_cast<int>(k.q0.w & kLow4), lo.w, v);
+                v = __dp4a(static_cast<int>((k.q0.w >> 4) & kLow4), hi.w, v);
+            }
+            const float d = half_bits_to_float(static_cast<uint16_t>(k.m));
+            float x = d * da * static_cast<float>(v);
+            if constexpr (T == DType::Q4_1) x += half_bits_to_float(static_cast<uint16_t>(k.m >> 16)) * sm;
+            acc[s] += x;
+        }
+    }
+}
+
+// Where a warp is: its item, the first block of the stage (lane included),
+// the item's rows (bit s of `valid`: slot s has a row).
+struct QPos {
+    int item;
+    int b0;
+    unsigned valid;
+    QRows rows;
+};
+
+__device__ __forceinline__ unsigned q_valid(const QRows& r) {
+    return (r.q[0] != nullptr ? 1u : 0u) | (r.q[1] != nullptr ? 2u : 0u);
+}
+
+__device__ __forceinline__ void q_store(const MvParams& p, int item, const float (&acc)[kRows]) {
+    if (p.silu != nullptr) {
+        p.out[0][item] = acc[0];
+        p.out[1][item] = acc[1];
+        p.silu[item] = silu_f(acc[0]) * acc[1];
+        return;
+    }
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        const Slot sl = slot_of(p, item, s);
+        if (sl.valid) p.out[sl.job][sl.row] = acc[s];
+    }
+}
+
+// One stage: computes `cur` (at pos) after issuing the loads of the next
+// stage into `nxt`. False when the warp has no stage left.
+template <DType T, bool Prefetch>
+__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, int step, int lane, QPos& pos,
+                                       const QBlk (&cur)[kRows][kQUnits<T>], QBlk (&nxt)[kRows][kQUnits<T>],
+                                       float (&acc)[kRows]) {
+    if (pos.valid == 0) return false;
+    QPos next = pos;
+    next.b0 += 32 * kQUnits<T>;
+    const bool last = next.b0 >= nb + lane;  // b0 includes the lane
+    if (last) {
+        next.item += step;
+        next.b0 = lane;
+        next.rows = q_rows(p, next.item);
+        next.valid = q_valid(next.rows);
+        if constexpr (Prefetch) q_prefetch(p, next.rows, lane);
+    }
+    q_load<T>(next.rows, nb, next.b0, nxt);
+    q_dot<T>(cur, pos.valid, a, nb, pos.b0, acc);
+    if (last) {
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]);
+        if (lane == 0) q_store(p, pos.item, acc);
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
+    }
+    pos = next;
+    return true;
+}
+
+template <DType T, bool Prefetch>
+__global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int nb = static_cast<int>(p.K / 32);
+    const int step = static_cast<int>(gridDim.x) * kMvWarps;
+
+    // The first item's weights do not depend on earlier kernels: ask L2 for
+    // them while the previous kernel finishes and the activation is staged
+    // (a prefetch holds no registers; staging needs them).
+    QPos pos;
+    pos.item = static_cast<int>(blockIdx.x) * kMvWarps + warp;
+    pos.b0 = lane;
+    pos.rows = q_rows(p, pos.item);
+    pos.valid = q_valid(pos.rows);
+    q_prefetch(p, pos.rows, lane);
+
+    pdl_enter();
+    stage_act<true>(p, smem, red);
+    QBlk buf0[kRows][kQUnits<T>], buf1[kRows][kQUnits<T>];
+    q_load<T>(pos.rows, nb, pos.b0, buf0);
+    __syncthreads();
+    const Act a = act_view(smem, p.K);
+
+    float acc[kRows] = {0.0f, 0.0f};
+    while (q_step<T, Prefetch>(p, a, nb, step, lane, pos, buf0, buf1, acc) &&
+           q_step<T, Prefetch>(p, a, nb, step, lane, pos, buf1, buf0, acc)) {
+    }
+}
+
+template <DType T>
+void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
+    const size_t smem = mv_smem_bytes(T, p.K);
+    const int64_t groups = (p.n_items + kMvWarps - 1) / kMvWarps;
+    const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
+    if (ctx.matvec == MatVecKernel::StreamedPrefetch) {
+        check(launch(ctx, k_matvec_q<T, true>, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p),
+              "k_matvec_q", node);
+    } else {
+        check(launch(ctx, k_matvec_q<T, false>, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p),
+              "k_matvec_q", node);
+    }
 }
 
 template <class Fn>
@@ -537,6 +789,19 @@ void init_matmul_kernels(int max_smem) {
                     DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         dispatch_weight(t, raise);
     }
+    auto raise_q = [&](auto kernel) {
+        cudaFuncAttributes attr{};
+        check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes (k_matvec_q)");
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   max_smem - static_cast<int>(attr.sharedSizeBytes)),
+              "cudaFuncSetAttribute (k_matvec_q)");
+    };
+    raise_q(k_matvec_q<DType::Q4_0, false>);
+    raise_q(k_matvec_q<DType::Q4_0, true>);
+    raise_q(k_matvec_q<DType::Q4_1, false>);
+    raise_q(k_matvec_q<DType::Q4_1, true>);
+    raise_q(k_matvec_q<DType::Q8_0, false>);
+    raise_q(k_matvec_q<DType::Q8_0, true>);
 }
 
 bool accepts_mul_mat(const Tensor& node) {
@@ -611,7 +876,15 @@ void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const T
         p.sum_out = ptr<float>(*norm);
         p.norm_out = reinterpret_cast<float*>(ptr<uint8_t>(*norm) + norm->nb[2]);
     }
-    dispatch_weight(mats[0]->src[0]->type, [&]<DType T>() { launch_matvec<T>(ctx, p, *mats[0]); });
+    dispatch_weight(mats[0]->src[0]->type, [&]<DType T>() {
+        if constexpr (T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q8_0) {
+            if (ctx.matvec != MatVecKernel::General) {
+                launch_matvec_q<T>(ctx, p, *mats[0]);
+                return;
+            }
+        }
+        launch_matvec<T>(ctx, p, *mats[0]);
+    });
 }
 
 }  // namespace lantern::cuda
