@@ -6,7 +6,10 @@
 # and writes its log straight into $OUT (or ./out), line-buffered, so a step
 # that is cut off still leaves what it printed. A short table is printed last.
 #
-#   scripts/device-cuda.sh [all|test|bench|opbench|memcheck] [shape:type ...]
+#   scripts/device-cuda.sh [all|test|bench|opbench|memcheck|profile] [shape:type ...]
+#
+# `profile` (not part of `all`) runs nsys over a short decode of each model and
+# writes the per-kernel summary and the host API summary to $OUT/profile-*.txt.
 #
 # Inputs beside the repository (carried into the ignored .devcarry/):
 #   .devcarry/testdata/vocab/ggml-vocab-llama-spm.gguf   vocabulary of the synthetic models
@@ -123,6 +126,28 @@ fi
 if want opbench; then
   LANTERN_CUDA_BENCH=1 lb timeout 120 "$bin/lantern_tests" --gtest_filter='CudaOpBench.*' > "$out/opbench.log" 2>&1
   grep "\[ bench \]" "$out/opbench.log" >> "$summary"
+fi
+
+# --- nsys profile of decoding (only when asked) ------------------------------------
+if [ "$stage" = profile ]; then
+  nsys="$(command -v nsys || find /usr/local/cuda* /opt -name nsys -type f -perm -u+x 2>/dev/null | head -1)"
+  mdir=/tmp/lantern-models
+  mkdir -p "$mdir"
+  for m in "${models[@]}"; do
+    shape="${m%%:*}"
+    type="${m##*:}"
+    f="$mdir/$shape-$type.gguf"
+    [ -f "$f" ] || timeout 120 "$bin/lantern" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$f" -t 16 \
+      > /dev/null 2>&1
+    if [ -z "$nsys" ]; then note "profile: no nsys on this machine"; break; fi
+    rep="/tmp/lantern-prof-$shape-$type"
+    timeout 180 "$nsys" profile -f true -o "$rep" --trace cuda "$bin/lantern" bench -m "$f" --backend cuda \
+      --n-gpu-layers 99 -p 0 -n 64 -r 1 > "$out/profile-$shape-$type.txt" 2>&1
+    for r in cuda_gpu_kern_sum cuda_api_sum; do
+      timeout 120 "$nsys" stats -q --report "$r" --format table "$rep.nsys-rep" >> "$out/profile-$shape-$type.txt" 2>&1
+    done
+    note "profile: $shape-$type written"
+  done
 fi
 
 # --- compute-sanitizer ------------------------------------------------------------

@@ -19,6 +19,13 @@
 namespace lantern::test {
 namespace {
 
+// LANTERN_CUDA_BENCH_ONLY=<text>: only the matrix-vector cases whose name
+// contains it (e.g. "q4_0 11008x4096"), for profiling one kernel.
+bool bench_selected(const std::string& name) {
+    const char* v = std::getenv("LANTERN_CUDA_BENCH_ONLY");
+    return v == nullptr || name.find(v) != std::string::npos;
+}
+
 bool bench_enabled() {
     const char* v = std::getenv("LANTERN_CUDA_BENCH");
     return v != nullptr && std::string(v) == "1";
@@ -96,8 +103,14 @@ TEST(CudaOpBench, MatVecBandwidth) {
                     DType::F16}) {
         for (Shape s : {Shape{4096, 4096}, Shape{4096, 11008}, Shape{11008, 4096}, Shape{4096, 32000}}) {
             if (s.N == 32000 && t != DType::Q4_0 && t != DType::Q8_0) continue;
+            if (!bench_selected(std::string(dtype_name(t)) + " " + std::to_string(s.K) + "x" + std::to_string(s.N))) {
+                continue;
+            }
             const double one = static_cast<double>(dtype_row_size(t, s.K)) * static_cast<double>(s.N);
-            const int copies = std::max(2, static_cast<int>(256e6 / one) + 1);
+            // LANTERN_CUDA_BENCH_COPIES=n: n weight copies instead (1: the
+            // weights stay in L2, which times the kernel without HBM).
+            const char* nc = std::getenv("LANTERN_CUDA_BENCH_COPIES");
+            const int copies = nc != nullptr ? std::max(1, std::atoi(nc)) : std::max(2, static_cast<int>(256e6 / one) + 1);
             auto c = matmul_case(t, s.K, s.N, 1, copies);
             const CaseResult r = run_case(*c, *gpu, 20);
             ASSERT_TRUE(r.supported) << c->name;
@@ -107,6 +120,7 @@ TEST(CudaOpBench, MatVecBandwidth) {
             if (t == DType::Q4_0 && s.N == 11008) q4_large = gbs * 1e9 / copy;
         }
     }
+    if (std::getenv("LANTERN_CUDA_BENCH_ONLY") != nullptr) return;
     std::printf("[ bench ] %-22s %10s %10s\n", "prompt GEMM (M=512)", "ms", "TFLOP/s");
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16}) {
         auto c = matmul_case(t, 4096, 11008, 512, 2);

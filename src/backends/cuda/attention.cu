@@ -5,9 +5,12 @@
 // range, so a long context is spread over many blocks. Keys are scored one
 // per thread into shared memory in tiles of 128, the softmax is kept online,
 // and V rows are accumulated with the threads spread over dimension pairs.
-// With several splits each block writes (max, sum, unnormalised output); the
-// last block of a (token, head group) to finish combines them (an arrival
-// counter, reset by that block), so decode needs no second launch.
+// The launch has enough splits for the cache's capacity; a token uses only as
+// many as give each split a tile of keys (read on the device, so a short
+// context skips the partials). With several splits each block writes (max,
+// sum, unnormalised output); the last block of a (token, head group) to
+// finish combines them (an arrival counter, reset by that block), so decode
+// needs no second launch.
 //
 // Many tokens (prompt): a tiled kernel. A block takes 32 queries of one head,
 // four threads per query (each a quarter of the head's dimensions); K and V
@@ -49,6 +52,23 @@ struct AttnParams {
     int n_splits, hblocks;
     float* partial;
     int* counters;
+    // Fused RopeQK + the two KvStores before this attention (one token; q
+    // null: not fused). The kernel reads the unrotated rows, rotates them,
+    // writes the RopeQK output, and the block whose split holds the token's
+    // own position writes its KV head's new K and V cache rows before it
+    // reads them.
+    struct Rope {
+        const float* q;    // unrotated Q heads, token 0
+        const float* k;    // unrotated K heads
+        const float* v;    // the V row (f32)
+        int64_t q_nb1, k_nb1;  // floats between heads
+        float* dst;        // RopeQK output: Q heads, then K heads
+        int64_t dst_nb1;
+        int n_rot;
+        bool neox;
+        double base, scale, attn_factor;
+        const float* factors;
+    } rope;
 };
 
 struct KeyRange {
@@ -77,7 +97,77 @@ __device__ __forceinline__ void half8_to_float(const uint4 raw, float (&f)[8]) {
     }
 }
 
+// Element indices of rotated pair j (j < n_rot / 2) or passed-through pair.
+__device__ __forceinline__ int2 pair_index(int j, int n_rot, bool neox) {
+    const int half_rot = n_rot / 2;
+    if (j >= half_rot) return make_int2(n_rot + 2 * (j - half_rot), n_rot + 2 * (j - half_rot) + 1);
+    return neox ? make_int2(j, j + half_rot) : make_int2(2 * j, 2 * j + 1);
+}
+
+// The fused prologue (Rope: one token): the block's Q heads rotated into
+// qs (and the RopeQK output), and, in the block that owns the token's
+// position, its KV head's K and V rows into the caches. `f` is this
+// thread's frequency (tid < n_rot / 2), computed before the grid wait.
 template <int HD>
+__device__ void rope_prologue(const AttnParams& p, double f, float (&qs)[kGroup][HD], float* cs, float* sn, int kvh,
+                              int h0, int ng, bool first, bool owner) {
+    const AttnParams::Rope& r = p.rope;
+    const int tid = threadIdx.x;
+    const int32_t pos = p.pos[0];
+    if (tid < r.n_rot / 2) {
+        double sd, cd;
+        sincos(static_cast<double>(pos) * f, &sd, &cd);
+        cs[tid] = static_cast<float>(cd * r.attn_factor);
+        sn[tid] = static_cast<float>(sd * r.attn_factor);
+    }
+    __syncthreads();
+    const int half_rot = r.n_rot / 2;
+    for (int w = tid; w < ng * (HD / 2); w += kThreads) {
+        const int g = w / (HD / 2), j = w % (HD / 2);
+        const int2 ix = pair_index(j, r.n_rot, r.neox);
+        const float* x = r.q + (h0 + g) * r.q_nb1;
+        float y0 = x[ix.x], y1 = x[ix.y];
+        if (j < half_rot) {
+            const float x0 = y0;
+            y0 = x0 * cs[j] - y1 * sn[j];
+            y1 = x0 * sn[j] + y1 * cs[j];
+        }
+        qs[g][ix.x] = y0;
+        qs[g][ix.y] = y1;
+        if (first) {
+            float* y = r.dst + (h0 + g) * r.dst_nb1;
+            y[ix.x] = y0;
+            y[ix.y] = y1;
+        }
+    }
+    if (!owner) return;
+    // Same cell test as the unfused KvStore.
+    const int64_t cell = static_cast<int64_t>(p.seq[0]) * p.n_ctx + pos;
+    const bool store = pos >= 0 && pos < p.n_ctx && cell >= 0 && cell < p.n_cells;
+    for (int j = tid; j < HD / 2; j += kThreads) {
+        const int2 ix = pair_index(j, r.n_rot, r.neox);
+        const float* x = r.k + kvh * r.k_nb1;
+        float y0 = x[ix.x], y1 = x[ix.y];
+        if (j < half_rot) {
+            const float x0 = y0;
+            y0 = x0 * cs[j] - y1 * sn[j];
+            y1 = x0 * sn[j] + y1 * cs[j];
+        }
+        float* y = r.dst + (p.n_head + kvh) * r.dst_nb1;
+        y[ix.x] = y0;
+        y[ix.y] = y1;
+        if (store) {
+            __half* kr = const_cast<__half*>(p.k) + cell * p.kv_row + kvh * HD;
+            kr[ix.x] = __float2half_rn(y0);
+            kr[ix.y] = __float2half_rn(y1);
+            __half* vr = const_cast<__half*>(p.v) + cell * p.kv_row + kvh * HD;
+            vr[ix.x] = __float2half_rn(r.v[kvh * HD + ix.x]);
+            vr[ix.y] = __float2half_rn(r.v[kvh * HD + ix.y]);
+        }
+    }
+}
+
+template <int HD, bool Rope>
 __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     constexpr int DP = HD / 2;          // dimension pairs
     constexpr int NSL = kThreads / DP;  // key slices of the V phase
@@ -85,33 +175,55 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     __shared__ float sc[kGroup][kTile];
     __shared__ float st_m[kGroup], st_l[kGroup], st_a[kGroup];
     __shared__ float red[NSL][kGroup][HD];
+    __shared__ float rope_cs[Rope ? HD / 2 : 1], rope_sn[Rope ? HD / 2 : 1];
     __shared__ int is_last;
 
-    pdl_enter();
     const int tid = threadIdx.x;
     const int kvh = blockIdx.x / p.hblocks, hb = blockIdx.x % p.hblocks;
     const int h0 = kvh * p.group + hb * kGroup;
     const int ng = min(kGroup, p.group - hb * kGroup);
     const int t = blockIdx.y, split = blockIdx.z;
+    double freq = 0.0;  // RoPE: the frequency of pair tid (no earlier kernel needed)
+    if constexpr (Rope) {
+        if (tid < p.rope.n_rot / 2) {
+            freq = p.rope.scale * pow(p.rope.base, -2.0 * tid / p.rope.n_rot);
+            if (p.rope.factors != nullptr) freq /= static_cast<double>(p.rope.factors[tid]);
+        }
+    }
+    pdl_enter();
     const KeyRange kr = key_range(p, t);
+    // The launch has splits for the longest context; a shorter one uses only
+    // as many as give each at least a tile of keys (one: no partials).
+    const int len = kr.hi - kr.lo + 1;
+    const int ns = max(1, min(p.n_splits, (len + kTile - 1) / kTile));
+    if (split >= ns) return;
+    const int chunk = (len + ns - 1) / ns;
+    const int jb = kr.lo + split * chunk;
+    const int je = min(kr.hi + 1, jb + chunk);
 
-    for (int i = tid; i < kGroup * HD; i += kThreads) {
-        const int g = i / HD, d = i % HD;
-        qs[g][d] = g < ng ? p.q[(h0 + g) * p.q_nb1 + t * p.q_nb2 + d] : 0.0f;
+    if constexpr (Rope) {
+        // Every block whose split holds the position writes its KV head's new
+        // rows (blocks of other query heads of that KV head too: the same
+        // values), so each reads only what it wrote itself.
+        rope_prologue<HD>(p, freq, qs, rope_cs, rope_sn, kvh, h0, ng, split == 0, jb <= kr.hi && kr.hi < je);
+        for (int i = tid; i < (kGroup - ng) * HD; i += kThreads) qs[ng + i / HD][i % HD] = 0.0f;
+    } else {
+        for (int i = tid; i < kGroup * HD; i += kThreads) {
+            const int g = i / HD, d = i % HD;
+            qs[g][d] = g < ng ? p.q[(h0 + g) * p.q_nb1 + t * p.q_nb2 + d] : 0.0f;
+        }
     }
     if (tid < kGroup) {
         st_m[tid] = -INFINITY;
         st_l[tid] = 0.0f;
     }
-    const int len = kr.hi - kr.lo + 1;
-    const int chunk = (len + p.n_splits - 1) / p.n_splits;
-    const int jb = kr.lo + split * chunk;
-    const int je = min(kr.hi + 1, jb + chunk);
     const int dp = tid % DP, sl = tid / DP;
     const int warp = tid >> 5, lane = tid & 31;
     float acc[kGroup][2];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) acc[g][0] = acc[g][1] = 0.0f;
+    // Also orders the fused prologue's cache writes before this block's reads
+    // (plain loads below, not the read-only path, for that reason).
     __syncthreads();
 
     if (kr.valid) {
@@ -122,10 +234,13 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
                 float dot[kGroup];
 #pragma unroll
                 for (int g = 0; g < kGroup; ++g) dot[g] = 0.0f;
-#pragma unroll 4
+                uint4 kraw[HD / 8];  // the whole key row in flight at once
+#pragma unroll
+                for (int c = 0; c < HD / 8; ++c) kraw[c] = reinterpret_cast<const uint4*>(krow)[c];
+#pragma unroll
                 for (int c = 0; c < HD / 8; ++c) {
                     float kf[8];
-                    half8_to_float(__ldg(reinterpret_cast<const uint4*>(krow) + c), kf);
+                    half8_to_float(kraw[c], kf);
 #pragma unroll
                     for (int g = 0; g < kGroup; ++g) {
                         if (g < ng) {
@@ -173,16 +288,30 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
                     acc[g][1] *= st_a[g];
                 }
             }
-            for (int j = sl; j < n; j += NSL) {
-                const __half2 vv =
-                    *reinterpret_cast<const __half2*>(p.v + (kr.base + j0 + j) * p.kv_row + kvh * HD + 2 * dp);
-                const float2 vf = __half22float2(vv);
+            // V rows in batches of kVBatch keys per thread, all loads of a
+            // batch issued before the first is used.
+            constexpr int kVBatch = 8;
+            for (int jv = sl; jv < n; jv += NSL * kVBatch) {
+                __half2 vv[kVBatch];
 #pragma unroll
-                for (int g = 0; g < kGroup; ++g) {
-                    if (g < ng) {
-                        const float pj = sc[g][j];
-                        acc[g][0] += pj * vf.x;
-                        acc[g][1] += pj * vf.y;
+                for (int u = 0; u < kVBatch; ++u) {
+                    const int j = jv + u * NSL;
+                    vv[u] = j < n ? *reinterpret_cast<const __half2*>(p.v + (kr.base + j0 + j) * p.kv_row +
+                                                                       kvh * HD + 2 * dp)
+                                  : __floats2half2_rn(0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int u = 0; u < kVBatch; ++u) {
+                    const int j = jv + u * NSL;
+                    if (j >= n) break;
+                    const float2 vf = __half22float2(vv[u]);
+#pragma unroll
+                    for (int g = 0; g < kGroup; ++g) {
+                        if (g < ng) {
+                            const float pj = sc[g][j];
+                            acc[g][0] += pj * vf.x;
+                            acc[g][1] += pj * vf.y;
+                        }
                     }
                 }
             }
@@ -197,7 +326,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     __syncthreads();
 
     float* out = p.out + t * p.out_nb1;
-    if (p.n_splits == 1) {
+    if (ns == 1) {
         for (int i = tid; i < ng * HD; i += kThreads) {
             const int g = i / HD, d = i % HD;
             float o = 0.0f;
@@ -226,7 +355,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     __threadfence();
     __syncthreads();
     const int ci = t * gridDim.x + blockIdx.x;
-    if (tid == 0) is_last = atomicAdd(&p.counters[ci], 1) == p.n_splits - 1;
+    if (tid == 0) is_last = atomicAdd(&p.counters[ci], 1) == ns - 1;
     __syncthreads();
     if (!is_last) return;
     __threadfence();
@@ -234,9 +363,9 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
         const int g = i / HD, d = i % HD;
         const float* ph = p.partial + (static_cast<int64_t>(t) * p.n_head + h0 + g) * p.n_splits * PS;
         float M = -INFINITY;
-        for (int s = 0; s < p.n_splits; ++s) M = fmaxf(M, __ldcg(ph + s * PS));
+        for (int s = 0; s < ns; ++s) M = fmaxf(M, __ldcg(ph + s * PS));
         float L = 0.0f, O = 0.0f;
-        for (int s = 0; s < p.n_splits; ++s) {
+        for (int s = 0; s < ns; ++s) {
             const float ls = __ldcg(ph + s * PS + 1);
             if (ls > 0.0f) {
                 const float w = expf(__ldcg(ph + s * PS) - M);
@@ -416,8 +545,9 @@ void need_attention(const Tensor& node, int sm_count, WorkspaceNeeds& needs) {
     needs.attn_counters = std::max(needs.attn_counters, static_cast<size_t>(s.T) * s.n_kv * s.hblocks * sizeof(int));
 }
 
-void run_attention(const Ctx& ctx, const Tensor& node) {
-    const Shape s = shape_of(node, ctx.sm_count);
+namespace {
+
+AttnParams params_of(const Ctx& ctx, const Tensor& node, const Shape& s) {
     const Tensor& q = *node.src[0];
     const Tensor& k = *node.src[1];
     AttnParams p{};
@@ -444,18 +574,71 @@ void run_attention(const Ctx& ctx, const Tensor& node) {
     p.hblocks = s.hblocks;
     p.partial = ctx.ws.attn_partial;
     p.counters = ctx.ws.attn_counters;
+    return p;
+}
+
+template <bool Rope>
+void launch_decode(const Ctx& ctx, const AttnParams& p, const Shape& s, const Tensor& node) {
+    const dim3 grid(static_cast<unsigned>(s.n_kv * s.hblocks), static_cast<unsigned>(s.T),
+                    static_cast<unsigned>(s.splits));
+    check(s.hd == 64 ? launch(ctx, k_attn_decode<64, Rope>, grid, dim3(kThreads), 0, p)
+                     : launch(ctx, k_attn_decode<128, Rope>, grid, dim3(kThreads), 0, p),
+          "k_attn_decode", node);
+}
+
+bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
+
+}  // namespace
+
+void run_attention(const Ctx& ctx, const Tensor& node) {
+    const Shape s = shape_of(node, ctx.sm_count);
+    const AttnParams p = params_of(ctx, node, s);
     if (s.T <= kDecodeMaxTokens) {
-        const dim3 grid(static_cast<unsigned>(s.n_kv * s.hblocks), static_cast<unsigned>(s.T),
-                        static_cast<unsigned>(s.splits));
-        check(s.hd == 64 ? launch(ctx, k_attn_decode<64>, grid, dim3(kThreads), 0, p)
-                         : launch(ctx, k_attn_decode<128>, grid, dim3(kThreads), 0, p),
-              "k_attn_decode", node);
+        launch_decode<false>(ctx, p, s, node);
     } else {
         const dim3 grid(static_cast<unsigned>((s.T + 31) / 32), static_cast<unsigned>(s.n_head));
         check(s.hd == 64 ? launch(ctx, k_attn_prefill<64>, grid, dim3(kThreads), 0, p)
                          : launch(ctx, k_attn_prefill<128>, grid, dim3(kThreads), 0, p),
               "k_attn_prefill", node);
     }
+}
+
+bool can_fuse_rope_store_attention(const Tensor& rope, const Tensor& ks, const Tensor& vs, const Tensor& attn) {
+    if (attn.op != Op::Attention || !accepts_attention(attn) || !can_fuse_rope_store(rope, ks, vs)) return false;
+    const Tensor& q = *attn.src[0];
+    const int64_t hd = rope.ne[0], n_q = rope.param_i(4);
+    // One token (a multi-token step may read cells another block writes),
+    // Q read as rope's Q heads, K and V through the stores just fused, the
+    // same positions, sequences and context.
+    return rope.ne[2] == 1 && q.ne[2] == 1 && q.ne[0] == hd && q.ne[1] == n_q && same_address(q, rope) &&
+           q.nb[1] == rope.nb[1] && attn.src[1] == &ks && attn.src[2] == &vs && same_address(*ks.src[1], ks) &&
+           same_address(*vs.src[1], vs) && same_address(*attn.src[3], *rope.src[2]) &&
+           same_address(*attn.src[4], *ks.src[3]) && attn.param_i(1) == ks.param_i(0) &&
+           ks.src[1]->nb[1] == vs.src[1]->nb[1] && vs.src[0]->ne[0] == ks.src[0]->ne[0] &&
+           rope.src[0]->ne[0] == hd && rope.src[1]->ne[0] == hd && rope.param_i(0) <= hd;
+}
+
+void run_rope_store_attention(const Ctx& ctx, const Tensor& rope, const Tensor& /*ks*/, const Tensor& vs,
+                              const Tensor& attn) {
+    const Shape s = shape_of(attn, ctx.sm_count);
+    AttnParams p = params_of(ctx, attn, s);
+    AttnParams::Rope& r = p.rope;
+    const Tensor& q = *rope.src[0];
+    const Tensor& k = *rope.src[1];
+    r.q = ptr<const float>(q);
+    r.q_nb1 = static_cast<int64_t>(q.nb[1] / 4);
+    r.k = ptr<const float>(k);
+    r.k_nb1 = static_cast<int64_t>(k.nb[1] / 4);
+    r.v = ptr<const float>(*vs.src[0]);
+    r.dst = ptr<float>(rope);
+    r.dst_nb1 = static_cast<int64_t>(rope.nb[1] / 4);
+    r.n_rot = rope.param_i(0);
+    r.neox = rope.param_i(1) == static_cast<int32_t>(RopeMode::Neox);
+    r.base = rope.param_f(2);
+    r.scale = rope.param_f(3);
+    r.attn_factor = rope.param_f(5) != 0.0f ? rope.param_f(5) : 1.0;
+    r.factors = rope.src[3] != nullptr ? ptr<const float>(*rope.src[3]) : nullptr;
+    launch_decode<true>(ctx, p, s, attn);
 }
 
 }  // namespace lantern::cuda

@@ -273,6 +273,9 @@ void CudaBackend::run(const std::vector<Launch>& launches) {
             case Launch::Kind::MatVecGroup: run_mul_mat_group(ctx_, l.nodes.data(), l.n, nullptr, l.norm); break;
             case Launch::Kind::GateUpSilu: run_mul_mat_group(ctx_, l.nodes.data(), 2, l.nodes[2], l.norm); break;
             case Launch::Kind::RopeStore: run_rope_qk_store(ctx_, *l.nodes[0], *l.nodes[1], *l.nodes[2]); break;
+            case Launch::Kind::RopeStoreAttention:
+                run_rope_store_attention(ctx_, *l.nodes[0], *l.nodes[1], *l.nodes[2], *l.nodes[3]);
+                break;
         }
         if (debug_sync_) check(cudaStreamSynchronize(stream_), "kernel execution", *l.nodes[0]);
     }
@@ -291,6 +294,7 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
     plan_launches(nodes, launches_);
     WorkspaceNeeds needs;
     for (const Launch& l : launches_) {
+        if (l.kind == Launch::Kind::RopeStoreAttention) need_attention(*l.nodes[3], ctx_.sm_count, needs);
         if (l.kind != Launch::Kind::Single) continue;
         const Kernel& k = ops().find(l.nodes[0]->op)->run;
         if (k.need != nullptr) k.need(*l.nodes[0], ctx_.sm_count, needs);

@@ -53,7 +53,7 @@ public:
     void synchronize() override;
     BackendStats stats() const override;
     // Fused launches span up to 4 nodes (cuda_fusion.h).
-    int fusion_window() const override { return 3; }
+    int fusion_window() const override { return 4; }
 
     // Kernel launches of the last planned step (fusion included).
     size_t last_launch_count() const { return launches_.size(); }

@@ -40,10 +40,15 @@ Launch plan_one(const std::vector<Tensor*>& nodes, size_t i) {
     const Tensor& a = *nodes[i];
     Launch l;
     l.nodes[0] = &a;
-    if (a.op == Op::RopeQK && i + 2 < n && can_fuse_rope_store(a, *nodes[i + 1], *nodes[i + 2])) {
+    if (a.op == Op::RopeQK && i + 3 < n &&
+        can_fuse_rope_store_attention(a, *nodes[i + 1], *nodes[i + 2], *nodes[i + 3])) {
+        l.kind = Launch::Kind::RopeStoreAttention;
+        l.count = l.n = 4;
+        l.nodes = {&a, nodes[i + 1], nodes[i + 2], nodes[i + 3]};
+    } else if (a.op == Op::RopeQK && i + 2 < n && can_fuse_rope_store(a, *nodes[i + 1], *nodes[i + 2])) {
         l.kind = Launch::Kind::RopeStore;
         l.count = l.n = 3;
-        l.nodes = {&a, nodes[i + 1], nodes[i + 2]};
+        l.nodes = {&a, nodes[i + 1], nodes[i + 2], nullptr};
     } else if (a.op == Op::MulMat && i + 2 < n && is_gate_up_silu(a, *nodes[i + 1], *nodes[i + 2])) {
         l.kind = Launch::Kind::GateUpSilu;
         l.count = l.n = 3;
@@ -62,7 +67,7 @@ Launch plan_one(const std::vector<Tensor*>& nodes, size_t i) {
             l.kind = Launch::Kind::MatVecGroup;
         } else {
             l.count = l.n = 1;
-            l.nodes = {&a, nullptr, nullptr};
+            l.nodes = {&a, nullptr, nullptr, nullptr};
         }
     }
     return l;

@@ -3,11 +3,14 @@
 // would have written, so any later reader sees the same bytes):
 //   MulMat x 2..3 on one activation (Q, K, V)     -> one matrix-vector launch
 //   MulMat gate, MulMat up, SiluMul(gate, up)     -> one launch, pairs of rows
+//   RopeQK, KvStore(K rows), KvStore(V rows), Attention (one token)
+//                                                 -> the attention launch, rotating
+//                                                    and writing the new rows first
 //   RopeQK, KvStore(K rows), KvStore(V rows)      -> one RoPE + cache-write launch
 //   AddRmsNorm (one row) before a matrix-vector launch that reads its normed
 //   slice                                         -> computed inside that launch
-// A decode layer is then 6 launches: add+norm+QKV, rope+store, attention, wo,
-// add+norm+gate/up/silu, down. The backend's fusion_window() (3) keeps every
+// A decode layer is then 5 launches: add+norm+QKV, rope+store+attention, wo,
+// add+norm+gate/up/silu, down. The backend's fusion_window() (4) keeps every
 // input of a group intact until the group's last node, so no output of a
 // fused launch can alias an input another block of it still reads.
 #pragma once
@@ -21,12 +24,13 @@
 namespace lantern::cuda {
 
 struct Launch {
-    enum class Kind : uint8_t { Single, MatVecGroup, GateUpSilu, RopeStore };
+    enum class Kind : uint8_t { Single, MatVecGroup, GateUpSilu, RopeStore, RopeStoreAttention };
     Kind kind = Kind::Single;
     int count = 1;                          // nodes of the step this launch runs
     int n = 1;                              // entries of `nodes`
-    std::array<const Tensor*, 3> nodes{};  // Single: [0]; MatVecGroup: the MulMats;
-                                            // GateUpSilu: gate, up, silu; RopeStore: rope, k, v
+    std::array<const Tensor*, 4> nodes{};  // Single: [0]; MatVecGroup: the MulMats;
+                                            // GateUpSilu: gate, up, silu; RopeStore: rope, k, v;
+                                            // RopeStoreAttention: rope, k, v, attention
     const Tensor* norm = nullptr;           // MatVecGroup / GateUpSilu: a fused AddRmsNorm before them
 };
 

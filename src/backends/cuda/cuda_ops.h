@@ -101,6 +101,13 @@ void run_rope_qk_store(const Ctx&, const Tensor& rope, const Tensor& k_store, co
 bool accepts_attention(const Tensor& node);
 void need_attention(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
 void run_attention(const Ctx&, const Tensor&);
+// RopeQK, its two KvStores and the Attention reading them, for one token, in
+// the attention launch (each block rotates its Q heads and writes the new K
+// and V rows it then reads).
+bool can_fuse_rope_store_attention(const Tensor& rope, const Tensor& k_store, const Tensor& v_store,
+                                   const Tensor& attn);
+void run_rope_store_attention(const Ctx&, const Tensor& rope, const Tensor& k_store, const Tensor& v_store,
+                              const Tensor& attn);
 
 // matmul.cu: matrix-vector kernels (one token) with the activation quantized
 // inside the kernel; dequantize + cuBLAS for more tokens.

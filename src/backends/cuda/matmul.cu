@@ -136,6 +136,17 @@ __device__ __forceinline__ void put4(float4 v, int64_t i, bool valid, int64_t K,
     }
 }
 
+// A fused AddRmsNorm's weight is a model weight, not an earlier kernel's
+// output: ask L1 for it before the grid wait, so the normalisation after
+// the block reduction does not wait on a second memory round trip.
+__device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
+    if (p.a == nullptr || p.nw == nullptr) return;
+    const int64_t lines = (p.K * 4 + 127) / 128;
+    for (int64_t i = threadIdx.x; i < lines; i += blockDim.x) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(p.nw) + 128 * i));
+    }
+}
+
 // The activation row into shared memory. All loads of a batch are issued
 // before any is used (one round trip per batch).
 template <bool Quant>
@@ -389,6 +400,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
 #pragma unroll
     for (int s = 0; s < kRows; ++s) sl[s] = slot_of(p, item, s);
     if (item < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
+    prefetch_norm_weight(p);
 
     pdl_enter();
     stage_act<!is_plain(T)>(p, smem, red);
@@ -645,6 +657,7 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     pos.rows = q_rows(p, pos.item);
     pos.valid = q_valid(pos.rows);
     q_prefetch(p, pos.rows, lane);
+    prefetch_norm_weight(p);
 
     pdl_enter();
     stage_act<true>(p, smem, red);

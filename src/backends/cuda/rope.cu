@@ -1,11 +1,11 @@
 // Rotary embeddings and KV-cache writes.
 //
 // One kernel covers Rope, RopeQK and RopeQK fused with the two KvStores that
-// follow it in a layer: a block per token computes the token's cos/sin table
-// in double precision (as the CPU does: theta = pos * scale * base^(-2i/n_rot)
-// / factor[i]), rotates every Q and K head into the RopeQK output, and, when
-// fused, writes the roped K heads and the V row into the caches as f16 at
-// cell seq * n_ctx_seq + pos. Rotated pairs are scaled by the attention
+// follow it in a layer: a thread per rotated pair computes its angle in
+// double precision (as the CPU does: theta = pos * scale * base^(-2i/n_rot)
+// / factor[i]), rotates it into the RopeQK output, and, when fused, writes
+// the roped K heads and the V row into the caches as f16 at cell
+// seq * n_ctx_seq + pos. Rotated pairs are scaled by the attention
 // factor (params f[5]); dimensions past n_rot pass through.
 #include <type_traits>
 
@@ -17,7 +17,6 @@ namespace lantern::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxRot = 512;
 
 struct RopeSrc {
     const float* x;
@@ -49,64 +48,65 @@ struct RopeParams {
     int v_width;
 };
 
+// Thread w of token blockIdx.y takes one pair: Q pairs, then K pairs, then
+// pairs of the V row. Each thread computes its own angle (double, as the CPU),
+// so no block waits on a shared table and a row is spread over many blocks:
+// a decode step's RoPE costs one load round trip and the trigonometry.
 __global__ void __launch_bounds__(kThreads) k_rope(const RopeParams p) {
-    __shared__ float cs[kMaxRot / 2], sn[kMaxRot / 2];
     pdl_enter();
-    const int t = blockIdx.x;
-    const int half_rot = p.n_rot / 2;
+    const int t = blockIdx.y;
+    const int64_t w = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+    const int pairs = p.hd / 2;
+    const int64_t q_work = static_cast<int64_t>(p.src[0].heads) * pairs;
+    const int64_t rope_work = q_work + (p.n_src > 1 ? static_cast<int64_t>(p.src[1].heads) * pairs : 0);
     const int32_t pos = p.pos[t];
-    for (int i = threadIdx.x; i < half_rot; i += blockDim.x) {
-        double f = p.scale * pow(p.base, -2.0 * i / p.n_rot);
-        if (p.factors != nullptr) f /= static_cast<double>(p.factors[i]);
-        double s, c;
-        sincos(static_cast<double>(pos) * f, &s, &c);
-        cs[i] = static_cast<float>(c * p.attn_factor);
-        sn[i] = static_cast<float>(s * p.attn_factor);
-    }
-    __syncthreads();
-
     int64_t cell = -1;
     if (p.k_cache != nullptr) {
         const int64_t c = static_cast<int64_t>(p.seq[t]) * p.n_ctx + pos;
         if (pos >= 0 && pos < p.n_ctx && c >= 0 && c < p.n_cells) cell = c;
     }
-    const int pairs = p.hd / 2;
-    int head0 = 0;
-    for (int s = 0; s < p.n_src; ++s) {
-        const RopeSrc& src = p.src[s];
-        const int work = src.heads * pairs;
-        for (int w = threadIdx.x; w < work; w += blockDim.x) {
-            const int h = w / pairs, j = w % pairs;
-            const float* x = src.x + h * src.nb1 + t * src.nb2;
-            float* y = p.dst + (head0 + h) * p.dst_nb1 + t * p.dst_nb2;
-            int i0, i1;
-            float y0, y1;
-            if (j < half_rot) {
-                i0 = p.neox ? j : 2 * j;
-                i1 = p.neox ? j + half_rot : 2 * j + 1;
-                const float x0 = x[i0], x1 = x[i1];
-                y0 = x0 * cs[j] - x1 * sn[j];
-                y1 = x0 * sn[j] + x1 * cs[j];
-            } else {
-                i0 = p.n_rot + 2 * (j - half_rot);
-                i1 = i0 + 1;
-                y0 = x[i0];
-                y1 = x[i1];
-            }
-            y[i0] = y0;
-            y[i1] = y1;
-            if (s == 1 && cell >= 0) {
-                __half* kr = p.k_cache + cell * p.k_row + h * p.hd;
-                kr[i0] = __float2half_rn(y0);
-                kr[i1] = __float2half_rn(y1);
-            }
-        }
-        head0 += src.heads;
-    }
-    if (p.v_cache != nullptr && cell >= 0) {
+    if (w >= rope_work) {
+        // V row into the cache, two elements per thread.
+        const int64_t i = 2 * (w - rope_work);
+        if (p.v_cache == nullptr || cell < 0 || i >= p.v_width) return;
         const float* v = p.v + t * p.v_nb1;
         __half* vr = p.v_cache + cell * p.v_row;
-        for (int i = threadIdx.x; i < p.v_width; i += blockDim.x) vr[i] = __float2half_rn(v[i]);
+        vr[i] = __float2half_rn(v[i]);
+        if (i + 1 < p.v_width) vr[i + 1] = __float2half_rn(v[i + 1]);
+        return;
+    }
+    const int s = w < q_work ? 0 : 1;
+    const int64_t ws = s == 0 ? w : w - q_work;
+    const int h = static_cast<int>(ws / pairs), j = static_cast<int>(ws % pairs);
+    const RopeSrc& src = p.src[s];
+    const float* x = src.x + h * src.nb1 + t * src.nb2;
+    float* y = p.dst + ((s == 0 ? 0 : p.src[0].heads) + h) * p.dst_nb1 + t * p.dst_nb2;
+    const int half_rot = p.n_rot / 2;
+    int i0, i1;
+    float y0, y1;
+    if (j < half_rot) {
+        i0 = p.neox ? j : 2 * j;
+        i1 = p.neox ? j + half_rot : 2 * j + 1;
+        const float x0 = x[i0], x1 = x[i1];
+        double f = p.scale * pow(p.base, -2.0 * j / p.n_rot);
+        if (p.factors != nullptr) f /= static_cast<double>(p.factors[j]);
+        double sd, cd;
+        sincos(static_cast<double>(pos) * f, &sd, &cd);
+        const float c = static_cast<float>(cd * p.attn_factor), sn = static_cast<float>(sd * p.attn_factor);
+        y0 = x0 * c - x1 * sn;
+        y1 = x0 * sn + x1 * c;
+    } else {
+        i0 = p.n_rot + 2 * (j - half_rot);
+        i1 = i0 + 1;
+        y0 = x[i0];
+        y1 = x[i1];
+    }
+    y[i0] = y0;
+    y[i1] = y1;
+    if (s == 1 && cell >= 0) {
+        __half* kr = p.k_cache + cell * p.k_row + h * p.hd;
+        kr[i0] = __float2half_rn(y0);
+        kr[i1] = __float2half_rn(y1);
     }
 }
 
@@ -137,12 +137,16 @@ bool f32_rows(const Tensor& t) { return t.type == DType::F32 && t.nb[0] == 4 && 
 bool rope_common(const Tensor& node, const Tensor* factors, const Tensor& pos) {
     const int n_rot = node.param_i(0);
     return f32_rows(node) && node.ne[3] == 1 && pos.type == DType::I32 && n_rot % 2 == 0 && n_rot <= node.ne[0] &&
-           n_rot <= kMaxRot && node.ne[0] % 2 == 0 && (factors == nullptr || factors->type == DType::F32);
+           node.ne[0] % 2 == 0 && (factors == nullptr || factors->type == DType::F32);
 }
 
 void launch(const Ctx& ctx, const RopeParams& p, int64_t T, const Tensor& node) {
     if (T == 0) return;
-    check(launch(ctx, k_rope, dim3(static_cast<unsigned>(T)), dim3(kThreads), 0, p), "k_rope", node);
+    int64_t work = 0;
+    for (int s = 0; s < p.n_src; ++s) work += static_cast<int64_t>(p.src[s].heads) * (p.hd / 2);
+    if (p.v_cache != nullptr) work += (p.v_width + 1) / 2;
+    check(launch(ctx, k_rope, dim3(blocks_for(work, kThreads), static_cast<unsigned>(T)), dim3(kThreads), 0, p),
+          "k_rope", node);
 }
 
 bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
