@@ -260,7 +260,9 @@ PerfStats Context::perf() const {
         const BackendStats s = b.stats();
         return "graphs: " + std::to_string(s.graph_captures) + " captured, " + std::to_string(s.graph_replays) +
                " replayed, " + std::to_string(s.graph_misses) + " misses, " + std::to_string(s.graph_evictions) +
-               " evicted; eager steps " + std::to_string(s.eager_steps) + "; memory in use " +
+               " evicted; eager steps " + std::to_string(s.eager_steps) +
+               (s.step_launches != 0 ? "; launches in the last step " + std::to_string(s.step_launches) : "") +
+               "; memory in use " +
                std::to_string(s.mem_in_use >> 20) + " MiB, peak " + std::to_string(s.mem_peak >> 20) +
                " MiB, reserved " + std::to_string(s.mem_reserved >> 20) + " MiB";
     };

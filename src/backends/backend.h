@@ -66,6 +66,7 @@ struct BackendStats {
     uint64_t graph_misses = 0;     // lookups that found no matching graph
     uint64_t graph_evictions = 0;  // graphs dropped by the LRU cache
     uint64_t eager_steps = 0;      // steps run op by op
+    uint64_t step_launches = 0;    // kernel launches of the last step (0: not counted)
     size_t mem_in_use = 0;         // bytes handed out by the device pool
     size_t mem_peak = 0;
     size_t mem_reserved = 0;       // bytes held from the driver

@@ -155,7 +155,9 @@ struct Leaves {
 // One llama layer as the model builds it, in one compute call, so that the
 // backend's fusions apply: add + norm (8-bit output), Q/K/V products in one
 // launch, RoPE with the KV-cache writes, attention, output product, add +
-// norm, gate/up/SiLU in one launch, down product.
+// norm, gate/up/SiLU in one launch, down product; then the next layer's add +
+// norm and Q/K/V products. With one token each add + norm after a product is
+// split between the launches around it.
 std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) {
     auto c = std::make_unique<OpCase>();
     c->name = std::string("llama_layer_") + dtype_name(wtype) + "_t" + std::to_string(T);
@@ -204,7 +206,12 @@ std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) 
     Tensor* gate = g.mul_mat(wg, cur2);
     Tensor* up = g.mul_mat(wu, cur2);
     Tensor* down = g.mul_mat(wd, g.silu_mul(gate, up));
-    c->outputs = {qk, attn, f2, down};
+    Tensor* f3 = g.add_rms_norm(g.fused_slice(f2, 0), down, attn_norm, 1e-5f);
+    Tensor* cur3 = g.fused_slice(f3, 1);
+    Tensor* q3 = g.mul_mat(wq, cur3);
+    Tensor* k3 = g.mul_mat(wk, cur3);
+    Tensor* v3 = g.mul_mat(wv, cur3);
+    c->outputs = {qk, attn, f2, down, f3, q3, k3, v3};
     return c;
 }
 
@@ -220,10 +227,12 @@ TEST_P(OpenclLayer, FusedLaunchesMatchCpu) {
         std::unique_ptr<Backend> gpu_eager = opencl();
         expect_matches_cpu(*c, *gpu_eager, "eager");
     }
-    if (T == 1) {  // one row: the add + RMSNorm can join the products' launches
-        ScopedEnv fuse_norm("LANTERN_OPENCL_FUSE_NORM", "1");
+    if (T == 1) {  // one row: the add + RMSNorm is split between products unless switched off
+        ScopedEnv fuse_norm("LANTERN_OPENCL_FUSE_NORM", "0");
         std::unique_ptr<Backend> gpu_norm = opencl();
-        expect_matches_cpu(*c, *gpu_norm, "norm fused");
+        expect_matches_cpu(*c, *gpu_norm, "norm unfused");
+        // Both norms after a product are split: two launches fewer.
+        if (type != DType::F16) EXPECT_EQ(gpu->stats().step_launches + 2, gpu_norm->stats().step_launches);
     }
 }
 

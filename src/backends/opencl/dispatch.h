@@ -51,6 +51,14 @@ struct Q8Act {
     cl_mem mem = nullptr;
     size_t q = 0;
     size_t ds = 0;
+    // Set when the blocks are of a row before its RMSNorm scale (the first
+    // half of a split add + RMSNorm, matvec.cl): `norm` is the AddRmsNorm
+    // node, n_parts sums of squares lie at (parts_mem, parts). A product
+    // reading these blocks applies the scale and writes the normed half.
+    const Tensor* norm = nullptr;
+    cl_mem parts_mem = nullptr;
+    size_t parts = 0;
+    int n_parts = 0;
 };
 
 // Identifies the f32 data a Q8Act was made from: the same bytes seen through
@@ -91,17 +99,19 @@ public:
     // make_q8's scratch). find_q8(): the form made earlier in the step.
     void want_q8(const ActKey& k) { wanted_[k] = true; }
     bool wanted(const ActKey& k) const { return wanted_.count(k) != 0; }
-    Q8Act make_q8(const ActKey& k, int64_t K, int64_t rows);
+    Q8Act& make_q8(const ActKey& k, int64_t K, int64_t rows);
     const Q8Act* find_q8(const ActKey& k) const;
     // Forgets the 8-bit forms of rows that overlap bytes [begin, end) of
     // `mem`: a node is about to overwrite them.
     void overwritten(cl_mem mem, size_t begin, size_t end);
 
     std::vector<std::shared_ptr<PoolBlock>>& keep() { return keep_; }
+    size_t launches() const { return launches_; }
 
 private:
     OpenClBackend& b_;
     Recording* rec_;
+    size_t launches_ = 0;
     std::map<ActKey, bool> wanted_;
     std::map<ActKey, Q8Act> q8_;
     std::vector<std::shared_ptr<PoolBlock>> keep_;

@@ -75,7 +75,7 @@ OpenClBackend::OpenClBackend(const DeviceCaps& caps) : caps_(caps), graphs_(Grap
     const char* fuse = std::getenv("LANTERN_OPENCL_FUSE");
     fusion_ = fuse == nullptr || std::string(fuse) != "0";
     const char* fuse_norm = std::getenv("LANTERN_OPENCL_FUSE_NORM");
-    norm_fusion_ = fuse_norm != nullptr && std::string(fuse_norm) == "1";
+    norm_fusion_ = fuse_norm == nullptr || std::string(fuse_norm) != "0";
     cl_int err = CL_SUCCESS;
     const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(caps_.platform),
                                            0};
@@ -208,9 +208,11 @@ void OpenClBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHint
         Dispatch d(*this, nullptr);
         dispatch_nodes(d, nodes);
         ++eager_steps_;
+        step_launches_ = d.launches();
         return;  // d's scratch blocks go back to the pool: later uses queue after these launches
     }
     if (Recording* r = cache_->lookup(nodes)) {
+        step_launches_ = r->launches.size();
         replay(*r);
         return;
     }
@@ -220,6 +222,7 @@ void OpenClBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHint
     rec->keep = std::move(d.keep());
     record(*rec);
     Recording* kept = cache_->insert(nodes, std::move(rec));
+    step_launches_ = kept->launches.size();
     replay(*kept);
 }
 
@@ -240,6 +243,7 @@ void OpenClBackend::synchronize() { check(clFinish(queue_.get()), "clFinish"); }
 BackendStats OpenClBackend::stats() const {
     BackendStats s = cache_->stats();
     s.eager_steps = eager_steps_;
+    s.step_launches = step_launches_;
     s.mem_in_use = pool_->in_use();
     s.mem_peak = pool_->peak();
     s.mem_reserved = pool_->reserved();

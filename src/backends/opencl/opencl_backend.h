@@ -5,8 +5,9 @@
 // compute() only enqueues. Nodes are dispatched through a plan (plan.cpp)
 // that fuses what the graph lays out one op at a time: Q/K/V products that
 // share an input, gate/up products with their SiLU, RoPE with the KV-cache
-// writes (optionally the add + RMSNorm before one-row products); producers of
-// a quantized product's input also write its 8-bit form.
+// writes, the add + RMSNorm between one-row products split between their
+// launches; producers of a quantized product's input also write its 8-bit
+// form.
 //
 // Recorded steps: while graphs are enabled (graph_cache.h, LANTERN_GRAPHS),
 // a step's launches are kept - each with a kernel object of its own whose
@@ -72,8 +73,8 @@ public:
     void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) override;
     void synchronize() override;
     BackendStats stats() const override;
-    // Fused launches span up to 4 nodes (add + RMSNorm, then gate/up/act or
-    // Q/K/V): inputs of a group stay intact until its last node.
+    // Fused launches span up to 3 nodes (Q/K/V, gate/up/act, RoPE and the
+    // cache writes): inputs of a group stay intact until its last node.
     int fusion_window() const override { return 3; }
 
     // For the dispatch code and tests.
@@ -85,10 +86,10 @@ public:
     bool command_buffers() const { return cb_api_.loaded(); }
     // Whether compute() fuses node patterns (LANTERN_OPENCL_FUSE=0: off, for debugging).
     bool fusion() const { return fusion_; }
-    // Whether the add + RMSNorm before one-row products joins their launch
-    // (LANTERN_OPENCL_FUSE_NORM=1; every group then norms the row itself).
-    // Off by default: on the H100 the saved launch cost less than the groups'
-    // repeated norms (tinyllama decode 547 tok/s fused, 593 not).
+    // Whether an add + RMSNorm between one-row products is split between
+    // their launches (LANTERN_OPENCL_FUSE_NORM=0: its own launch): the
+    // product before it adds and sums squares per group, the products after
+    // it apply the scale (matvec.cl).
     bool norm_fusion() const { return norm_fusion_; }
 
     // Scratch shared by all steps (grows; in-order queue makes reuse safe).
@@ -120,8 +121,9 @@ private:
     size_t scratch_used_ = 0;
     std::map<std::tuple<int, float, float>, std::unique_ptr<PoolBlock>> rope_tables_;
     uint64_t eager_steps_ = 0;
+    uint64_t step_launches_ = 0;  // kernel launches of the last step
     bool fusion_ = true;
-    bool norm_fusion_ = false;
+    bool norm_fusion_ = true;
 };
 
 // Factories of backends/registry.cpp.

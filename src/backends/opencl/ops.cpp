@@ -59,25 +59,17 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
     for (size_t i = 0; i < count;) {
         const Tensor& node = *nodes[i];
         // The launch starting here: a fused pattern of nodes [i, i + n), or node i.
-        enum class Kind { Single, Glu, Group, RopeKv, NormGlu, NormGroup } kind = Kind::Single;
+        enum class Kind { Single, Glu, Group, RopeKv, ProdNorm } kind = Kind::Single;
         size_t n = 1;
-        if (fuse_norm && node.op == Op::AddRmsNorm && i + 1 < count && nodes[i + 1]->op == Op::MulMat) {
-            // add + RMSNorm of one row, then the products of its normed half.
-            if (i + 3 < count && glu_fusable(*nodes[i + 1], *nodes[i + 2], *nodes[i + 3]) &&
-                norm_fusable(d, node, {nodes[i + 1], nodes[i + 2], nodes[i + 3]})) {
-                kind = Kind::NormGlu;
-                n = 4;
-            } else {
-                size_t k = 1;
-                while (i + 1 + k < count && k < 3 && mul_mat_groupable(*nodes[i + 1], *nodes[i + 1 + k])) ++k;
-                const std::vector<const Tensor*> group(nodes.begin() + i + 1, nodes.begin() + i + 1 + k);
-                if ((k > 1 || mul_mat_accepts(*nodes[i + 1])) && norm_fusable(d, node, group)) {
-                    kind = Kind::NormGroup;
-                    n = 1 + k;
-                }
-            }
-        }
-        if (kind == Kind::Single && fuse && node.op == Op::MulMat) {
+        if (fuse_norm && node.op == Op::MulMat && i + 2 < count &&
+            prod_norm_fusable(d, node, *nodes[i + 1], std::vector<const Tensor*>(nodes.begin() + i + 2,
+                                                                              nodes.begin() + std::min(count, i + 5)))) {
+            // A one-row product, then the add + RMSNorm of its result: the
+            // first half of the norm joins the product, the second half the
+            // products that read the normed row (the next launch).
+            kind = Kind::ProdNorm;
+            n = 2;
+        } else if (fuse && node.op == Op::MulMat) {
             if (i + 2 < count && glu_fusable(node, *nodes[i + 1], *nodes[i + 2])) {
                 kind = Kind::Glu;
                 n = 3;
@@ -97,10 +89,7 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
             case Kind::Glu: run_glu_fused(d, node, *nodes[i + 1], *nodes[i + 2]); break;
             case Kind::Group: run_mul_mat_group(d, std::vector<const Tensor*>(nodes.begin() + i, nodes.begin() + i + n)); break;
             case Kind::RopeKv: run_rope_qk_kv(d, node, *nodes[i + 1], *nodes[i + 2]); break;
-            case Kind::NormGlu: run_norm_glu(d, node, *nodes[i + 1], *nodes[i + 2], *nodes[i + 3]); break;
-            case Kind::NormGroup:
-                run_norm_products(d, node, std::vector<const Tensor*>(nodes.begin() + i + 1, nodes.begin() + i + n));
-                break;
+            case Kind::ProdNorm: run_prod_norm(d, node, *nodes[i + 1]); break;
             case Kind::Single: op_table().find(node.op)->run.run(d, node); break;
         }
         i += n;
@@ -122,6 +111,7 @@ cl_kernel Dispatch::kernel(ProgramId program, const char* name) {
 }
 
 void Dispatch::launch(cl_kernel k, cl_uint dims, const size_t* global, const size_t* local) {
+    ++launches_;
     if (rec_ == nullptr) {
         check(clEnqueueNDRangeKernel(b_.queue(), k, dims, nullptr, global, local, 0, nullptr, nullptr),
               "clEnqueueNDRangeKernel");
@@ -137,12 +127,12 @@ void Dispatch::launch(cl_kernel k, cl_uint dims, const size_t* global, const siz
 
 OpenClBackend::Scratch Dispatch::scratch(size_t bytes) { return b_.scratch(bytes, keep_); }
 
-Q8Act Dispatch::make_q8(const ActKey& k, int64_t K, int64_t rows) {
+Q8Act& Dispatch::make_q8(const ActKey& k, int64_t K, int64_t rows) {
     const size_t q_bytes = static_cast<size_t>(K * rows);
     const size_t ds_bytes = static_cast<size_t>(K / 32 * rows) * 2 * sizeof(float);
     const OpenClBackend::Scratch s = scratch(q_bytes + 256 + ds_bytes);
-    const Q8Act q{s.mem, s.offset, s.offset + (q_bytes + 255) / 256 * 256};
-    q8_[k] = q;
+    Q8Act& q = q8_[k];
+    q = Q8Act{s.mem, s.offset, s.offset + (q_bytes + 255) / 256 * 256};
     return q;
 }
 

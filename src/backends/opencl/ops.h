@@ -77,11 +77,12 @@ void run_mul_mat_group(Dispatch& d, const std::vector<const Tensor*>& nodes);
 // gate = W_g x, up = W_u x, act(gate) * up in one launch.
 bool glu_fusable(const Tensor& gate, const Tensor& up, const Tensor& glu);
 void run_glu_fused(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu);
-// An add + RMSNorm of one row and the products (1..3, or gate/up/act) that
-// read its normed half: one launch, each work-group norming the row itself.
-bool norm_fusable(Dispatch& d, const Tensor& norm, const std::vector<const Tensor*>& products);
-void run_norm_products(Dispatch& d, const Tensor& norm, const std::vector<const Tensor*>& products);
-void run_norm_glu(Dispatch& d, const Tensor& norm, const Tensor& gate, const Tensor& up, const Tensor& glu);
+// A one-row product whose result feeds an add + RMSNorm whose normed half
+// feeds block-32 products (among `next`, the nodes after the norm): the
+// product's launch does the add and the norm's first half, the launch of the
+// products reading the normed row its second half (see matvec.cl).
+bool prod_norm_fusable(const Dispatch& d, const Tensor& prod, const Tensor& norm, const std::vector<const Tensor*>& next);
+void run_prod_norm(Dispatch& d, const Tensor& prod, const Tensor& norm);
 // The 8-bit form of a block-32 product's input rows, made or found.
 Q8Act q8_input(Dispatch& d, const Tensor& x);
 

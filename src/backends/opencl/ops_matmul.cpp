@@ -49,33 +49,39 @@ void matrix_args(Args& a, const Tensor* node) {
     a.tensor(*node).u64(node->nb[1]).i32(w.ne[1]);
 }
 
-// The activation arguments of a norm-fused launch (MV_ACT_ARGS_NORM in
-// matvec.cl): the norm's inputs, weight, output, and local memory for the row.
-void norm_args(Args& args, const Tensor& norm) {
-    const Tensor& a = *norm.src[0];
-    const Tensor& b = *norm.src[1];
+// The 8-bit input arguments of a block-32 product; for blocks still to be
+// scaled by their RMSNorm (MV_ACT_ARGS_SCALED in matvec.cl) also the sums of
+// squares and the norm's sum half, weight and normed half.
+void q8_args(Args& args, const Q8Act& q) {
+    args.mem(q.mem).u64(q.q).u64(q.ds);
+    if (q.norm == nullptr) return;
+    const Tensor& norm = *q.norm;
     const Tensor* w = norm.src[2];
-    const int64_t K = norm.ne[0];
-    args.tensor(a).tensor(b).tensor(w != nullptr ? *w : a).i32(w != nullptr).tensor(norm).u64(norm.nb[2])
-        .f32(norm.param_f(0)).local_mem(static_cast<size_t>(K) * sizeof(float))
-        .local_mem(static_cast<size_t>(K + 15) / 16 * 16).local_mem(static_cast<size_t>(K / 32) * 2 * sizeof(float));
+    args.mem(q.parts_mem).u64(q.parts).i32(q.n_parts).f32(norm.param_f(0)).tensor(norm)
+        .tensor(w != nullptr ? *w : norm).i32(w != nullptr).mem(mem_of(norm)).u64(norm.offset + norm.nb[2]);
 }
 
-// `norm`: the add + RMSNorm fused before the products (null: none).
-void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes, const Tensor* norm = nullptr) {
+// The normed half of a one-row add + RMSNorm, as the products read it.
+ActKey normed_key(const Tensor& norm) { return ActKey{mem_of(norm), norm.offset + norm.nb[2], norm.ne[0], 1, norm.nb[1]}; }
+
+// `add_norm`: the add + RMSNorm whose first half ends this product (null: none).
+void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes, const Tensor* add_norm = nullptr) {
     const Tensor& first = *nodes[0];
     const Tensor& w = *first.src[0];
     const Tensor& x = *first.src[1];
     const int64_t K = w.ne[0], M = rows_of(x);
-    const std::string name = std::string(norm != nullptr ? "mvn_" : "mv_") + type_tag(w.type) + (M == 1 ? "_1" : "_8");
+    const Q8Act q = is_block32(w.type) ? q8_input(d, x) : Q8Act{};
+    const char* kind = add_norm != nullptr ? "mva_" : q.norm != nullptr ? "mvs_" : "mv_";
+    const std::string name = std::string(kind) + type_tag(w.type) + (M == 1 ? "_1" : "_8");
     cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
     Args args(k);
     // Rows per group and group size: the one-row kernels of block-32 weights
-    // have their own shape; the rest take 32 rows per group.
+    // have their own shape, those ending in an add + RMSNorm 32 rows (one
+    // 8-bit block); the rest take 32 rows per group.
     const LaunchShape& sh = d.shape();
     const bool one = M == 1 && is_block32(w.type);
-    const int64_t rows = one ? static_cast<int64_t>(sh.mv_rows()) : kMv8Rows;
-    const size_t wg = one ? sh.mv_wg : kMv8Rows * sh.mv8_tpr;
+    const int64_t rows = add_norm != nullptr ? 32 : one ? static_cast<int64_t>(sh.mv_rows()) : kMv8Rows;
+    const size_t wg = add_norm != nullptr ? 32 * sh.mva_tpr : one ? sh.mv_wg : kMv8Rows * sh.mv8_tpr;
     size_t groups = 0;
     for (size_t i = 0; i < 3; ++i) {
         // Unused slots repeat the first matrix with no rows.
@@ -86,15 +92,27 @@ void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes, const T
             args.mem(mem_of(w)).u64(0).u64(0).u64(0).tensor(first).u64(0).i32(0);
         }
     }
-    if (norm != nullptr) {
-        norm_args(args, *norm);
-    } else if (is_block32(w.type)) {
-        const Q8Act q = q8_input(d, x);
-        args.mem(q.mem).u64(q.q).u64(q.ds);
+    if (is_block32(w.type)) {
+        q8_args(args, q);
     } else {
         args.tensor(x).u64(x.nb[1]);
     }
     args.i32(K).i32(M);
+    if (add_norm != nullptr) {
+        // MV_OUT_ARGS_ADDNORM: the residual, the norm's weight, its sum half,
+        // the 8-bit blocks of sum * weight and one sum of squares per group.
+        const Tensor& r = *add_norm->src[0];
+        const Tensor* nw = add_norm->src[2];
+        const int64_t N = w.ne[1];
+        const OpenClBackend::Scratch parts = d.scratch(static_cast<size_t>(N / 32) * sizeof(float));
+        Q8Act& u = d.make_q8(normed_key(*add_norm), N, 1);
+        u.norm = add_norm;
+        u.parts_mem = parts.mem;
+        u.parts = parts.offset;
+        u.n_parts = static_cast<int>(N / 32);
+        args.tensor(r).tensor(nw != nullptr ? *nw : r).i32(nw != nullptr).tensor(*add_norm).mem(u.mem).u64(u.q)
+            .u64(u.ds).mem(parts.mem).u64(parts.offset);
+    }
     d.launch1(k, groups * wg, wg);
 }
 
@@ -213,25 +231,21 @@ bool glu_fusable(const Tensor& gate, const Tensor& up, const Tensor& glu) {
 
 namespace {
 
-void launch_glu(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu, const Tensor* norm) {
+void launch_glu(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu) {
     const Tensor& wg = *gate.src[0];
     const Tensor& wu = *up.src[0];
     const Tensor& x = *gate.src[1];
     const int64_t N = wg.ne[1], K = wg.ne[0], M = rows_of(x);
-    const Q8Act q = norm != nullptr ? Q8Act{} : q8_input(d, x);
+    const Q8Act q = q8_input(d, x);
     const bool want = N % 32 == 0 && d.wanted(act_key(glu));
     const Q8Act h = want ? d.make_q8(act_key(glu), N, M) : Q8Act{};
     const QuantLayout lg = quant_layout(wg), lu = quant_layout(wu);
-    const std::string name = std::string(norm != nullptr ? "mvn_glu_" : "mv_glu_") + type_tag(wg.type) + (M == 1 ? "_1" : "_8");
+    const std::string name = std::string(q.norm != nullptr ? "mvs_glu_" : "mv_glu_") + type_tag(wg.type) + (M == 1 ? "_1" : "_8");
     cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
     Args args(k);
     args.mem(mem_of(wg)).u64(wg.offset + lg.qs).u64(wg.offset + lg.qh).u64(wg.offset + lg.sc)
         .mem(mem_of(wu)).u64(wu.offset + lu.qs).u64(wu.offset + lu.qh).u64(wu.offset + lu.sc);
-    if (norm != nullptr) {
-        norm_args(args, *norm);
-    } else {
-        args.mem(q.mem).u64(q.q).u64(q.ds);
-    }
+    q8_args(args, q);
     args.tensor(gate).u64(gate.nb[1]).tensor(up).u64(up.nb[1]).tensor(glu).u64(glu.nb[1])
         .i32(N).i32(K).i32(M).i32(glu.op == Op::GeluMul)
         .mem(want ? h.mem : mem_of(glu)).u64(h.q).u64(h.ds).i32(want);
@@ -247,36 +261,38 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 void run_glu_fused(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor& glu) {
-    launch_glu(d, gate, up, glu, nullptr);
+    launch_glu(d, gate, up, glu);
 }
 
-bool norm_fusable(Dispatch& d, const Tensor& norm, const std::vector<const Tensor*>& products) {
-    if (norm.op != Op::AddRmsNorm || !add_rms_norm_accepts(norm) || norm.ne[1] != 1) return false;
-    const int64_t K = norm.ne[0];
-    const size_t local = static_cast<size_t>(K) * 5 + static_cast<size_t>(K / 32) * 8 + 8192;
-    if (K % 32 != 0 || local > d.backend().caps().local_mem) return false;
-    // The products read exactly the normed half, one row.
-    const ActKey normed{mem_of(norm), norm.offset + norm.nb[2], K, 1, norm.nb[1]};
-    for (const Tensor* p : products) {
-        if (p->op != Op::MulMat) continue;  // the gated activation of a gate/up pattern
-        if (!is_block32(p->src[0]->type) || act_key(*p->src[1]).mem != normed.mem ||
-            act_key(*p->src[1]).offset != normed.offset || p->src[1]->ne[0] != K || rows_of(*p->src[1]) != 1) {
-            return false;
-        }
+bool prod_norm_fusable(const Dispatch& d, const Tensor& prod, const Tensor& norm, const std::vector<const Tensor*>& next) {
+    if (prod.op != Op::MulMat || norm.op != Op::AddRmsNorm || !mul_mat_accepts(prod) || !add_rms_norm_accepts(norm)) {
+        return false;
     }
-    // Every work-group reads the norm's inputs while others write the results.
-    for (const Tensor* p : products) {
-        if (overlaps(*p, *norm.src[0]) || overlaps(*p, *norm.src[1])) return false;
+    const Tensor& w = *prod.src[0];
+    const int64_t N = w.ne[1];
+    if (!is_block32(w.type) || rows_of(*prod.src[1]) != 1 || N % 32 != 0 || norm.ne[0] != N || norm.ne[1] != 1 ||
+        !same_data(*norm.src[1], prod)) {
+        return false;
+    }
+    // Its own input must not be waiting for a norm's scale as well.
+    const Q8Act* in_q8 = d.find_q8(act_key(*prod.src[1]));
+    if (in_q8 != nullptr && in_q8->norm != nullptr) return false;
+    // The next launch reads the normed row's 8-bit blocks: a one-row block-32
+    // product of exactly that row.
+    const ActKey normed = normed_key(norm);
+    const Tensor& first = *next[0];
+    if (first.op != Op::MulMat || !mul_mat_accepts(first) || !is_block32(first.src[0]->type)) return false;
+    const ActKey in = act_key(*first.src[1]);
+    if (in.mem != normed.mem || in.offset != normed.offset || in.ne0 != N || in.rows != 1) return false;
+    // Groups read the residual while others write the sums, and the next
+    // launch's group 0 writes the normed half while others write results.
+    if (overlaps(prod, *norm.src[0]) || overlaps(norm, *norm.src[0]) || overlaps(norm, prod)) return false;
+    for (const Tensor* t : next) {
+        if (overlaps(*t, norm)) return false;
     }
     return true;
 }
 
-void run_norm_products(Dispatch& d, const Tensor& norm, const std::vector<const Tensor*>& products) {
-    launch_matvec(d, products, &norm);
-}
-
-void run_norm_glu(Dispatch& d, const Tensor& norm, const Tensor& gate, const Tensor& up, const Tensor& glu) {
-    launch_glu(d, gate, up, glu, &norm);
-}
+void run_prod_norm(Dispatch& d, const Tensor& prod, const Tensor& norm) { launch_matvec(d, {&prod}, &norm); }
 
 }  // namespace lantern::ocl

@@ -91,6 +91,7 @@ ProgramCache::ProgramCache(cl_context context, const DeviceCaps& caps, BuildConf
     shape_.mv_rpt = knob("LANTERN_OPENCL_MV_RPT", 1, 16, 1);
     // The gated kernels hold 32 rows per group: 32 * tpr >= wg.
     shape_.mv_tpr = std::max(shape_.mv_tpr, shape_.mv_wg / 32);
+    shape_.mva_tpr = std::max<size_t>(1, std::min(shape_.mv_tpr, floor_pow2(max_wg) / 32));
 }
 
 std::string ProgramCache::options(ProgramId id, bool with_extensions) const {
@@ -98,7 +99,7 @@ std::string ProgramCache::options(ProgramId id, bool with_extensions) const {
     if (config_.fast_math) o += " -cl-mad-enable -cl-fast-relaxed-math";
     o += " -DLT_RED_WG=" + std::to_string(shape_.reduction);
     o += " -DLT_MV_WG=" + std::to_string(shape_.mv_wg) + " -DLT_MV_TPR=" + std::to_string(shape_.mv_tpr) + " -DLT_MV_RPT=" + std::to_string(shape_.mv_rpt) +
-         " -DLT_MV8_TPR=" + std::to_string(shape_.mv8_tpr);
+         " -DLT_MV8_TPR=" + std::to_string(shape_.mv8_tpr) + " -DLT_MVA_TPR=" + std::to_string(shape_.mva_tpr);
     if (id == ProgramId::MatmulNv && config_.mma_emulate) o += " -DLT_MMA_EMULATE=1";
     if (with_extensions) {
         if (caps_.subgroups()) {

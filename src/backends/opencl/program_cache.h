@@ -56,6 +56,10 @@ struct LaunchShape {
     size_t mv_tpr = 32;      // LT_MV_TPR
     size_t mv_rpt = 1;       // LT_MV_RPT
     size_t mv8_tpr = 8;      // LT_MV8_TPR: 2..8 rows, groups of 32 rows
+    // One-row products ending in an add + RMSNorm: groups of 32 rows (one
+    // 8-bit block of the result), as many work-items per row as the one-row
+    // kernels where the device allows groups that large.
+    size_t mva_tpr = 32;     // LT_MVA_TPR
     size_t mv_rows() const { return mv_wg / mv_tpr * mv_rpt; }
 };
 

@@ -10,6 +10,7 @@
 //   LT_MV_WG, LT_MV_TPR, LT_MV_RPT  one-row matrix-vector kernels: group size,
 //                 work-items per row slot, rows per work-item
 //   LT_MV8_TPR    matrix-vector kernels for 2..8 rows: work-items per row (groups of 32 rows)
+//   LT_MVA_TPR    one-row products that end in an add + RMSNorm: work-items per row (groups of 32 rows)
 //
 // Tensors are passed as (buffer, byte offset) pairs; strides are in bytes.
 // Half-precision data goes through vload_half / vstore_half, so devices
@@ -41,6 +42,9 @@
 #endif
 #ifndef LT_MV8_TPR
 #define LT_MV8_TPR 8
+#endif
+#ifndef LT_MVA_TPR
+#define LT_MVA_TPR 32
 #endif
 
 
@@ -148,8 +152,8 @@ inline float load_plain(const global uchar* row, long i, int type) {
 // q = round-to-even(clamp(x / d, -127, 127)). A row of K values is K int8
 // quants (row stride K bytes) and K / 32 float2 (d, sum of the block's q).
 
-#define LT_Q8_QUANTIZE_BLOCK(NAME, SPACE)                                                           \
-    inline void NAME(const SPACE float* x, SPACE char* q, SPACE float2* ds) {                         \
+#define LT_Q8_QUANTIZE_BLOCK(NAME, XSPACE, SPACE)                                                   \
+    inline void NAME(const XSPACE float* x, SPACE char* q, SPACE float2* ds) {                        \
         float v[32];                                                                                  \
         float amax = 0.0f;                                                                            \
         for (int j = 0; j < 32; ++j) {                                                                \
@@ -170,8 +174,8 @@ inline float load_plain(const global uchar* row, long i, int type) {
         }                                                                                             \
         *ds = (float2)(d, (float)sum);                                                                \
     }
-LT_Q8_QUANTIZE_BLOCK(q8_quantize_block, global)
-LT_Q8_QUANTIZE_BLOCK(q8_quantize_block_local, local)
+LT_Q8_QUANTIZE_BLOCK(q8_quantize_block, global, global)
+LT_Q8_QUANTIZE_BLOCK(q8_quantize_block_l2g, local, global)
 
 // ---- 4-way byte dot products -------------------------------------------------------
 // dot4_us: a holds 4 unsigned bytes, b 4 signed bytes; dot4_ss: both signed.

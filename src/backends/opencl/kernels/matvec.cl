@@ -12,7 +12,9 @@
 // activations. mv_glu_* computes gate and up rows together and writes
 // act(gate) * up, with its 8-bit blocks for the down projection.
 //
-// Kernels: mv_<type>_1 (M = 1), mv_<type>_8 (M <= 8), mv_glu_<type>_<1|8>.
+// Kernels: mv_<type>_1 (M = 1), mv_<type>_8 (M <= 8), mv_glu_<type>_<1|8>,
+// and the halves of an add + RMSNorm split around one-row products:
+// mva_<type>_1, mvs_<type>_1, mvs_glu_<type>_1.
 
 // Work-group shapes. One activation row (M = 1, generation): LT_MV_WG
 // work-items, LT_MV_TPR of them share a slot of LT_MV_RPT rows and take its
@@ -27,6 +29,7 @@
 #define MV8_WG (32 * LT_MV8_TPR)
 #define MV8_R 32
 #define GLU1_RPT (32 * LT_MV_TPR / MV1_WG)
+#define MVA_WG (32 * LT_MVA_TPR)
 
 inline float silu_g(float x) { return x / (1.0f + exp(-x)); }
 inline float gelu_g(float x) {
@@ -55,12 +58,18 @@ inline float gelu_g(float x) {
 
 // ---- quantized weights x 8-bit activations ---------------------------------------------
 //
-// The activations come either from global memory, made by their producer or
-// by quantize_q8 (ACT = GLOBAL), or are made by every work-group from a + b
-// RMS-normed (ACT = NORM: the add + RMSNorm before the product, fused; one
-// row): the group keeps the normed row and its 8-bit blocks in local memory
-// (lx: K floats, lq4: K bytes, lds: K / 32 (d, sum)), and group 0 also writes
-// the norm's two outputs (a + b, and the normed row) for other readers.
+// The activations are 8-bit blocks in global memory, made by their producer
+// or by quantize_q8 (ACT = GLOBAL), or blocks of a row whose RMSNorm scale
+// is still to be applied (ACT = SCALED, one row): the add + RMSNorm before
+// the product is split between the launch that makes its input and this
+// one. The product before it (mva_*, OUT = ADDNORM) writes the sum
+// s = x + r, quantizes u = s * w (w: the norm's weight) and leaves each
+// group's sum of squares of s in parts[]. Here every group adds up the
+// parts, scales its results by scale = 1 / sqrt(sum / K + eps) (the blocks
+// are linear in it), and group 0 writes the normed row s * scale * w for
+// other readers. No group repeats another's work. The quants of u can differ
+// by one from those of the normed row where the fp16 block scales round
+// differently.
 
 #define MV_ACT_ARGS_GLOBAL const global uchar *act, ulong aq_off, ulong ads_off
 #define MV_ACT_SETUP_GLOBAL(red, WG)                            \
@@ -70,43 +79,75 @@ inline float gelu_g(float x) {
     const global uint4* a_ = (const global uint4*)(aq + (size_t)(m) * K + (size_t)(b) * 32);          \
     const uint4 a0 = a_[0], a1 = a_[1];                                                              \
     const float2 s = ads[(m) * nb + (b)];
+#define MV_ACT_FINISH_GLOBAL(red, WG) const float act_scale = 1.0f;
 
-#define MV_ACT_ARGS_NORM                                                                            \
-    const global uchar *na, ulong na_off, const global uchar *nbb, ulong nb_off, const global uchar *nw, \
-        ulong nw_off, int has_w, global uchar *nd, ulong nd_off, ulong nd_nb2, float eps, local float *lx, \
-        local uint4 *lq4, local float2 *lds
-#define MV_ACT_SETUP_NORM(red, WG)                                                                  \
-    {                                                                                                \
-        const global float* xa = LT_CPTR(float, na, na_off);                                         \
-        const global float* xb = LT_CPTR(float, nbb, nb_off);                                        \
+#define MV_ACT_ARGS_SCALED                                                                          \
+    MV_ACT_ARGS_GLOBAL, const global uchar *parts, ulong parts_off, int n_parts, float eps,            \
+        const global uchar *ns, ulong ns_off, const global uchar *nw, ulong nw_off, int has_w,       \
+        global uchar *nn, ulong nn_off
+#define MV_ACT_SETUP_SCALED(red, WG) MV_ACT_SETUP_GLOBAL(red, WG)
+#define MV_ACT_FETCH_SCALED(m, b) MV_ACT_FETCH_GLOBAL(m, b)
+// After the main loop: the scale, needed only by the items that store
+// results (each adds up the parts itself: no barrier), and group 0's normed row.
+#define MV_ACT_FINISH_SCALED(red, WG)                                                               \
+    float act_scale = 1.0f;                                                                          \
+    if (lane == 0) {                                                                                 \
+        const global float* pp = LT_CPTR(float, parts, parts_off);                                   \
+        float4 s4 = (float4)(0.0f);                                                                  \
+        int i = 0;                                                                                   \
+        for (; i + 4 <= n_parts; i += 4) s4 += vload4(0, pp + i);                                    \
+        float ss = (s4.x + s4.y) + (s4.z + s4.w);                                                    \
+        for (; i < n_parts; ++i) ss += pp[i];                                                        \
+        act_scale = 1.0f / sqrt(ss / (float)K + eps);                                                \
+    }                                                                                                \
+    if (get_group_id(0) == 0) {                                                                      \
+        const float sc0 = lane == 0 ? act_scale : 0.0f;                                              \
+        red[lid] = sc0;                                                                              \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+        const float sc = red[0];                                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+        const global float* sv = LT_CPTR(float, ns, ns_off);                                         \
         const global float* wt = LT_CPTR(float, nw, nw_off);                                         \
-        global float* sum_out = LT_PTR(float, nd, nd_off);                                           \
-        global float* norm_out = LT_PTR(float, nd, nd_off + nd_nb2);                                 \
-        const int first = get_group_id(0) == 0;                                                      \
-        float ss = 0.0f;                                                                             \
-        for (int i = lid; i < K; i += (WG)) {                                                        \
-            const float v = xa[i] + xb[i];                                                           \
-            lx[i] = v;                                                                               \
-            ss += v * v;                                                                             \
-            if (first) sum_out[i] = v;                                                               \
-        }                                                                                            \
-        ss = wg_sum(ss, red);                                                                        \
-        const float scale = 1.0f / sqrt(ss / (float)K + eps);                                        \
-        for (int i = lid; i < K; i += (WG)) {                                                        \
-            const float y = has_w ? lx[i] * scale * wt[i] : lx[i] * scale;                           \
-            lx[i] = y;                                                                               \
-            if (first) norm_out[i] = y;                                                              \
-        }                                                                                            \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-        for (int blk = lid; blk < K / 32; blk += (WG)) {                                             \
-            q8_quantize_block_local(lx + blk * 32, (local char*)lq4 + blk * 32, lds + blk);          \
-        }                                                                                            \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                \
+        global float* out = LT_PTR(float, nn, nn_off);                                               \
+        for (int i = lid; i < K; i += (WG)) out[i] = has_w ? sv[i] * sc * wt[i] : sv[i] * sc;        \
     }
-#define MV_ACT_FETCH_NORM(m, b)                                                                    \
-    const uint4 a0 = lq4[2 * (b)], a1 = lq4[2 * (b) + 1];                                            \
-    const float2 s = lds[b];
 
+// Result stores. PLAIN: the rows. ADDNORM (one row, 32 rows per group, n a
+// multiple of 32): also s = x + r into so, its 8-bit blocks of s * w (one
+// per group) into uq, and the group's sum of squares of s into parts[g].
+#define MV_OUT_ARGS_PLAIN
+#define MV_OUT_PLAIN(MAXM, RPT, WG)                                                                     \
+    if (lane == 0) {                                                                                 \
+        for (int j = 0; j < RPT; ++j) {                                                              \
+            if (row0 + j >= n) break;                                                                \
+            for (int m = 0; m < MAXM && m < M; ++m) {                                                \
+                LT_PTR(float, d, o + m * st)[row0 + j] = act_scale * red[(m * RPT + j) * WG + lid];  \
+            }                                                                                        \
+        }                                                                                            \
+    }
+#define MV_OUT_ARGS_ADDNORM                                                                         \
+    , const global uchar *rx, ulong rx_off, const global uchar *rw, ulong rw_off, int r_has_w,       \
+        global uchar *so, ulong so_off, global uchar *uq, ulong uq_off, ulong uds_off, global uchar *parts, \
+        ulong parts_off
+#define MV_OUT_ADDNORM(MAXM, RPT, WG)                                                                   \
+    if (lane == 0) {                                                                                 \
+        for (int j = 0; j < RPT; ++j) {                                                              \
+            const int row = row0 + j;                                                                \
+            const float v = act_scale * red[j * WG + lid];                                           \
+            LT_PTR(float, d, o)[row] = v;                                                            \
+            const float sum = LT_CPTR(float, rx, rx_off)[row] + v;                                   \
+            LT_PTR(float, so, so_off)[row] = sum;                                                    \
+            lrow[slot * RPT + j] = r_has_w ? sum * LT_CPTR(float, rw, rw_off)[row] : sum;            \
+            lrow[32 + slot * RPT + j] = sum * sum;                                                   \
+        }                                                                                            \
+    }                                                                                                \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
+    if (lid == 0) {                                                                                  \
+        float ss = 0.0f;                                                                             \
+        for (int i = 0; i < 32; ++i) ss += lrow[32 + i];                                             \
+        LT_PTR(float, parts, parts_off)[g] = ss;                                                     \
+        q8_quantize_block_l2g(lrow, LT_PTR(char, uq, uq_off) + g * 32, LT_PTR(float2, uq, uds_off) + g); \
+    }
 
 // Sums the TPR partials of each slot in place (a tree over local memory):
 // afterwards red[k * WG + slot * TPR] holds sum k of the slot, k < COUNT.
@@ -119,10 +160,12 @@ inline float gelu_g(float x) {
         barrier(CLK_LOCAL_MEM_FENCE);                                                                \
     }
 
-#define LT_MV_Q8(T, NAME, MAXM, WG, TPR, RPT, ACT)                                                  \
+#define LT_MV_Q8(T, NAME, MAXM, WG, TPR, RPT, ACT, OUT)                                             \
     kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(                                 \
-        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), MV_ACT_ARGS_##ACT, int K, int M) {    \
+        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), MV_ACT_ARGS_##ACT, int K,            \
+        int M MV_OUT_ARGS_##OUT) {                                                                    \
         local float red[MAXM * RPT * WG];                                                             \
+        local float lrow[64];                                                                         \
         const int lid = get_local_id(0), slot = lid / (TPR), lane = lid % (TPR);                      \
         int g = get_group_id(0);                                                                      \
         MV_PICK(g, (WG) / (TPR) * (RPT))                                                              \
@@ -144,17 +187,11 @@ inline float gelu_g(float x) {
                 }                                                                                     \
             }                                                                                         \
         }                                                                                             \
+        MV_ACT_FINISH_##ACT(red, WG)                                                                  \
         for (int m = 0; m < MAXM; ++m)                                                                \
             for (int j = 0; j < RPT; ++j) red[(m * RPT + j) * WG + lid] = acc[m][j];                  \
         MV_TREE(red, MAXM * RPT, WG, TPR)                                                             \
-        if (lane == 0) {                                                                              \
-            for (int j = 0; j < RPT; ++j) {                                                           \
-                if (row0 + j >= n) break;                                                             \
-                for (int m = 0; m < MAXM && m < M; ++m) {                                             \
-                    LT_PTR(float, d, o + m * st)[row0 + j] = red[(m * RPT + j) * WG + lid];           \
-                }                                                                                     \
-            }                                                                                         \
-        }                                                                                             \
+        MV_OUT_##OUT(MAXM, RPT, WG)                                                                   \
     }
 
 // gate and up rows together, act(gate) * up, and its 8-bit blocks: each work-
@@ -195,6 +232,7 @@ inline float gelu_g(float x) {
                 }                                                                                     \
             }                                                                                         \
         }                                                                                             \
+        MV_ACT_FINISH_##ACT(red_g, WG)                                                                \
         for (int m = 0; m < MAXM; ++m) {                                                              \
             for (int j = 0; j < RPT; ++j) {                                                           \
                 red_g[(m * RPT + j) * WG + lid] = ag[m][j];                                           \
@@ -208,8 +246,8 @@ inline float gelu_g(float x) {
                 const int row = row0 + j;                                                             \
                 if (row >= n) break;                                                                  \
                 for (int m = 0; m < MAXM && m < M; ++m) {                                             \
-                    const float sg = red_g[(m * RPT + j) * WG + lid];                                 \
-                    const float su = red_u[(m * RPT + j) * WG + lid];                                 \
+                    const float sg = act_scale * red_g[(m * RPT + j) * WG + lid];                     \
+                    const float su = act_scale * red_u[(m * RPT + j) * WG + lid];                     \
                     LT_PTR(float, go, go_off + m * go_st)[row] = sg;                                  \
                     LT_PTR(float, uo, uo_off + m * uo_st)[row] = su;                                  \
                     LT_PTR(float, ho, ho_off + m * ho_st)[row] = (gelu ? gelu_g(sg) : silu_g(sg)) * su; \
@@ -226,14 +264,17 @@ inline float gelu_g(float x) {
         }                                                                                             \
     }
 
-// mv_T_1 / mv_T_8: one / up to 8 rows; mvn_*: the add + RMSNorm fused (one row).
-#define LT_MV_ALL(T)                                                            \
-    LT_MV_Q8(T, mv_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, GLOBAL)            \
-    LT_MV_Q8(T, mv_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)                   \
-    LT_MV_Q8(T, mvn_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, NORM)             \
-    LT_MV_GLU(T, mv_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, GLOBAL)        \
-    LT_MV_GLU(T, mv_glu_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)              \
-    LT_MV_GLU(T, mvn_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, NORM)
+// mv_T_1 / mv_T_8: one / up to 8 rows; mvs_*: one row, the RMSNorm scale
+// still to apply; mva_T_1: one row, ending in the first half of an add +
+// RMSNorm (see above).
+#define LT_MV_ALL(T)                                                                    \
+    LT_MV_Q8(T, mv_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, GLOBAL, PLAIN)             \
+    LT_MV_Q8(T, mv_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL, PLAIN)                    \
+    LT_MV_Q8(T, mvs_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, SCALED, PLAIN)            \
+    LT_MV_Q8(T, mva_##T##_1, 1, MVA_WG, LT_MVA_TPR, 1, GLOBAL, ADDNORM)                 \
+    LT_MV_GLU(T, mv_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, GLOBAL)                \
+    LT_MV_GLU(T, mv_glu_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)                      \
+    LT_MV_GLU(T, mvs_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, SCALED)
 LT_MV_ALL(q4_0)
 LT_MV_ALL(q4_1)
 LT_MV_ALL(q5_0)
