@@ -157,7 +157,8 @@ struct Leaves {
 // launch, RoPE with the KV-cache writes, attention, output product, add +
 // norm, gate/up/SiLU in one launch, down product; then the next layer's add +
 // norm and Q/K/V products. With one token each add + norm after a product is
-// split between the launches around it.
+// split between the launches around it, and RoPE and the cache writes join
+// the attention launch.
 std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) {
     auto c = std::make_unique<OpCase>();
     c->name = std::string("llama_layer_") + dtype_name(wtype) + "_t" + std::to_string(T);
@@ -211,7 +212,7 @@ std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) 
     Tensor* q3 = g.mul_mat(wq, cur3);
     Tensor* k3 = g.mul_mat(wk, cur3);
     Tensor* v3 = g.mul_mat(wv, cur3);
-    c->outputs = {qk, attn, f2, down, f3, q3, k3, v3};
+    c->outputs = {qk, k_all, v_all, attn, f2, down, f3, q3, k3, v3};
     return c;
 }
 
@@ -233,6 +234,9 @@ TEST_P(OpenclLayer, FusedLaunchesMatchCpu) {
         expect_matches_cpu(*c, *gpu_norm, "norm unfused");
         // Both norms after a product are split: two launches fewer.
         if (type != DType::F16) EXPECT_EQ(gpu->stats().step_launches + 2, gpu_norm->stats().step_launches);
+        // add + norm, Q/K/V, RoPE + cache writes + attention, output product
+        // + add + norm, gate/up/SiLU, down + add + norm, Q/K/V.
+        if (type != DType::F16) EXPECT_EQ(gpu->stats().step_launches, 7u);
     }
 }
 

@@ -5,9 +5,9 @@
 // compute() only enqueues. Nodes are dispatched through a plan (plan.cpp)
 // that fuses what the graph lays out one op at a time: Q/K/V products that
 // share an input, gate/up products with their SiLU, RoPE with the KV-cache
-// writes, the add + RMSNorm between one-row products split between their
-// launches; producers of a quantized product's input also write its 8-bit
-// form.
+// writes (and, for one token, with attention), the add + RMSNorm between
+// one-row products split between their launches; producers of a quantized
+// product's input also write its 8-bit form.
 //
 // Recorded steps: while graphs are enabled (graph_cache.h, LANTERN_GRAPHS),
 // a step's launches are kept - each with a kernel object of its own whose
@@ -73,8 +73,8 @@ public:
     void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) override;
     void synchronize() override;
     BackendStats stats() const override;
-    // Fused launches span up to 3 nodes (Q/K/V, gate/up/act, RoPE and the
-    // cache writes): inputs of a group stay intact until its last node.
+    // Fused launches span up to 4 nodes (RoPE, the two cache writes and
+    // attention): inputs of a group stay intact until its last node.
     int fusion_window() const override { return 3; }
 
     // For the dispatch code and tests.

@@ -59,7 +59,7 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
     for (size_t i = 0; i < count;) {
         const Tensor& node = *nodes[i];
         // The launch starting here: a fused pattern of nodes [i, i + n), or node i.
-        enum class Kind { Single, Glu, Group, RopeKv, ProdNorm } kind = Kind::Single;
+        enum class Kind { Single, Glu, Group, RopeKv, RopeAttn, ProdNorm } kind = Kind::Single;
         size_t n = 1;
         if (fuse_norm && node.op == Op::MulMat && i + 2 < count &&
             prod_norm_fusable(d, node, *nodes[i + 1], std::vector<const Tensor*>(nodes.begin() + i + 2,
@@ -77,6 +77,10 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
                 while (i + n < count && n < 3 && mul_mat_groupable(node, *nodes[i + n])) ++n;
                 if (n > 1) kind = Kind::Group;
             }
+        } else if (fuse && node.op == Op::RopeQK && i + 3 < count &&
+                   rope_attention_fusable(node, *nodes[i + 1], *nodes[i + 2], *nodes[i + 3])) {
+            kind = Kind::RopeAttn;
+            n = 4;
         } else if (fuse && node.op == Op::RopeQK && i + 2 < count && rope_kv_fusable(node, *nodes[i + 1], *nodes[i + 2])) {
             kind = Kind::RopeKv;
             n = 3;
@@ -89,6 +93,7 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
             case Kind::Glu: run_glu_fused(d, node, *nodes[i + 1], *nodes[i + 2]); break;
             case Kind::Group: run_mul_mat_group(d, std::vector<const Tensor*>(nodes.begin() + i, nodes.begin() + i + n)); break;
             case Kind::RopeKv: run_rope_qk_kv(d, node, *nodes[i + 1], *nodes[i + 2]); break;
+            case Kind::RopeAttn: run_rope_attention(d, node, *nodes[i + 1], *nodes[i + 2], *nodes[i + 3]); break;
             case Kind::ProdNorm: run_prod_norm(d, node, *nodes[i + 1]); break;
             case Kind::Single: op_table().find(node.op)->run.run(d, node); break;
         }

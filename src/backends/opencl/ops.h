@@ -63,6 +63,10 @@ bool kv_store_accepts(const Tensor& node);
 bool attention_accepts(const Tensor& node);
 void run_kv_store(Dispatch& d, const Tensor& node);
 void run_attention(Dispatch& d, const Tensor& node);
+// RopeQK, its two KvStore nodes (as rope_kv_fusable) and the Attention that
+// reads them, for one token: one launch.
+bool rope_attention_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn);
+void run_rope_attention(Dispatch& d, const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn);
 
 // ---- ops_matmul.cpp
 bool get_rows_accepts(const Tensor& node);

@@ -1,5 +1,6 @@
 // Host side of kernels/attention.cl: KV-cache writes and attention, one
-// work-group per (head, token) for generation, tiled for prompts.
+// work-group per (head, token) for generation, tiled for prompts; for one
+// token also RoPE and the cache writes in the attention launch.
 #include "backends/opencl/ops.h"
 
 namespace lantern::ocl {
@@ -69,6 +70,42 @@ void run_attention(Dispatch& d, const Tensor& node) {
         const size_t l[2] = {wg, 1};
         d.launch(k, 2, g, l);
     }
+}
+
+bool rope_attention_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn) {
+    if (attn.op != Op::Attention || !rope_kv_fusable(rope, kv_k, kv_v) || !attention_accepts(attn)) return false;
+    const Tensor& q = *rope.src[0];
+    const Tensor& k = *rope.src[1];
+    const Tensor& aq = *attn.src[0];
+    const int64_t hd = rope.ne[0], n_q = q.ne[1], n_k = k.ne[1];
+    // One token; attention reads the rotated Q heads of `rope` and the caches
+    // the two stores write, at the same positions and sequences.
+    const bool q_is_rope = aq.buffer == rope.buffer && aq.offset == rope.offset && aq.ne[0] == hd && aq.ne[1] == n_q &&
+                           aq.ne[2] == 1 && aq.nb[1] == rope.nb[1];
+    return rope.ne[2] == 1 && q_is_rope && n_k > 0 && n_q % n_k == 0 && attn.param_i(0) == n_k &&
+           attn.param_i(1) == kv_k.param_i(0) && same_data(*attn.src[1], kv_k) && same_data(*attn.src[2], kv_v) &&
+           same_data(*attn.src[3], *rope.src[2]) && same_data(*attn.src[4], *kv_k.src[3]);
+}
+
+void run_rope_attention(Dispatch& d, const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn) {
+    const Tensor& q = *rope.src[0];
+    const Tensor& k = *rope.src[1];
+    const Tensor& v = *kv_v.src[0];
+    const Tensor* factors = rope.src[3];
+    const int64_t hd = rope.ne[0], n_head = q.ne[1];
+    const bool want = hd % 32 == 0 && rows_uniform(attn) && d.wanted(act_key(attn));
+    const Q8Act q8 = want ? d.make_q8(act_key(attn), hd * n_head, 1) : Q8Act{};
+    const cl_mem table = d.backend().rope_table(rope.param_i(0), rope.param_f(2), rope.param_f(3));
+    cl_kernel kern = d.kernel(ProgramId::Attention, "attn_decode_rope");
+    Args(kern).tensor(q).u64(q.nb[1]).tensor(k).u64(k.nb[1]).tensor(v).tensor(rope).u64(rope.nb[1])
+        .tensor(factors != nullptr ? *factors : q).i32(factors != nullptr).mem(table).u64(0)
+        .i32(rope.param_i(0)).i32(rope.param_i(1) == static_cast<int32_t>(RopeMode::Neox)).f32(rope.param_f(5))
+        .tensor(kv_k).u64(kv_k.nb[1]).tensor(kv_v).u64(kv_v.nb[1]).i32(kv_k.type == DType::F16)
+        .tensor(*attn.src[3]).tensor(*attn.src[4]).tensor(attn)
+        .i32(hd).i32(n_head).i32(attn.param_i(0)).i32(attn.param_i(1)).i32(kv_k.ne[1]).f32(attn.param_f(2))
+        .f32(attn.param_f(3)).i32(attn.param_i(4)).mem(want ? q8.mem : mem_of(attn)).u64(q8.q).u64(q8.ds).i32(want);
+    const size_t wg = d.shape().reduction;
+    d.launch1(kern, static_cast<size_t>(n_head) * wg, wg);
 }
 
 }  // namespace lantern::ocl

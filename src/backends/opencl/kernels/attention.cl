@@ -17,6 +17,13 @@
 inline float cache_load(const global uchar* row, int e, int f16) {
     return f16 ? vload_half(e, (const global half*)row) : ((const global float*)row)[e];
 }
+inline void cache_store(global uchar* row, int e, float v, int f16) {
+    if (f16) {
+        vstore_half_rte(v, e, (global half*)row);
+    } else {
+        ((global float*)row)[e] = v;
+    }
+}
 
 kernel void kv_store(const global uchar* a, ulong a_off, ulong a_nb1,
                      global uchar* c, ulong c_off, ulong c_nb1, int f16,
@@ -51,6 +58,85 @@ inline float softcap_score(float s, float softcap) { return softcap > 0.0f ? sof
 
 #define ATT_MAX_HD 256
 
+// The 8-bit blocks of head h's output row (just written by this group).
+inline void attn_out_q8(global float* out, int h, long t, int hd, int n_head, global uchar* oq, ulong oq_off,
+                        ulong ods_off) {
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    const int K = hd * n_head;
+    for (int blk = get_local_id(0); blk < hd / 32; blk += LT_RED_WG) {
+        const int col = h * hd + blk * 32;
+        q8_quantize_block(out + blk * 32, LT_PTR(char, oq, oq_off + t * K) + col,
+                          LT_PTR(float2, oq, ods_off) + t * (K / 32) + col / 32);
+    }
+}
+
+// Attention of query head h of token t (its values in local q[]) over the
+// cache. Cell `cur` (-1: none) is taken from kcur / vcur instead of the cache:
+// the current token's K and V when this launch also writes them. Writes the
+// head's output row, and its 8-bit blocks when want_q8.
+inline void attn_decode_head(const local float* q, local float* pr, local float* tmp,
+                             const local float* kcur, const local float* vcur, long cur,
+                             const global uchar* kb, ulong k_off, ulong k_nb1,
+                             const global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                             long base, int lo, int p, global float* out,
+                             int h, long t, int hd, int n_head, int n_head_kv, float scale, float softcap,
+                             global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
+    const int lid = get_local_id(0);
+    const int kvh = h / (n_head / n_head_kv);
+    // This item's output dimensions: lid, lid + LT_RED_WG (hd <= 256).
+    float acc0 = 0.0f, acc1 = 0.0f;
+    float m = LT_NEG_BIG, l = 0.0f;
+    const int elt = f16 ? 2 : 4;
+    const ulong kcol = (ulong)kvh * hd * elt;
+    for (int c0 = lo; c0 <= p; c0 += LT_RED_WG) {
+        const int j = c0 + lid;
+        float s = LT_NEG_BIG;
+        if (j <= p) {
+            const global uchar* krow = kb + k_off + (base + j) * k_nb1 + kcol;
+            float dot = 0.0f;
+            if (base + j == cur) {
+                for (int e = 0; e < hd; ++e) dot += q[e] * kcur[e];
+            } else if (f16) {
+                int e = 0;
+                for (; e + 4 <= hd; e += 4) {
+                    const float4 kk = vload_half4(e / 4, (const global half*)krow);
+                    dot += q[e] * kk.x + q[e + 1] * kk.y + q[e + 2] * kk.z + q[e + 3] * kk.w;
+                }
+                for (; e < hd; ++e) dot += q[e] * vload_half(e, (const global half*)krow);
+            } else {
+                for (int e = 0; e < hd; ++e) dot += q[e] * ((const global float*)krow)[e];
+            }
+            s = softcap_score(dot * scale, softcap);
+        }
+        const float m_new = fmax(m, wg_max(s, tmp));
+        const float e = j <= p ? exp(s - m_new) : 0.0f;
+        pr[lid] = e;
+        const float csum = wg_sum(e, tmp);  // its barriers also publish pr[]
+        const float f = exp(m - m_new);
+        l = l * f + csum;
+        m = m_new;
+        const int n = min(LT_RED_WG, p - c0 + 1);
+        const global uchar* vrow = vb + v_off + (base + c0) * v_nb1 + kcol;
+        const int jc = (int)(cur - base - c0);  // the chunk's current cell (may lie outside it)
+        if (lid < hd) {
+            float a = acc0 * f;
+            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[lid] : cache_load(vrow + jj * v_nb1, lid, f16));
+            acc0 = a;
+        }
+        if (lid + LT_RED_WG < hd) {
+            const int e1 = lid + LT_RED_WG;
+            float a = acc1 * f;
+            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[e1] : cache_load(vrow + jj * v_nb1, e1, f16));
+            acc1 = a;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // pr[] is rewritten by the next chunk
+    }
+    const float inv = 1.0f / l;
+    if (lid < hd) out[lid] = acc0 * inv;
+    if (lid + LT_RED_WG < hd) out[lid + LT_RED_WG] = acc1 * inv;
+    if (want_q8) attn_out_q8(out, h, t, hd, n_head, oq, oq_off, ods_off);
+}
+
 LT_REDUCTION_ATTR
 kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
                         const global uchar* kb, ulong k_off, ulong k_nb1,
@@ -65,75 +151,100 @@ kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong 
     const int h = get_group_id(0);
     const long t = get_group_id(1);
     const int lid = get_local_id(0);
-    const int kvh = h / (n_head / n_head_kv);
     global float* out = LT_PTR(float, d, d_off + t * d_nb1) + h * hd;
-
     long base;
     int lo, p;
     if (!attn_range(posb, pos_off, seqb, seq_off, t, n_ctx_seq, n_cells, window, &base, &lo, &p)) {
         for (int e = lid; e < hd; e += LT_RED_WG) out[e] = 0.0f;
-    } else {
-        const global float* qv = LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2);
-        for (int e = lid; e < hd; e += LT_RED_WG) q[e] = qv[e];
-        barrier(CLK_LOCAL_MEM_FENCE);
+        if (want_q8) attn_out_q8(out, h, t, hd, n_head, oq, oq_off, ods_off);
+        return;
+    }
+    const global float* qv = LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2);
+    for (int e = lid; e < hd; e += LT_RED_WG) q[e] = qv[e];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    attn_decode_head(q, pr, tmp, q, q, -1, kb, k_off, k_nb1, vb, v_off, v_nb1, f16, base, lo, p, out, h, t, hd, n_head,
+                     n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
+}
 
-        // This item's output dimensions: lid, lid + LT_RED_WG (hd <= 256).
-        float acc0 = 0.0f, acc1 = 0.0f;
-        float m = LT_NEG_BIG, l = 0.0f;
-        const int elt = f16 ? 2 : 4;
-        const ulong kcol = (ulong)kvh * hd * elt;
-        for (int c0 = lo; c0 <= p; c0 += LT_RED_WG) {
-            const int j = c0 + lid;
-            float s = LT_NEG_BIG;
-            if (j <= p) {
-                const global uchar* krow = kb + k_off + (base + j) * k_nb1 + kcol;
-                float dot = 0.0f;
-                if (f16) {
-                    int e = 0;
-                    for (; e + 4 <= hd; e += 4) {
-                        const float4 kk = vload_half4(e / 4, (const global half*)krow);
-                        dot += q[e] * kk.x + q[e + 1] * kk.y + q[e + 2] * kk.z + q[e + 3] * kk.w;
-                    }
-                    for (; e < hd; ++e) dot += q[e] * vload_half(e, (const global half*)krow);
-                } else {
-                    for (int e = 0; e < hd; ++e) dot += q[e] * ((const global float*)krow)[e];
-                }
-                s = softcap_score(dot * scale, softcap);
+// One token: RoPE on Q and K, the KV-cache writes and attn_decode in one
+// launch (rope_qk_kv then attn_decode, fused). The group of query head h
+// rotates its head and its K/V head's current key into local memory (as the
+// cache holds them: rounded to f16 for an f16 cache) and reads the current
+// cell from there; the first group of each K/V head writes the rotated K and
+// the V row to the caches and the rotated K head to dst, each group its
+// rotated Q head, for other readers. Cells before the current one were
+// written by earlier steps, so no group waits for another.
+LT_REDUCTION_ATTR
+kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
+                             const global uchar* knb, ulong kn_off, ulong kn_nb1,
+                             const global uchar* vnb, ulong vn_off,
+                             global uchar* rd, ulong rd_off, ulong rd_nb1,
+                             const global uchar* ffb, ulong ff_off, int has_ff, const global uchar* ifb, ulong if_off,
+                             int n_rot, int neox, float attn_factor,
+                             global uchar* kb, ulong k_off, ulong k_nb1,
+                             global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                             const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
+                             global uchar* d, ulong d_off,
+                             int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
+                             int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
+    local float q[ATT_MAX_HD];
+    local float kcur[ATT_MAX_HD];
+    local float vcur[ATT_MAX_HD];
+    local float pr[LT_RED_WG];
+    local float tmp[LT_RED_WG];
+    const int h = get_group_id(0);
+    const int lid = get_local_id(0);
+    const int group = n_head / n_head_kv, kvh = h / group;
+    const int writer = h % group == 0;
+    const int pos = LT_CPTR(int, posb, pos_off)[0];
+    const long cell = (long)LT_CPTR(int, seqb, seq_off)[0] * n_ctx_seq + pos;
+    const int stored = pos >= 0 && pos < n_ctx_seq && cell >= 0 && cell < n_cells;  // as kv_store decides
+    const global float* ifr = LT_CPTR(float, ifb, if_off);
+    const global float* ff = LT_CPTR(float, ffb, ff_off);
+    global float* rq = LT_PTR(float, rd, rd_off + h * rd_nb1);
+    global float* rk = LT_PTR(float, rd, rd_off + (n_head + kvh) * rd_nb1);
+    const global float* vn = LT_CPTR(float, vnb, vn_off) + kvh * hd;
+    global uchar* krow = kb + k_off + cell * k_nb1;
+    global uchar* vrow = vb + v_off + cell * v_nb1;
+    for (int i = lid; i < hd / 2; i += LT_RED_WG) {
+        int2 idx;
+        const float2 yq = rope_apply(LT_CPTR(float, qb, q_off + h * q_nb1), i, n_rot, neox, (float)pos, attn_factor,
+                                     ifr, ff, has_ff, &idx);
+        q[idx.x] = yq.x;
+        q[idx.y] = yq.y;
+        rq[idx.x] = yq.x;
+        rq[idx.y] = yq.y;
+        const float2 yk = rope_apply(LT_CPTR(float, knb, kn_off + kvh * kn_nb1), i, n_rot, neox, (float)pos,
+                                     attn_factor, ifr, ff, has_ff, &idx);
+        const float2 v2 = (float2)(vn[2 * i], vn[2 * i + 1]);
+        kcur[idx.x] = f16 ? round_to_half(yk.x) : yk.x;
+        kcur[idx.y] = f16 ? round_to_half(yk.y) : yk.y;
+        vcur[2 * i] = f16 ? round_to_half(v2.x) : v2.x;
+        vcur[2 * i + 1] = f16 ? round_to_half(v2.y) : v2.y;
+        if (writer) {
+            rk[idx.x] = yk.x;
+            rk[idx.y] = yk.y;
+            if (stored) {
+                cache_store(krow, kvh * hd + idx.x, yk.x, f16);
+                cache_store(krow, kvh * hd + idx.y, yk.y, f16);
+                cache_store(vrow, kvh * hd + 2 * i, v2.x, f16);
+                cache_store(vrow, kvh * hd + 2 * i + 1, v2.y, f16);
             }
-            const float m_new = fmax(m, wg_max(s, tmp));
-            const float e = j <= p ? exp(s - m_new) : 0.0f;
-            pr[lid] = e;
-            const float csum = wg_sum(e, tmp);  // its barriers also publish pr[]
-            const float f = exp(m - m_new);
-            l = l * f + csum;
-            m = m_new;
-            const int n = min(LT_RED_WG, p - c0 + 1);
-            const global uchar* vrow = vb + v_off + (base + c0) * v_nb1 + kcol;
-            if (lid < hd) {
-                float a = acc0 * f;
-                for (int jj = 0; jj < n; ++jj) a += pr[jj] * cache_load(vrow + jj * v_nb1, lid, f16);
-                acc0 = a;
-            }
-            if (lid + LT_RED_WG < hd) {
-                float a = acc1 * f;
-                for (int jj = 0; jj < n; ++jj) a += pr[jj] * cache_load(vrow + jj * v_nb1, lid + LT_RED_WG, f16);
-                acc1 = a;
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);  // pr[] is rewritten by the next chunk
         }
-        const float inv = 1.0f / l;
-        if (lid < hd) out[lid] = acc0 * inv;
-        if (lid + LT_RED_WG < hd) out[lid + LT_RED_WG] = acc1 * inv;
     }
-    if (want_q8) {
-        barrier(CLK_GLOBAL_MEM_FENCE);
-        const int K = hd * n_head;
-        for (int blk = lid; blk < hd / 32; blk += LT_RED_WG) {
-            const int col = h * hd + blk * 32;
-            q8_quantize_block(out + blk * 32, LT_PTR(char, oq, oq_off + t * K) + col,
-                              LT_PTR(float2, oq, ods_off) + t * (K / 32) + col / 32);
-        }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    global float* out = LT_PTR(float, d, d_off) + h * hd;
+    long base;
+    int lo, p;
+    if (!attn_range(posb, pos_off, seqb, seq_off, 0, n_ctx_seq, n_cells, window, &base, &lo, &p)) {
+        for (int e = lid; e < hd; e += LT_RED_WG) out[e] = 0.0f;
+        if (want_q8) attn_out_q8(out, h, 0, hd, n_head, oq, oq_off, ods_off);
+        return;
     }
+    // The current cell from local memory only where this launch writes it.
+    const long cur = stored && base + p == cell ? cell : -1;
+    attn_decode_head(q, pr, tmp, kcur, vcur, cur, kb, k_off, k_nb1, vb, v_off, v_nb1, f16, base, lo, p, out, h, 0, hd,
+                     n_head, n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
 }
 
 #define PQ 16   // queries per work-group

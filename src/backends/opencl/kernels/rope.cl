@@ -1,48 +1,10 @@
 // Rotary position embedding, alone and fused with the KV-cache writes.
 //
-// For pair i of n_rot / 2: theta = pos * inv_freq[i] / ff[i], where the host
-// computes inv_freq[i] = freq_scale * base^(-2i / n_rot) in double precision
-// (a float pow under fast math is not accurate enough at large positions).
-// Normal mode rotates (x[2i], x[2i+1]), NeoX mode (x[i], x[i + n_rot/2]);
-// the rotated pairs are scaled by attn_factor; dimensions past n_rot pass
-// through.
+// The rotation itself (rope_apply) is in common.cl: decode attention
+// applies it too.
 //
 // Launch: global (head_dim / 2, heads, tokens); each work-item moves two
 // elements: one rotated pair, or two pass-through dimensions.
-
-// cos/sin of theta = pos * f with the argument reduced to [-pi, pi] first:
-// approximate sin/cos (fast math) are only accurate there.
-inline float2 rope_cos_sin(float pos, float f) {
-    const float x = pos * f;
-    const float e = fma(pos, f, -x);  // rounding error of the product
-    const float k = rint(x * 0.15915494309189535f);
-    float r = fma(-k, 6.28318548202514648f, x);  // 2 pi = 6.28318548202514648 - 1.7484556e-7
-    r = fma(k, 1.7484556e-07f, r) + e;
-    return (float2)(cos(r), sin(r));
-}
-
-// Element indices (e0, e1) handled by work-item i, and whether they rotate.
-inline int2 rope_pair(int i, int n_rot, int neox, int* rotates) {
-    const int half_rot = n_rot / 2;
-    if (i < half_rot) {
-        *rotates = 1;
-        return neox ? (int2)(i, i + half_rot) : (int2)(2 * i, 2 * i + 1);
-    }
-    *rotates = 0;
-    const int k = n_rot + 2 * (i - half_rot);
-    return (int2)(k, k + 1);
-}
-
-inline float2 rope_apply(const global float* x, int i, int n_rot, int neox, float pos, float attn_factor,
-                         const global float* inv_freq, const global float* ff, int has_ff, int2* idx) {
-    int rotates;
-    *idx = rope_pair(i, n_rot, neox, &rotates);
-    const float x0 = x[(*idx).x], x1 = x[(*idx).y];
-    if (!rotates) return (float2)(x0, x1);
-    const float f = has_ff ? inv_freq[i] / ff[i] : inv_freq[i];
-    const float2 cs = rope_cos_sin(pos, f) * attn_factor;
-    return (float2)(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
-}
 
 kernel void rope_f32(const global uchar* a, ulong a_off, ulong a_nb1, ulong a_nb2,
                      global uchar* d, ulong d_off, ulong d_nb1, ulong d_nb2,
