@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -106,6 +108,11 @@ void CudaBackend::init() {
     ctx_.cublas = cublas_;
     ctx_.sm_count = prop.multiProcessorCount;
     debug_sync_ = env_flag("LANTERN_CUDA_SYNC");
+    if (env_flag("LANTERN_CUDA_TIMING")) {
+        timing_ = std::make_unique<ReplayTiming>();
+        check(cudaEventCreate(&timing_->begin), "cudaEventCreate");
+        check(cudaEventCreate(&timing_->end), "cudaEventCreate");
+    }
     const char* pdl = std::getenv("LANTERN_CUDA_PDL");
     ctx_.pdl = pdl == nullptr || std::strcmp(pdl, "0") != 0;
     if (const char* mv = std::getenv("LANTERN_CUDA_MATVEC"); mv != nullptr && *mv != '\0') {
@@ -124,9 +131,33 @@ void CudaBackend::init() {
 
 CudaBackend::~CudaBackend() { release(); }
 
+void CudaBackend::collect_timing() {
+    if (!timing_ || !timing_->pending) return;
+    timing_->pending = false;
+    float ms = 0;
+    if (cudaEventSynchronize(timing_->end) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, timing_->begin, timing_->end) != cudaSuccess) {
+        return;
+    }
+    ++timing_->steps;
+    timing_->total_ms += ms;
+    timing_->min_ms = std::min(timing_->min_ms, static_cast<double>(ms));
+}
+
 void CudaBackend::release() {
     cudaSetDevice(device_);
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    if (timing_) {
+        collect_timing();
+        if (timing_->steps > 0) {
+            std::fprintf(stderr, "cuda: %llu replayed steps, GPU time per step %.1f us (min %.1f us)\n",
+                         static_cast<unsigned long long>(timing_->steps), 1e3 * timing_->total_ms / timing_->steps,
+                         1e3 * timing_->min_ms);
+        }
+        cudaEventDestroy(timing_->begin);
+        cudaEventDestroy(timing_->end);
+        timing_.reset();
+    }
     graphs_.clear();
     for (Region* r : {&cublas_ws_, &dequant_, &act_, &attn_partial_, &attn_counters_}) {
         pool_.release(r->block);
@@ -287,7 +318,13 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
     const bool record = graph_config_.wants(hints) && !debug_sync_;
     if (record) {
         if (CudaGraph* g = graphs_.lookup(nodes)) {
+            collect_timing();
+            if (timing_) check(cudaEventRecord(timing_->begin, stream_), "cudaEventRecord");
             g->launch(stream_);
+            if (timing_) {
+                check(cudaEventRecord(timing_->end, stream_), "cudaEventRecord");
+                timing_->pending = true;
+            }
             return;
         }
     }

@@ -92,6 +92,19 @@ private:
     uint64_t eager_steps_ = 0;
     std::vector<Launch> launches_;
 
+    // LANTERN_CUDA_TIMING=1: GPU time of each replayed step between two
+    // events, read at the next step (when the host has already waited for
+    // it) and printed at exit: with the step's wall time it shows how much
+    // of a decode step is host work.
+    struct ReplayTiming {
+        cudaEvent_t begin = nullptr, end = nullptr;
+        bool pending = false;
+        uint64_t steps = 0;
+        double total_ms = 0, min_ms = 1e30;
+    };
+    std::unique_ptr<ReplayTiming> timing_;
+    void collect_timing();
+
     // Pinned staging for host transfers, reset by synchronize().
     uint8_t* staging_ = nullptr;
     size_t staging_used_ = 0;

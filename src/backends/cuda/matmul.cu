@@ -147,10 +147,122 @@ __device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
     }
 }
 
-// The activation row into shared memory. All loads of a batch are issued
-// before any is used (one round trip per batch).
+// Half a 32-block of the activation (16 values), held by one thread, its
+// other half by the neighbouring lane; quantized as quant4 does (the same
+// values). The thread writes its plane's 16 bytes and its 16-group sum, the
+// even lane the scale and the block's quant sum. Two lanes per block need
+// one shuffle per reduction instead of quant4's three: a third of the
+// instructions per element, which matters because every block of a
+// matrix-vector launch stages the row. Both lanes of a pair call this.
+__device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, bool valid, int64_t K, uint8_t* smem) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    const float dd = __half2float(__float2half_rn(amax / 127.0f));
+    const float inv = dd != 0.0f ? 1.0f / dd : 0.0f;
+    uint32_t w[4];
+    int sh = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int q = __float2int_rn(fminf(fmaxf(x[4 * j + k] * inv, -127.0f), 127.0f));
+            sh += q;
+            word |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * k);
+        }
+        w[j] = word;
+    }
+    const int sum32 = sh + __shfl_xor_sync(0xffffffffu, sh, 1);
+    if (!valid) return;
+    const int64_t b = hb >> 1;
+    const int h = static_cast<int>(hb & 1);
+    reinterpret_cast<uint4*>(smem + h * (K / 2))[b] = make_uint4(w[0], w[1], w[2], w[3]);
+    float* d = reinterpret_cast<float*>(smem + K);
+    float* s = d + K / 32;
+    s[2 * b + h] = dd * static_cast<float>(sh);
+    if (h == 0) {
+        d[b] = dd;
+        reinterpret_cast<int*>(s + K / 16)[b] = sum32;
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void to_floats(float4 v, float (&x)[N], int at) {
+    x[at] = v.x;
+    x[at + 1] = v.y;
+    x[at + 2] = v.z;
+    x[at + 3] = v.w;
+}
+
+// The activation row quantized into shared memory, 16 values per thread
+// and round; rounds are whole warps (a warp past the row skips them).
+__device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red) {
+    const int64_t nh = p.K / 16;  // half-blocks
+    const int tid = threadIdx.x;
+    if (p.a == nullptr) {
+        const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+        for (int64_t base = 0; base < nh; base += kMvThreads) {
+            if (base + (tid & ~31) >= nh) break;  // warp-uniform
+            const int64_t hb = base + tid;
+            const bool valid = hb < nh;
+            float x[16];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                to_floats(valid ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x, 4 * c);
+            }
+            quant_half(x, hb, valid, p.K, smem);
+        }
+        return;
+    }
+    // Fused AddRmsNorm: K <= kMaxPrenormK = 2 rounds, the row in registers.
+    constexpr int kRounds = kMaxPrenormK / 16 / kMvThreads;
+    float x[kRounds][16];
+    float ss = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+        const int64_t hb = r * kMvThreads + tid;
+        if (hb >= nh) continue;
+        const float4* a = reinterpret_cast<const float4*>(p.a) + 4 * hb;
+        const float4* b = reinterpret_cast<const float4*>(p.b) + 4 * hb;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const float4 x0 = a[c], x1 = b[c];
+            const float4 v = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
+            to_floats(v, x[r], 4 * c);
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[4 * hb + c] = v;
+        }
+    }
+    ss = block_sum(ss, red);
+    const float rn = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+        const int64_t hb = r * kMvThreads + tid;
+        if (r * kMvThreads + (tid & ~31) >= nh) break;  // warp-uniform
+        const bool valid = hb < nh;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            float4 w = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            if (valid && p.nw != nullptr) w = reinterpret_cast<const float4*>(p.nw)[4 * hb + c];
+            const float4 y = make_float4(x[r][4 * c] * rn * w.x, x[r][4 * c + 1] * rn * w.y,
+                                         x[r][4 * c + 2] * rn * w.z, x[r][4 * c + 3] * rn * w.w);
+            to_floats(y, x[r], 4 * c);
+            if (valid && blockIdx.x == 0) reinterpret_cast<float4*>(p.norm_out)[4 * hb + c] = y;
+        }
+        quant_half(x[r], hb, valid, p.K, smem);
+    }
+}
+
+// The activation row into shared memory (quantized: stage_act_q8). All
+// loads of a batch are issued before any is used (one round trip per batch).
 template <bool Quant>
 __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
+    if constexpr (Quant) {
+        stage_act_q8(p, smem, red);
+        return;
+    }
     const int64_t nv = p.K / 4;
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
