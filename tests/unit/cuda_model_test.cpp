@@ -20,6 +20,7 @@
 #include "cuda_test_util.h"
 #include "lantern/lantern.h"
 #include "model/synth.h"
+#include "reference_util.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -103,6 +104,19 @@ double nmse_of(const std::vector<float>& a, const std::vector<float>& ref) {
 
 BackendStats gpu_stats(Model& m) { return m.impl().gpu->stats(); }
 
+float top2_margin(const std::vector<float>& l) {
+    float a = -INFINITY, b = -INFINITY;
+    for (float v : l) {
+        if (v > a) {
+            b = a;
+            a = v;
+        } else if (v > b) {
+            b = v;
+        }
+    }
+    return a - b;
+}
+
 class ScopedEnv {
 public:
     ScopedEnv(const char* name, const char* value) : name_(name) {
@@ -155,7 +169,14 @@ TEST(CudaModel, GreedyMatchesCpuFor64Tokens) {
             if (v != w) second = std::max(second, want[i][static_cast<size_t>(v)]);
         }
         const float margin = want[i][static_cast<size_t>(w)] - second;
-        EXPECT_LE(nmse_of(got[i], want[i]), 1e-3) << "token " << i;
+        // Synthetic model: within 1e-3 (measured 3e-4). Default model: its
+        // activations' 8-bit quantization and F16 prompt products put both
+        // backends 1e-3..4e-2 from each other, as each is from the float64
+        // reference (DecodeLogitsMatchTheFloat64Reference holds CUDA to the
+        // CPU's own bounds there); the tokens must still all be equal.
+        if (!strict) {
+            EXPECT_LE(nmse_of(got[i], want[i]), 1e-3) << "token " << i;
+        }
         if (!strict && margin <= 0.05f) continue;
         ++compared;
         ASSERT_EQ(g, w) << "token " << i << " differs (CPU's top-2 margin " << margin << ", logits nmse "
@@ -165,6 +186,45 @@ TEST(CudaModel, GreedyMatchesCpuFor64Tokens) {
                 strict ? "default model, exact" : "synthetic model, CPU-fed, margin > 0.05");
     EXPECT_GE(compared, strict ? 65 : 16);
     EXPECT_EQ(gpu->info().backend, "cuda");
+}
+
+// The default model's decode path (one token per step, teacher-forced
+// along the CPU's greedy continuation) against the float64 reference at
+// every position, held to the CPU's own bounds (model_test.cpp: 3e-2 per
+// position, 1e-2 on average); both backends' errors are printed.
+TEST(CudaModel, DecodeLogitsMatchTheFloat64Reference) {
+    REQUIRE_CUDA();
+    if (!using_default_model()) GTEST_SKIP() << "needs the default model";
+    auto cpu = load("cpu", 0);
+    auto gpu = load("cuda", 999);
+    const auto prompt = prompt_of(*cpu);
+    const int V = cpu->n_vocab();
+    constexpr int kSteps = 32;
+    Context ccpu(*cpu, ContextParams{.n_ctx = 256});
+    const auto want = run(*cpu, ccpu, prompt, kSteps);
+    std::vector<int32_t> tokens = prompt, forced;
+    for (int i = 0; i < kSteps; ++i) forced.push_back(argmax(want[static_cast<size_t>(i)].data(), V));
+    tokens.insert(tokens.end(), forced.begin(), forced.end());
+    Context cgpu(*gpu, ContextParams{.n_ctx = 256});
+    const auto got = run(*gpu, cgpu, prompt, kSteps, forced);
+    const std::vector<float> ref = reference_logits(default_model_path().string(), tokens, V);
+    ASSERT_EQ(ref.size(), tokens.size() * static_cast<size_t>(V));
+    double sum_gpu = 0, sum_cpu = 0, worst_gpu = 0, worst_cpu = 0;
+    for (int i = 0; i <= kSteps; ++i) {
+        const size_t at = (prompt.size() - 1 + static_cast<size_t>(i)) * static_cast<size_t>(V);
+        const std::vector<float> r(ref.begin() + static_cast<std::ptrdiff_t>(at),
+                                   ref.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(V)));
+        const double eg = nmse_of(got[static_cast<size_t>(i)], r), ec = nmse_of(want[static_cast<size_t>(i)], r);
+        EXPECT_LE(eg, 3e-2) << "step " << i << " (the CPU: " << ec << ")";
+        sum_gpu += eg;
+        sum_cpu += ec;
+        worst_gpu = std::max(worst_gpu, eg);
+        worst_cpu = std::max(worst_cpu, ec);
+    }
+    const double n = kSteps + 1;
+    std::printf("[ cuda ] decode vs float64 reference: mean %.3g, worst %.3g (the CPU: mean %.3g, worst %.3g)\n",
+                sum_gpu / n, worst_gpu, sum_cpu / n, worst_cpu);
+    EXPECT_LE(sum_gpu / n, 1e-2);
 }
 
 TEST(CudaModel, GraphsOnAndOffGiveIdenticalLogits) {
@@ -201,10 +261,19 @@ TEST(CudaModel, GraphsOnAndOffGiveIdenticalLogits) {
 
 TEST(CudaModel, LayerSplitsAgree) {
     REQUIRE_CUDA();
-    std::vector<int32_t> forced;
-    for (int i = 0; i < 8; ++i) forced.push_back(200 + 91 * i);
     auto cpu_only = load("cuda", 0);
     const int n_layer = cpu_only->info().n_layer;
+    // Fed tokens: the all-CPU greedy continuation on the default model (a
+    // real text, where the model is confident); arbitrary ids on the
+    // synthetic one (random weights: no text to follow).
+    std::vector<int32_t> forced;
+    if (using_default_model()) {
+        Context cg(*cpu_only, ContextParams{.n_ctx = 128});
+        const auto g = run(*cpu_only, cg, prompt_of(*cpu_only), 8);
+        for (int i = 0; i < 8; ++i) forced.push_back(argmax(g[static_cast<size_t>(i)].data(), cpu_only->n_vocab()));
+    } else {
+        for (int i = 0; i < 8; ++i) forced.push_back(200 + 91 * i);
+    }
     Context c0(*cpu_only, ContextParams{.n_ctx = 128});
     const auto ref = run(*cpu_only, c0, prompt_of(*cpu_only), 8, forced);
     EXPECT_EQ(cpu_only->info().n_gpu_layers, 0);
@@ -215,8 +284,18 @@ TEST(CudaModel, LayerSplitsAgree) {
         Context ctx(*m, ContextParams{.n_ctx = 128});
         const auto got = run(*m, ctx, prompt_of(*m), 8, forced);
         for (size_t i = 0; i < ref.size(); ++i) {
-            EXPECT_LE(nmse_of(got[i], ref[i]), 1e-3) << "step " << i;
-            EXPECT_EQ(argmax(got[i].data(), m->n_vocab()), argmax(ref[i].data(), m->n_vocab())) << "step " << i;
+            // On the default model each split is within the reference
+            // test's 3e-2 of the float64 logits (measured: CUDA 0.018, CPU
+            // 0.014 at worst), not always on the same side: they differ by
+            // up to 0.04 (step 6 here). Two results each within 3e-2 of the
+            // truth can differ by up to 0.12; 6e-2 is the bound used. The top
+            // token is compared where the all-CPU run's top two differ by
+            // more than 0.25 (as the OpenCL model test does).
+            const float margin = top2_margin(ref[i]);
+            EXPECT_LE(nmse_of(got[i], ref[i]), using_default_model() ? 6e-2 : 1e-3) << "step " << i;
+            if (using_default_model() && margin <= 0.25f) continue;
+            EXPECT_EQ(argmax(got[i].data(), m->n_vocab()), argmax(ref[i].data(), m->n_vocab()))
+                << "step " << i << " (top-2 margin " << margin << ", nmse " << nmse_of(got[i], ref[i]) << ")";
         }
         const BackendStats s = gpu_stats(*m);
         EXPECT_EQ(s.graph_captures, 1u) << "one decode shape";

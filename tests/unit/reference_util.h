@@ -65,7 +65,9 @@ inline void expect_logits_match(Model& m, const std::vector<int32_t>& tokens, co
             if (v != top) second = std::max(second, want[v]);
         }
         EXPECT_LE(num / den, per_position) << label << " position " << t;
-        if (want[top] - second > 0.5f) EXPECT_EQ(argmax(got, V), top) << label << " position " << t;
+        if (want[top] - second > 0.5f) {
+            EXPECT_EQ(argmax(got, V), top) << label << " position " << t;
+        }
         total += num / den;
         worst = std::max(worst, num / den);
     }
