@@ -129,8 +129,8 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
     auto& ocl = static_cast<ocl::OpenClBackend&>(*gpu);
     std::printf("[ bench ] device: %s\n", gpu->description().c_str());
     std::setvbuf(stdout, nullptr, _IONBF, 0);  // every row out at once, even if the run is cut short
-    std::printf("[ bench ] programs: matvec groups of %zu, %zu work-items x %zu rows per slot, tensor-core kernels %s\n",
-                ocl.programs().shape().mv_wg, ocl.programs().shape().mv_tpr, ocl.programs().shape().mv_rpt,
+    std::printf("[ bench ] programs: matvec groups of %zu, %zu work-items x %zu rows per slot, %zu blocks ahead, tensor-core kernels %s\n",
+                ocl.programs().shape().mv_wg, ocl.programs().shape().mv_tpr, ocl.programs().shape().mv_rpt, ocl.programs().shape().mv_u,
                 ocl.programs().available(ocl::ProgramId::MatmulNv) ? "yes" : "no");
 
     const double copy = driver_copy_bandwidth(ocl);

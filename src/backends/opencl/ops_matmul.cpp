@@ -81,7 +81,7 @@ void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes, const T
     const LaunchShape& sh = d.shape();
     const bool one = M == 1 && is_block32(w.type);
     const int64_t rows = add_norm != nullptr ? 32 : one ? static_cast<int64_t>(sh.mv_rows()) : kMv8Rows;
-    const size_t wg = add_norm != nullptr ? 32 * sh.mva_tpr : one ? sh.mv_wg : kMv8Rows * sh.mv8_tpr;
+    const size_t wg = add_norm != nullptr ? sh.mva_wg() : one ? sh.mv_wg : kMv8Rows * sh.mv8_tpr;
     size_t groups = 0;
     for (size_t i = 0; i < 3; ++i) {
         // Unused slots repeat the first matrix with no rows.
@@ -250,7 +250,7 @@ void launch_glu(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor&
         .i32(N).i32(K).i32(M).i32(glu.op == Op::GeluMul)
         .mem(want ? h.mem : mem_of(glu)).u64(h.q).u64(h.ds).i32(want);
     // 32 output rows per group (one 8-bit block of the result).
-    const size_t wg_size = M == 1 ? d.shape().mv_wg : kMv8Rows * d.shape().mv8_tpr;
+    const size_t wg_size = M == 1 ? d.shape().mvg_wg() : kMv8Rows * d.shape().mv8_tpr;
     d.launch1(k, static_cast<size_t>((N + kMv8Rows - 1) / kMv8Rows) * wg_size, wg_size);
 }
 

@@ -80,18 +80,30 @@ ProgramCache::ProgramCache(cl_context context, const DeviceCaps& caps, BuildConf
     const size_t max_wg = caps_.max_work_group > 0 ? caps_.max_work_group : 64;
     shape_.reduction = std::min<size_t>(256, floor_pow2(max_wg));
     shape_.mv8_tpr = std::max<size_t>(1, std::min<size_t>(8, floor_pow2(max_wg) / 32));
-    // Tuning knobs (powers of two): work-items per row slot 2..64, rows per work-item 1..16.
+    // Tuning knobs (powers of two): group size 32..1024, work-items per row
+    // slot 1..256, rows per slot 1..16, blocks loaded ahead 1..16.
     auto knob = [](const char* name, size_t lo, size_t hi, size_t fallback) {
         const std::string v = env_string(name);
         if (v.empty()) return fallback;
         return std::clamp<size_t>(floor_pow2(static_cast<size_t>(std::max(1, std::atoi(v.c_str())))), lo, hi);
     };
-    shape_.mv_wg = std::min(knob("LANTERN_OPENCL_MV_WG", 32, 1024, 256), floor_pow2(max_wg));
+    const size_t wg_limit = floor_pow2(max_wg);
+    shape_.mv_wg = std::min(knob("LANTERN_OPENCL_MV_WG", 32, 1024, 256), wg_limit);
     shape_.mv_tpr = std::min(knob("LANTERN_OPENCL_MV_TPR", 1, 256, 32), shape_.mv_wg);
-    shape_.mv_rpt = knob("LANTERN_OPENCL_MV_RPT", 1, 16, 1);
-    // The gated kernels hold 32 rows per group: 32 * tpr >= wg.
-    shape_.mv_tpr = std::max(shape_.mv_tpr, shape_.mv_wg / 32);
-    shape_.mva_tpr = std::max<size_t>(1, std::min(shape_.mv_tpr, floor_pow2(max_wg) / 32));
+    shape_.mv_rpt = knob("LANTERN_OPENCL_MV_RPT", 1, 16, 2);
+    shape_.mv_u = knob("LANTERN_OPENCL_MV_U", 1, 16, 4);
+    shape_.mvg_u = std::max<size_t>(1, shape_.mv_u / 2);
+    // Groups of 32 rows: 32 / rpt slots of mv_tpr work-items, within the limit.
+    auto rows_per_slot = [&](size_t rpt) {
+        rpt = std::min<size_t>(rpt, 32);
+        while (rpt < 32 && 32 / rpt * shape_.mv_tpr > wg_limit) rpt *= 2;
+        return rpt;
+    };
+    // Gated: 4 rows of each matrix per slot (256 work-items; groups of 512
+    // made PoCL fault in mvs_glu_*). Add + RMSNorm: one row per slot (1024
+    // work-items: the 4096-row products have only 128 groups).
+    shape_.mvg_rpt = rows_per_slot(knob("LANTERN_OPENCL_MVG_RPT", 1, 32, 4));
+    shape_.mva_rpt = rows_per_slot(knob("LANTERN_OPENCL_MVA_RPT", 1, 32, 1));
 }
 
 std::string ProgramCache::options(ProgramId id, bool with_extensions) const {
@@ -99,7 +111,9 @@ std::string ProgramCache::options(ProgramId id, bool with_extensions) const {
     if (config_.fast_math) o += " -cl-mad-enable -cl-fast-relaxed-math";
     o += " -DLT_RED_WG=" + std::to_string(shape_.reduction);
     o += " -DLT_MV_WG=" + std::to_string(shape_.mv_wg) + " -DLT_MV_TPR=" + std::to_string(shape_.mv_tpr) + " -DLT_MV_RPT=" + std::to_string(shape_.mv_rpt) +
-         " -DLT_MV8_TPR=" + std::to_string(shape_.mv8_tpr) + " -DLT_MVA_TPR=" + std::to_string(shape_.mva_tpr);
+         " -DLT_MV_U=" + std::to_string(shape_.mv_u) + " -DLT_MVG_RPT=" + std::to_string(shape_.mvg_rpt) +
+         " -DLT_MVG_U=" + std::to_string(shape_.mvg_u) + " -DLT_MVA_RPT=" + std::to_string(shape_.mva_rpt) +
+         " -DLT_MV8_TPR=" + std::to_string(shape_.mv8_tpr);
     if (id == ProgramId::MatmulNv && config_.mma_emulate) o += " -DLT_MMA_EMULATE=1";
     if (with_extensions) {
         if (caps_.subgroups()) {

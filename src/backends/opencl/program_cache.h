@@ -14,9 +14,11 @@
 // $XDG_CACHE_HOME/lantern/opencl, else ~/.cache/lantern/opencl;
 // LANTERN_OPENCL_CACHE_DIR=off keeps nothing.
 //
-// Tuning: LANTERN_OPENCL_MV_WG, LANTERN_OPENCL_MV_TPR and LANTERN_OPENCL_MV_RPT
-// set the one-row matrix-vector kernels' group size (default 256), work-items
-// per row slot (32) and rows per work-item (1). Test hooks: LANTERN_OPENCL_FAIL=<file>[,<file>...] breaks those programs'
+// Tuning: LANTERN_OPENCL_MV_WG, LANTERN_OPENCL_MV_TPR, LANTERN_OPENCL_MV_RPT and
+// LANTERN_OPENCL_MV_U set the one-row matrix-vector kernels' group size
+// (default 256), work-items per row slot (32), rows per slot (2) and blocks
+// per work-item loaded ahead (4); LANTERN_OPENCL_MVG_RPT and LANTERN_OPENCL_MVA_RPT
+// the gated and add + RMSNorm ones' rows per slot (4, 1). Test hooks: LANTERN_OPENCL_FAIL=<file>[,<file>...] breaks those programs'
 // builds on purpose; LANTERN_OPENCL_MMA_EMULATE=1 builds the NVIDIA tensor-core
 // matrix kernels with the mma emulated, on any device.
 #pragma once
@@ -50,17 +52,21 @@ struct BuildConfig {
 // Work-group sizes the kernels are compiled for (from the device's limits).
 struct LaunchShape {
     size_t reduction = 256;  // LT_RED_WG: norms, softmax, decode attention
-    // One-row matrix-vector kernels: group size, work-items per row slot, rows
-    // per work-item; mv_rows() rows per group (the gated ones: 32).
+    // One-row matrix-vector kernels of block-32 weights: group size,
+    // work-items per row slot, rows per slot, blocks per work-item and row
+    // loaded ahead; mv_rows() rows per group. The gated and add + RMSNorm
+    // ones hold 32 rows per group (mvg_wg(), mva_wg() work-items).
     size_t mv_wg = 256;      // LT_MV_WG
     size_t mv_tpr = 32;      // LT_MV_TPR
-    size_t mv_rpt = 1;       // LT_MV_RPT
+    size_t mv_rpt = 2;       // LT_MV_RPT
+    size_t mv_u = 4;         // LT_MV_U
+    size_t mvg_rpt = 4;      // LT_MVG_RPT: gate and up rows per slot
+    size_t mvg_u = 2;        // LT_MVG_U
+    size_t mva_rpt = 1;      // LT_MVA_RPT
     size_t mv8_tpr = 8;      // LT_MV8_TPR: 2..8 rows, groups of 32 rows
-    // One-row products ending in an add + RMSNorm: groups of 32 rows (one
-    // 8-bit block of the result), as many work-items per row as the one-row
-    // kernels where the device allows groups that large.
-    size_t mva_tpr = 32;     // LT_MVA_TPR
     size_t mv_rows() const { return mv_wg / mv_tpr * mv_rpt; }
+    size_t mvg_wg() const { return 32 / mvg_rpt * mv_tpr; }
+    size_t mva_wg() const { return 32 / mva_rpt * mv_tpr; }
 };
 
 class ProgramCache {

@@ -7,10 +7,13 @@
 //   LT_QCOM_SG    1: Qualcomm; reduction kernels ask for half-wave subgroups
 //   LT_NV_PTX     1: NVIDIA; inline PTX (dp4a, mma) usable
 //   LT_MMA_EMULATE 1: test builds emulate the PTX mma through local memory
-//   LT_MV_WG, LT_MV_TPR, LT_MV_RPT  one-row matrix-vector kernels: group size,
-//                 work-items per row slot, rows per work-item
+//   LT_MV_WG, LT_MV_TPR, LT_MV_RPT, LT_MV_U  one-row matrix-vector kernels: group
+//                 size, work-items per row slot, rows per slot, blocks per work-item
+//                 and row loaded ahead (matvec.cl)
+//   LT_MVG_RPT, LT_MVG_U  the gated one-row kernels: gate and up rows per slot,
+//                 blocks loaded ahead (groups of 32 rows)
+//   LT_MVA_RPT    one-row products that end in an add + RMSNorm: rows per slot (groups of 32 rows)
 //   LT_MV8_TPR    matrix-vector kernels for 2..8 rows: work-items per row (groups of 32 rows)
-//   LT_MVA_TPR    one-row products that end in an add + RMSNorm: work-items per row (groups of 32 rows)
 //
 // Tensors are passed as (buffer, byte offset) pairs; strides are in bytes.
 // Half-precision data goes through vload_half / vstore_half, so devices
@@ -38,13 +41,22 @@
 #define LT_MV_TPR 32
 #endif
 #ifndef LT_MV_RPT
-#define LT_MV_RPT 1
+#define LT_MV_RPT 2
+#endif
+#ifndef LT_MV_U
+#define LT_MV_U 4
+#endif
+#ifndef LT_MVG_RPT
+#define LT_MVG_RPT 4
+#endif
+#ifndef LT_MVG_U
+#define LT_MVG_U 2
+#endif
+#ifndef LT_MVA_RPT
+#define LT_MVA_RPT 1
 #endif
 #ifndef LT_MV8_TPR
 #define LT_MV8_TPR 8
-#endif
-#ifndef LT_MVA_TPR
-#define LT_MVA_TPR 32
 #endif
 
 
@@ -205,6 +217,19 @@ inline int dot4_ss(uint a, uint b, int c) {
 }
 #endif
 
+// Sum over the 32 work-items of a warp (NVIDIA: consecutive local ids of a
+// 1-D group), every one getting the total; the whole warp must call it.
+#if LT_NV_PTX
+inline float warp_sum32(float v) {
+    for (int m = 16; m > 0; m >>= 1) {
+        uint r;
+        __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(m));
+        v += as_float(r);
+    }
+    return v;
+}
+#endif
+
 // Four bytes x (each 0..255 - o, o <= 128) minus o per byte, as signed bytes.
 #define LT_BYTES_MINUS(x, o4) ((((x) | 0x80808080u) - (o4)) ^ 0x80808080u)
 
@@ -289,45 +314,69 @@ inline int idot_u5(uint4 w, uint h, uint4 a0, uint4 a1) {
     return s;
 }
 
-inline float wdot_q4_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       uint4 a0, uint4 a1, float2 ads) {
-    const uint4 w = ((const global uint4*)qs)[i];
-    const int s = idot_u4(w, a0, a1) - 8 * (int)ads.y;
-    return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
+// A block's raw data, loaded ahead of its dot product: the quants (q1: Q8_0's
+// second 16 bytes), Q5_x's fifth bits, the scale d and min m (m = 0 for the
+// _0 types). wload_T(qs, qh, sc, i) loads block i; wdotb_T(blk, a0, a1, ads)
+// is wdot_T's arithmetic on it.
+typedef struct {
+    uint4 q0, q1;
+    uint h;
+    float2 dm;
+} lt_wblk;
+
+#define LT_DEFINE_WLOAD(T, Q1, H)                                                                   \
+    inline lt_wblk wload_##T(const global uchar* qs, const global uint* qh, const global ushort* sc,  \
+                             size_t i) {                                                            \
+        lt_wblk w;                                                                                  \
+        w.q0 = ((const global uint4*)qs)[(Q1) ? 2 * i : i];                                         \
+        w.q1 = (Q1) ? ((const global uint4*)qs)[2 * i + 1] : (uint4)(0u);                           \
+        w.h = (H) ? qh[i] : 0u;                                                                     \
+        w.dm = wscale_##T(sc, i);                                                                   \
+        return w;                                                                                   \
+    }
+LT_DEFINE_WLOAD(q4_0, 0, 0)
+LT_DEFINE_WLOAD(q4_1, 0, 0)
+LT_DEFINE_WLOAD(q5_0, 0, 1)
+LT_DEFINE_WLOAD(q5_1, 0, 1)
+LT_DEFINE_WLOAD(q8_0, 1, 0)
+
+inline float wdotb_q4_0(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    const int s = idot_u4(w.q0, a0, a1) - 8 * (int)ads.y;
+    return (float)s * (w.dm.x * ads.x);
 }
-inline float wdot_q4_1(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       uint4 a0, uint4 a1, float2 ads) {
-    const uint4 w = ((const global uint4*)qs)[i];
-    const float2 dm = wscale_q4_1(sc, i);
-    return (float)idot_u4(w, a0, a1) * (dm.x * ads.x) + dm.y * (ads.x * ads.y);
+inline float wdotb_q4_1(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    return (float)idot_u4(w.q0, a0, a1) * (w.dm.x * ads.x) + w.dm.y * (ads.x * ads.y);
 }
-inline float wdot_q5_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       uint4 a0, uint4 a1, float2 ads) {
-    const uint4 w = ((const global uint4*)qs)[i];
-    const int s = idot_u5(w, qh[i], a0, a1) - 16 * (int)ads.y;
-    return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
+inline float wdotb_q5_0(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    const int s = idot_u5(w.q0, w.h, a0, a1) - 16 * (int)ads.y;
+    return (float)s * (w.dm.x * ads.x);
 }
-inline float wdot_q5_1(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       uint4 a0, uint4 a1, float2 ads) {
-    const uint4 w = ((const global uint4*)qs)[i];
-    const float2 dm = wscale_q5_1(sc, i);
-    return (float)idot_u5(w, qh[i], a0, a1) * (dm.x * ads.x) + dm.y * (ads.x * ads.y);
+inline float wdotb_q5_1(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    return (float)idot_u5(w.q0, w.h, a0, a1) * (w.dm.x * ads.x) + w.dm.y * (ads.x * ads.y);
 }
-inline float wdot_q8_0(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i,
-                       uint4 a0, uint4 a1, float2 ads) {
-    const uint4 w0 = ((const global uint4*)qs)[2 * i];
-    const uint4 w1 = ((const global uint4*)qs)[2 * i + 1];
+inline float wdotb_q8_0(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
     int s = 0;
-    s = dot4_ss(w0.x, a0.x, s);
-    s = dot4_ss(w0.y, a0.y, s);
-    s = dot4_ss(w0.z, a0.z, s);
-    s = dot4_ss(w0.w, a0.w, s);
-    s = dot4_ss(w1.x, a1.x, s);
-    s = dot4_ss(w1.y, a1.y, s);
-    s = dot4_ss(w1.z, a1.z, s);
-    s = dot4_ss(w1.w, a1.w, s);
-    return (float)s * (vload_half(i, (const global half*)sc) * ads.x);
+    s = dot4_ss(w.q0.x, a0.x, s);
+    s = dot4_ss(w.q0.y, a0.y, s);
+    s = dot4_ss(w.q0.z, a0.z, s);
+    s = dot4_ss(w.q0.w, a0.w, s);
+    s = dot4_ss(w.q1.x, a1.x, s);
+    s = dot4_ss(w.q1.y, a1.y, s);
+    s = dot4_ss(w.q1.z, a1.z, s);
+    s = dot4_ss(w.q1.w, a1.w, s);
+    return (float)s * (w.dm.x * ads.x);
 }
+
+#define LT_DEFINE_WDOT(T)                                                                           \
+    inline float wdot_##T(const global uchar* qs, const global uint* qh, const global ushort* sc,    \
+                          size_t i, uint4 a0, uint4 a1, float2 ads) {                               \
+        return wdotb_##T(wload_##T(qs, qh, sc, i), a0, a1, ads);                                    \
+    }
+LT_DEFINE_WDOT(q4_0)
+LT_DEFINE_WDOT(q4_1)
+LT_DEFINE_WDOT(q5_0)
+LT_DEFINE_WDOT(q5_1)
+LT_DEFINE_WDOT(q8_0)
 
 // Element j (0..31) of block i, dequantized: wdeq_T(qs, qh, sc, i, j).
 #define LT_DEFINE_DEQUANT(T)                                                                        \

@@ -16,20 +16,24 @@
 // and the halves of an add + RMSNorm split around one-row products:
 // mva_<type>_1, mvs_<type>_1, mvs_glu_<type>_1.
 
-// Work-group shapes. One activation row (M = 1, generation): LT_MV_WG
-// work-items, LT_MV_TPR of them share a slot of LT_MV_RPT rows and take its
-// blocks in turn, so each work-item loads a block's activations once for
-// LT_MV_RPT weight rows and a slot reads LT_MV_TPR neighbouring 16-byte
-// payloads of each row. Many work-items per row keep many loads in flight
-// (measured on the H100: 64 work-items x 4 rows per slot of 16 reached 600
-// GB/s, too few loads in flight). Up to 8 rows: groups of 32 rows,
-// LT_MV8_TPR per row.
-#define MV1_WG LT_MV_WG
-#define MV1_R (MV1_WG / LT_MV_TPR * LT_MV_RPT)
+// Work-group shapes. One activation row (M = 1, generation), block-32
+// weights: LT_MV_TPR work-items (a warp on NVIDIA) share a slot of rows and
+// take its blocks in turn, so a slot reads LT_MV_TPR neighbouring 16-byte
+// payloads of each row; each work-item loads LT_MV_U blocks of each of its
+// rows before it computes any (many loads in flight: the H100 reached a
+// third of its bandwidth with one block in flight per work-item) and reads
+// a block's activations once for all its rows. Plain products: groups of
+// LT_MV_WG, LT_MV_RPT rows per slot. Gated (gate and up, LT_MVG_RPT rows of
+// each per slot, LT_MVG_U blocks ahead) and add + RMSNorm products
+// (LT_MVA_RPT rows per slot): groups of 32 rows, one 8-bit block of the
+// result. A slot's partial sums meet through warp shuffles on NVIDIA
+// (LT_MV_TPR = 32), else a tree in local memory. Up to 8 rows: groups of
+// 32 rows, LT_MV8_TPR work-items per row.
+#define MV1_SLOTS (LT_MV_WG / LT_MV_TPR)
+#define MVG_WG (32 / LT_MVG_RPT * LT_MV_TPR)
+#define MVA_WG (32 / LT_MVA_RPT * LT_MV_TPR)
 #define MV8_WG (32 * LT_MV8_TPR)
 #define MV8_R 32
-#define GLU1_RPT (32 * LT_MV_TPR / MV1_WG)
-#define MVA_WG (32 * LT_MVA_TPR)
 
 inline float silu_g(float x) { return x / (1.0f + exp(-x)); }
 inline float gelu_g(float x) {
@@ -112,10 +116,7 @@ inline float gelu_g(float x) {
         for (int i = lid; i < K; i += (WG)) out[i] = has_w ? sv[i] * sc * wt[i] : sv[i] * sc;        \
     }
 
-// Result stores. PLAIN: the rows. ADDNORM (one row, 32 rows per group, n a
-// multiple of 32): also s = x + r into so, its 8-bit blocks of s * w (one
-// per group) into uq, and the group's sum of squares of s into parts[g].
-#define MV_OUT_ARGS_PLAIN
+// Result stores of the 2..8-row kernels.
 #define MV_OUT_PLAIN(MAXM, RPT, WG)                                                                     \
     if (lane == 0) {                                                                                 \
         for (int j = 0; j < RPT; ++j) {                                                              \
@@ -124,29 +125,6 @@ inline float gelu_g(float x) {
                 LT_PTR(float, d, o + m * st)[row0 + j] = act_scale * red[(m * RPT + j) * WG + lid];  \
             }                                                                                        \
         }                                                                                            \
-    }
-#define MV_OUT_ARGS_ADDNORM                                                                         \
-    , const global uchar *rx, ulong rx_off, const global uchar *rw, ulong rw_off, int r_has_w,       \
-        global uchar *so, ulong so_off, global uchar *uq, ulong uq_off, ulong uds_off, global uchar *parts, \
-        ulong parts_off
-#define MV_OUT_ADDNORM(MAXM, RPT, WG)                                                                   \
-    if (lane == 0) {                                                                                 \
-        for (int j = 0; j < RPT; ++j) {                                                              \
-            const int row = row0 + j;                                                                \
-            const float v = act_scale * red[j * WG + lid];                                           \
-            LT_PTR(float, d, o)[row] = v;                                                            \
-            const float sum = LT_CPTR(float, rx, rx_off)[row] + v;                                   \
-            LT_PTR(float, so, so_off)[row] = sum;                                                    \
-            lrow[slot * RPT + j] = r_has_w ? sum * LT_CPTR(float, rw, rw_off)[row] : sum;            \
-            lrow[32 + slot * RPT + j] = sum * sum;                                                   \
-        }                                                                                            \
-    }                                                                                                \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
-    if (lid == 0) {                                                                                  \
-        float ss = 0.0f;                                                                             \
-        for (int i = 0; i < 32; ++i) ss += lrow[32 + i];                                             \
-        LT_PTR(float, parts, parts_off)[g] = ss;                                                     \
-        q8_quantize_block_l2g(lrow, LT_PTR(char, uq, uq_off) + g * 32, LT_PTR(float2, uq, uds_off) + g); \
     }
 
 // Sums the TPR partials of each slot in place (a tree over local memory):
@@ -160,12 +138,10 @@ inline float gelu_g(float x) {
         barrier(CLK_LOCAL_MEM_FENCE);                                                                \
     }
 
-#define LT_MV_Q8(T, NAME, MAXM, WG, TPR, RPT, ACT, OUT)                                             \
+#define LT_MV_Q8(T, NAME, MAXM, WG, TPR, RPT, ACT)                                                  \
     kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(                                 \
-        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), MV_ACT_ARGS_##ACT, int K,            \
-        int M MV_OUT_ARGS_##OUT) {                                                                    \
+        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), MV_ACT_ARGS_##ACT, int K, int M) {    \
         local float red[MAXM * RPT * WG];                                                             \
-        local float lrow[64];                                                                         \
         const int lid = get_local_id(0), slot = lid / (TPR), lane = lid % (TPR);                      \
         int g = get_group_id(0);                                                                      \
         MV_PICK(g, (WG) / (TPR) * (RPT))                                                              \
@@ -191,7 +167,7 @@ inline float gelu_g(float x) {
         for (int m = 0; m < MAXM; ++m)                                                                \
             for (int j = 0; j < RPT; ++j) red[(m * RPT + j) * WG + lid] = acc[m][j];                  \
         MV_TREE(red, MAXM * RPT, WG, TPR)                                                             \
-        MV_OUT_##OUT(MAXM, RPT, WG)                                                                   \
+        MV_OUT_PLAIN(MAXM, RPT, WG)                                                                   \
     }
 
 // gate and up rows together, act(gate) * up, and its 8-bit blocks: each work-
@@ -264,17 +240,183 @@ inline float gelu_g(float x) {
         }                                                                                             \
     }
 
-// mv_T_1 / mv_T_8: one / up to 8 rows; mvs_*: one row, the RMSNorm scale
-// still to apply; mva_T_1: one row, ending in the first half of an add +
-// RMSNorm (see above).
+// ---- one activation row ---------------------------------------------------------------
+//
+// Each work-item holds its slot's rows as block indices (rows past n repeat
+// the last row and are not stored: no per-row tests in the loop) and walks
+// blocks lane, lane + TPR, ... in stages of U: all of a stage's weight loads
+// first, then the dot products.
+
+// Sums v[0..COUNT) over each slot's work-items; the slot's first work-item
+// (lane 0) gets the totals.
+#if LT_NV_PTX && LT_MV_TPR == 32
+#define MV1_SUM(v, COUNT, red, WG) \
+    for (int k_ = 0; k_ < (COUNT); ++k_) v[k_] = warp_sum32(v[k_]);
+#else
+#define MV1_SUM(v, COUNT, red, WG)                                               \
+    for (int k_ = 0; k_ < (COUNT); ++k_) red[k_ * (WG) + lid] = v[k_];            \
+    MV_TREE(red, COUNT, WG, LT_MV_TPR)                                            \
+    for (int k_ = 0; k_ < (COUNT); ++k_) v[k_] = red[k_ * (WG) + lid];
+#endif
+
+// The row indices of a slot's rows (RPT of them from row0, n rows in all).
+#define MV1_ROWS(rb, RPT)                                                        \
+    size_t rb[RPT];                                                              \
+    for (int j = 0; j < (RPT); ++j) rb[j] = (size_t)min(row0 + j, n - 1) * nb;
+
+// Result stores. PLAIN: the rows. ADDNORM (32 rows per group, n a multiple
+// of 32): also s = x + r into so, its 8-bit blocks of s * w (one per group)
+// into uq, and the group's sum of squares of s into parts[g].
+#define MV1_OUT_ARGS_PLAIN
+#define MV1_OUT_PLAIN(RPT)                                                                          \
+    if (lane == 0) {                                                                                 \
+        for (int j = 0; j < (RPT); ++j) {                                                            \
+            if (row0 + j < n) LT_PTR(float, d, o)[row0 + j] = act_scale * acc[j];                    \
+        }                                                                                            \
+    }
+#define MV1_OUT_ARGS_ADDNORM                                                                        \
+    , const global uchar *rx, ulong rx_off, const global uchar *rw, ulong rw_off, int r_has_w,       \
+        global uchar *so, ulong so_off, global uchar *uq, ulong uq_off, ulong uds_off, global uchar *parts, \
+        ulong parts_off
+#define MV1_OUT_ADDNORM(RPT)                                                                        \
+    if (lane == 0) {                                                                                 \
+        for (int j = 0; j < (RPT); ++j) {                                                            \
+            const int row = row0 + j;                                                                \
+            const float v = act_scale * acc[j];                                                      \
+            LT_PTR(float, d, o)[row] = v;                                                            \
+            const float sum = LT_CPTR(float, rx, rx_off)[row] + v;                                   \
+            LT_PTR(float, so, so_off)[row] = sum;                                                    \
+            lrow[slot * (RPT) + j] = r_has_w ? sum * LT_CPTR(float, rw, rw_off)[row] : sum;          \
+            lrow[32 + slot * (RPT) + j] = sum * sum;                                                 \
+        }                                                                                            \
+    }                                                                                                \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
+    if (lid == 0) {                                                                                  \
+        float ss = 0.0f;                                                                             \
+        for (int i = 0; i < 32; ++i) ss += lrow[32 + i];                                             \
+        LT_PTR(float, parts, parts_off)[g] = ss;                                                     \
+        q8_quantize_block_l2g(lrow, LT_PTR(char, uq, uq_off) + g * 32, LT_PTR(float2, uq, uds_off) + g); \
+    }
+
+#define LT_MV1(T, NAME, WG, RPT, U, ACT, OUT)                                                       \
+    kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(                                 \
+        MV_MATRIX_ARGS(0), MV_MATRIX_ARGS(1), MV_MATRIX_ARGS(2), MV_ACT_ARGS_##ACT, int K,            \
+        int M MV1_OUT_ARGS_##OUT) {                                                                   \
+        local float red[(RPT) * (WG)];                                                                \
+        local float lrow[64];                                                                         \
+        const int lid = get_local_id(0), slot = lid / LT_MV_TPR, lane = lid % LT_MV_TPR;              \
+        int g = get_group_id(0);                                                                      \
+        MV_PICK(g, (WG) / LT_MV_TPR * (RPT))                                                          \
+        const int row0 = g * ((WG) / LT_MV_TPR * (RPT)) + slot * (RPT);                               \
+        const int nb = K / 32;                                                                        \
+        const global uchar* wqs = w + qs;                                                             \
+        const global uint* wqh = LT_CPTR(uint, w, qh);                                                \
+        const global ushort* wsc = LT_CPTR(ushort, w, sc);                                            \
+        MV_ACT_SETUP_##ACT(red, WG)                                                                   \
+        MV1_ROWS(rb, RPT)                                                                             \
+        float acc[RPT];                                                                               \
+        for (int j = 0; j < (RPT); ++j) acc[j] = 0.0f;                                                \
+        for (int b0 = lane; b0 < nb; b0 += LT_MV_TPR * (U)) {                                         \
+            lt_wblk wb[U][RPT];                                                                       \
+            for (int u = 0; u < (U); ++u) {                                                           \
+                const int b = b0 + u * LT_MV_TPR;                                                     \
+                if (b < nb) {                                                                         \
+                    for (int j = 0; j < (RPT); ++j) wb[u][j] = wload_##T(wqs, wqh, wsc, rb[j] + b);    \
+                }                                                                                     \
+            }                                                                                         \
+            for (int u = 0; u < (U); ++u) {                                                           \
+                const int b = b0 + u * LT_MV_TPR;                                                     \
+                if (b < nb) {                                                                         \
+                    MV_ACT_FETCH_##ACT(0, b)                                                          \
+                    for (int j = 0; j < (RPT); ++j) acc[j] += wdotb_##T(wb[u][j], a0, a1, s);         \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        MV_ACT_FINISH_##ACT(red, WG)                                                                  \
+        MV1_SUM(acc, RPT, red, WG)                                                                    \
+        MV1_OUT_##OUT(RPT)                                                                            \
+    }
+
+// gate and up rows together (RPT of each per slot, 32 per group), act(gate) *
+// up, and its 8-bit block (want_q8, n a multiple of 32).
+#define LT_MV1_GLU(T, NAME, RPT, U, ACT)                                                            \
+    kernel __attribute__((reqd_work_group_size(MVG_WG, 1, 1))) void NAME(                             \
+        const global uchar* wg, ulong gqs, ulong gqh, ulong gsc, const global uchar* wu, ulong uqs,   \
+        ulong uqh, ulong usc, MV_ACT_ARGS_##ACT, global uchar* go,                                    \
+        ulong go_off, ulong go_st, global uchar* uo, ulong uo_off, ulong uo_st, global uchar* ho,       \
+        ulong ho_off, ulong ho_st, int n, int K, int M, int gelu, global uchar* hq, ulong hq_off,      \
+        ulong hds_off, int want_q8) {                                                                 \
+        local float red[2 * (RPT) * MVG_WG];                                                          \
+        local float lrow[32];                                                                         \
+        const int lid = get_local_id(0), slot = lid / LT_MV_TPR, lane = lid % LT_MV_TPR;              \
+        const int g = get_group_id(0);                                                                \
+        const int row0 = g * 32 + slot * (RPT);                                                       \
+        const int nb = K / 32;                                                                        \
+        const global uchar* gqs_p = wg + gqs;                                                         \
+        const global uchar* uqs_p = wu + uqs;                                                         \
+        const global uint* gqh_p = LT_CPTR(uint, wg, gqh);                                            \
+        const global uint* uqh_p = LT_CPTR(uint, wu, uqh);                                            \
+        const global ushort* gsc_p = LT_CPTR(ushort, wg, gsc);                                        \
+        const global ushort* usc_p = LT_CPTR(ushort, wu, usc);                                        \
+        MV_ACT_SETUP_##ACT(red, MVG_WG)                                                               \
+        MV1_ROWS(rb, RPT)                                                                             \
+        float acc[2 * (RPT)]; /* gate rows, then up rows */                                           \
+        for (int j = 0; j < 2 * (RPT); ++j) acc[j] = 0.0f;                                            \
+        for (int b0 = lane; b0 < nb; b0 += LT_MV_TPR * (U)) {                                         \
+            lt_wblk wgb[U][RPT], wub[U][RPT];                                                         \
+            for (int u = 0; u < (U); ++u) {                                                           \
+                const int b = b0 + u * LT_MV_TPR;                                                     \
+                if (b < nb) {                                                                         \
+                    for (int j = 0; j < (RPT); ++j) {                                                 \
+                        wgb[u][j] = wload_##T(gqs_p, gqh_p, gsc_p, rb[j] + b);                        \
+                        wub[u][j] = wload_##T(uqs_p, uqh_p, usc_p, rb[j] + b);                        \
+                    }                                                                                 \
+                }                                                                                     \
+            }                                                                                         \
+            for (int u = 0; u < (U); ++u) {                                                           \
+                const int b = b0 + u * LT_MV_TPR;                                                     \
+                if (b < nb) {                                                                         \
+                    MV_ACT_FETCH_##ACT(0, b)                                                          \
+                    for (int j = 0; j < (RPT); ++j) {                                                 \
+                        acc[j] += wdotb_##T(wgb[u][j], a0, a1, s);                                    \
+                        acc[(RPT) + j] += wdotb_##T(wub[u][j], a0, a1, s);                            \
+                    }                                                                                 \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        MV_ACT_FINISH_##ACT(red, MVG_WG)                                                              \
+        MV1_SUM(acc, 2 * (RPT), red, MVG_WG)                                                          \
+        if (lane == 0) {                                                                              \
+            for (int j = 0; j < (RPT); ++j) {                                                         \
+                const int row = row0 + j;                                                             \
+                if (row < n) {                                                                        \
+                    const float sg = act_scale * acc[j];                                              \
+                    const float su = act_scale * acc[(RPT) + j];                                      \
+                    const float h = (gelu ? gelu_g(sg) : silu_g(sg)) * su;                            \
+                    LT_PTR(float, go, go_off)[row] = sg;                                              \
+                    LT_PTR(float, uo, uo_off)[row] = su;                                              \
+                    LT_PTR(float, ho, ho_off)[row] = h;                                               \
+                    lrow[slot * (RPT) + j] = h;                                                       \
+                }                                                                                     \
+            }                                                                                         \
+        }                                                                                             \
+        if (want_q8) {                                                                                \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                             \
+            if (lid == 0) q8_quantize_block_l2g(lrow, LT_PTR(char, hq, hq_off) + g * 32, LT_PTR(float2, hq, hds_off) + g); \
+        }                                                                                             \
+    }
+
+// mv_T_1: one row; mvs_*: one row, the RMSNorm scale still to apply; mva_T_1:
+// one row, ending in the first half of an add + RMSNorm (see above);
+// mv_T_8, mv_glu_T_8: up to 8 rows.
 #define LT_MV_ALL(T)                                                                    \
-    LT_MV_Q8(T, mv_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, GLOBAL, PLAIN)             \
-    LT_MV_Q8(T, mv_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL, PLAIN)                    \
-    LT_MV_Q8(T, mvs_##T##_1, 1, MV1_WG, LT_MV_TPR, LT_MV_RPT, SCALED, PLAIN)            \
-    LT_MV_Q8(T, mva_##T##_1, 1, MVA_WG, LT_MVA_TPR, 1, GLOBAL, ADDNORM)                 \
-    LT_MV_GLU(T, mv_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, GLOBAL)                \
-    LT_MV_GLU(T, mv_glu_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)                      \
-    LT_MV_GLU(T, mvs_glu_##T##_1, 1, MV1_WG, LT_MV_TPR, GLU1_RPT, SCALED)
+    LT_MV1(T, mv_##T##_1, LT_MV_WG, LT_MV_RPT, LT_MV_U, GLOBAL, PLAIN)                  \
+    LT_MV1(T, mvs_##T##_1, LT_MV_WG, LT_MV_RPT, LT_MV_U, SCALED, PLAIN)                 \
+    LT_MV1(T, mva_##T##_1, MVA_WG, LT_MVA_RPT, LT_MV_U, GLOBAL, ADDNORM)                \
+    LT_MV1_GLU(T, mv_glu_##T##_1, LT_MVG_RPT, LT_MVG_U, GLOBAL)                         \
+    LT_MV1_GLU(T, mvs_glu_##T##_1, LT_MVG_RPT, LT_MVG_U, SCALED)                        \
+    LT_MV_Q8(T, mv_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)                           \
+    LT_MV_GLU(T, mv_glu_##T##_8, 8, MV8_WG, LT_MV8_TPR, 1, GLOBAL)
 LT_MV_ALL(q4_0)
 LT_MV_ALL(q4_1)
 LT_MV_ALL(q5_0)
