@@ -101,23 +101,6 @@ if [ "$stage" = all ] || [ "$stage" = test ]; then
   grep "\[ bench \]" "$logs/opbench.log" | tee -a "$summary"
   grep -E "Failure|FAILED" "$logs/opbench.log" | head -5
   note "op bench: $((SECONDS - start)) s"
-  # One-row matrix-vector shape (group size x work-items per row slot x rows
-  # per work-item): the default 256x32x1 against 256x8x1 (256x16x2 measured
-  # 991 GB/s against 256x8x1's 1055 at 17df0c7); the best on the 7b gate/up
-  # matrix serves the model benches below.
-  best=256x32x1
-  best_gbs="$(grep -m1 'q4_0 7b gate/up' "$logs/opbench.log" | awk '{print $(NF-4)}')"
-  for v in 256x8x1; do
-    IFS=x read -r wg tpr rpt <<< "$v"
-    LANTERN_OPENCL_MV_WG=$wg LANTERN_OPENCL_MV_TPR=$tpr LANTERN_OPENCL_MV_RPT=$rpt LANTERN_OPENCL_BENCH=matvec \
-      timeout 90 "$bin/lantern_tests" --gtest_filter='OpenclOpBench.*' > "$logs/opbench-$v.log" 2>&1
-    gbs="$(grep -m1 'q4_0 7b gate/up' "$logs/opbench-$v.log" | awk '{print $(NF-4)}')"
-    note "matvec $v: q4_0 7b gate/up ${gbs:-?} GB/s (256x32x1: $(grep -m1 'q4_0 7b gate/up' "$logs/opbench.log" | awk '{print $(NF-4)}'))"
-    if [ -n "$gbs" ] && [ -n "$best_gbs" ] && [ "${gbs%.*}" -gt "${best_gbs%.*}" ]; then best=$v; best_gbs=$gbs; fi
-  done
-  IFS=x read -r wg tpr rpt <<< "$best"
-  export LANTERN_OPENCL_MV_WG=$wg LANTERN_OPENCL_MV_TPR=$tpr LANTERN_OPENCL_MV_RPT=$rpt
-  note "model benches use matvec shape $best"
   pack
 fi
 
@@ -127,11 +110,11 @@ if [ "$stage" = all ] || [ "$stage" = bench ]; then
     shape="${m%%:*}"
     type="${m##*:}"
     f="$(synth "$shape" "$type")"
-    timeout 150 "$bin/lantern" bench -m "$f" --backend opencl --n-gpu-layers 99 -p 512 -n 128 -r 3 -o json --verbose \
+    timeout 150 "$bin/lantern" bench -m "$f" --backend opencl --n-gpu-layers 99 -p 512 -n 128 -r 5 -o json --verbose \
       > "$logs/bench-$shape-$type.json" 2> "$logs/bench-$shape-$type.err"
     echo "$shape $type: $(grep -m1 'opencl: graphs' "$logs/bench-$shape-$type.err")"
     if [ "$shape" = tinyllama-1.1b ]; then  # one launch more per norm: the launch-bound model shows the cost
-      LANTERN_OPENCL_FUSE_NORM=0 timeout 150 "$bin/lantern" bench -m "$f" --backend opencl --n-gpu-layers 99 -p 0 -n 128 -r 3 \
+      LANTERN_OPENCL_FUSE_NORM=0 timeout 150 "$bin/lantern" bench -m "$f" --backend opencl --n-gpu-layers 99 -p 0 -n 128 -r 5 \
         -o json > "$logs/bench-$shape-$type-unfused_norm.json" 2>> "$logs/bench-$shape-$type.err"
     fi
     pack
