@@ -108,17 +108,52 @@ __device__ __forceinline__ int2 pair_index(int j, int n_rot, bool neox) {
     return neox ? make_int2(j, j + half_rot) : make_int2(2 * j, 2 * j + 1);
 }
 
-// The fused prologue (Rope: one token): the block's Q heads rotated into
-// qs (and the RopeQK output), and, in the block that owns the token's
-// position, its KV head's K and V rows into the caches. `f` is this
-// thread's frequency (tid < n_rot / 2), computed before the grid wait.
+// The fused prologue (Rope: one token), in two halves so that its loads
+// overlap the position's: rope_load issues this thread's loads right after
+// the grid wait, rope_apply rotates once the position is known. Thread tid
+// takes Q pairs tid, tid + kThreads, ... of the block's heads and K/V pair
+// tid (tid < HD / 2); all of them are dimension pair tid % (HD / 2), so one
+// angle per thread and no shared table. `f` is that pair's frequency,
+// computed before the grid wait.
 template <int HD>
-__device__ void rope_prologue(const AttnParams& p, double f, float (&qs)[kGroup][HD], float* cs, float* sn, int kvh,
-                              int h0, int ng, bool first, bool owner) {
+struct RopeRegs {
+    static constexpr int kQ = kGroup * (HD / 2) / kThreads;  // Q pairs per thread at most
+    float2 q[kQ];
+    float2 k, v;
+};
+
+template <int HD>
+__device__ __forceinline__ RopeRegs<HD> rope_load(const AttnParams& p, int kvh, int h0, int ng) {
     const AttnParams::Rope& r = p.rope;
     const int tid = threadIdx.x;
+    const int2 ix = pair_index(tid % (HD / 2), r.n_rot, r.neox);
+    RopeRegs<HD> o{};
+#pragma unroll
+    for (int u = 0; u < RopeRegs<HD>::kQ; ++u) {
+        const int w = tid + u * kThreads;
+        if (w < ng * (HD / 2)) {
+            const float* x = r.q + (h0 + w / (HD / 2)) * r.q_nb1;
+            o.q[u] = make_float2(x[ix.x], x[ix.y]);
+        }
+    }
+    if (tid < HD / 2) {
+        const float* x = r.k + kvh * r.k_nb1;
+        o.k = make_float2(x[ix.x], x[ix.y]);
+        o.v = make_float2(r.v[kvh * HD + ix.x], r.v[kvh * HD + ix.y]);
+    }
+    return o;
+}
+
+template <int HD>
+__device__ void rope_apply(const AttnParams& p, const RopeRegs<HD>& in, double f, float (&qs)[kGroup][HD], int kvh,
+                           int h0, int ng, bool first, bool owner) {
+    const AttnParams::Rope& r = p.rope;
+    const int tid = threadIdx.x;
+    const int j = tid % (HD / 2);
+    const int2 ix = pair_index(j, r.n_rot, r.neox);
     const int32_t pos = p.pos[0];
-    if (tid < r.n_rot / 2) {
+    float cs = 1.0f, sn = 0.0f;  // dimensions past n_rot pass through
+    if (j < r.n_rot / 2) {
         // The angle in double (positions reach 1e5 and more), reduced to one
         // turn, then single-precision sincos: within a few 1e-8 of the CPU.
         double a = static_cast<double>(pos) * f;
@@ -126,53 +161,38 @@ __device__ void rope_prologue(const AttnParams& p, double f, float (&qs)[kGroup]
         float sf, cf;
         sincosf(static_cast<float>(a), &sf, &cf);
         const float af = static_cast<float>(r.attn_factor);
-        cs[tid] = cf * af;
-        sn[tid] = sf * af;
+        cs = cf * af;
+        sn = sf * af;
     }
-    __syncthreads();
-    const int half_rot = r.n_rot / 2;
-    for (int w = tid; w < ng * (HD / 2); w += kThreads) {
-        const int g = w / (HD / 2), j = w % (HD / 2);
-        const int2 ix = pair_index(j, r.n_rot, r.neox);
-        const float* x = r.q + (h0 + g) * r.q_nb1;
-        float y0 = x[ix.x], y1 = x[ix.y];
-        if (j < half_rot) {
-            const float x0 = y0;
-            y0 = x0 * cs[j] - y1 * sn[j];
-            y1 = x0 * sn[j] + y1 * cs[j];
-        }
-        qs[g][ix.x] = y0;
-        qs[g][ix.y] = y1;
+    auto rotate = [&](float2 x) { return make_float2(x.x * cs - x.y * sn, x.x * sn + x.y * cs); };
+#pragma unroll
+    for (int u = 0; u < RopeRegs<HD>::kQ; ++u) {
+        const int w = tid + u * kThreads;
+        if (w >= ng * (HD / 2)) break;
+        const int g = w / (HD / 2);
+        const float2 y = rotate(in.q[u]);
+        qs[g][ix.x] = y.x;
+        qs[g][ix.y] = y.y;
         if (first) {
-            float* y = r.dst + (h0 + g) * r.dst_nb1;
-            y[ix.x] = y0;
-            y[ix.y] = y1;
+            float* d = r.dst + (h0 + g) * r.dst_nb1;
+            d[ix.x] = y.x;
+            d[ix.y] = y.y;
         }
     }
-    if (!owner) return;
+    if (!owner || tid >= HD / 2) return;
+    const float2 y = rotate(in.k);
+    float* d = r.dst + (p.n_head + kvh) * r.dst_nb1;
+    d[ix.x] = y.x;
+    d[ix.y] = y.y;
     // Same cell test as the unfused KvStore.
     const int64_t cell = static_cast<int64_t>(p.seq[0]) * p.n_ctx + pos;
-    const bool store = pos >= 0 && pos < p.n_ctx && cell >= 0 && cell < p.n_cells;
-    for (int j = tid; j < HD / 2; j += kThreads) {
-        const int2 ix = pair_index(j, r.n_rot, r.neox);
-        const float* x = r.k + kvh * r.k_nb1;
-        float y0 = x[ix.x], y1 = x[ix.y];
-        if (j < half_rot) {
-            const float x0 = y0;
-            y0 = x0 * cs[j] - y1 * sn[j];
-            y1 = x0 * sn[j] + y1 * cs[j];
-        }
-        float* y = r.dst + (p.n_head + kvh) * r.dst_nb1;
-        y[ix.x] = y0;
-        y[ix.y] = y1;
-        if (store) {
-            __half* kr = const_cast<__half*>(p.k) + cell * p.kv_row + kvh * HD;
-            kr[ix.x] = __float2half_rn(y0);
-            kr[ix.y] = __float2half_rn(y1);
-            __half* vr = const_cast<__half*>(p.v) + cell * p.kv_row + kvh * HD;
-            vr[ix.x] = __float2half_rn(r.v[kvh * HD + ix.x]);
-            vr[ix.y] = __float2half_rn(r.v[kvh * HD + ix.y]);
-        }
+    if (pos >= 0 && pos < p.n_ctx && cell >= 0 && cell < p.n_cells) {
+        __half* kr = const_cast<__half*>(p.k) + cell * p.kv_row + kvh * HD;
+        kr[ix.x] = __float2half_rn(y.x);
+        kr[ix.y] = __float2half_rn(y.y);
+        __half* vr = const_cast<__half*>(p.v) + cell * p.kv_row + kvh * HD;
+        vr[ix.x] = __float2half_rn(in.v.x);
+        vr[ix.y] = __float2half_rn(in.v.y);
     }
 }
 
@@ -184,7 +204,6 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     __shared__ float sc[kGroup][kTile];
     __shared__ float st_m[kGroup], st_l[kGroup], st_a[kGroup];
     __shared__ float red[NSL][kGroup][HD];
-    __shared__ float rope_cs[Rope ? HD / 2 : 1], rope_sn[Rope ? HD / 2 : 1];
     __shared__ int is_last;
 
     const int tid = threadIdx.x;
@@ -192,14 +211,17 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     const int h0 = kvh * p.group + hb * kGroup;
     const int ng = min(kGroup, p.group - hb * kGroup);
     const int t = blockIdx.y, split = blockIdx.z;
-    double freq = 0.0;  // RoPE: the frequency of pair tid (no earlier kernel needed)
+    double freq = 0.0;  // RoPE: the frequency of pair tid % (HD / 2) (no earlier kernel needed)
     if constexpr (Rope) {
-        if (tid < p.rope.n_rot / 2) {
-            freq = p.rope.inv_freq[tid];
-            if (p.rope.factors != nullptr) freq /= static_cast<double>(p.rope.factors[tid]);
+        const int j = tid % (HD / 2);
+        if (j < p.rope.n_rot / 2) {
+            freq = p.rope.inv_freq[j];
+            if (p.rope.factors != nullptr) freq /= static_cast<double>(p.rope.factors[j]);
         }
     }
     pdl_enter();
+    RopeRegs<HD> rope_in{};
+    if constexpr (Rope) rope_in = rope_load<HD>(p, kvh, h0, ng);
     const KeyRange kr = key_range(p, t);
     // The launch has splits for the longest context; a shorter one uses only
     // as many as give each at least a tile of keys (one: no partials).
@@ -214,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
         // Every block whose split holds the position writes its KV head's new
         // rows (blocks of other query heads of that KV head too: the same
         // values), so each reads only what it wrote itself.
-        rope_prologue<HD>(p, freq, qs, rope_cs, rope_sn, kvh, h0, ng, split == 0, jb <= kr.hi && kr.hi < je);
+        rope_apply<HD>(p, rope_in, freq, qs, kvh, h0, ng, split == 0, jb <= kr.hi && kr.hi < je);
         for (int i = tid; i < (kGroup - ng) * HD; i += kThreads) qs[ng + i / HD][i % HD] = 0.0f;
     } else {
         for (int i = tid; i < kGroup * HD; i += kThreads) {
