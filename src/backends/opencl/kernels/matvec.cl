@@ -92,18 +92,11 @@ inline float gelu_g(float x) {
 #define MV_ACT_SETUP_SCALED(red, WG) MV_ACT_SETUP_GLOBAL(red, WG)
 #define MV_ACT_FETCH_SCALED(m, b) MV_ACT_FETCH_GLOBAL(m, b)
 // After the main loop: the scale, needed only by the items that store
-// results (each adds up the parts itself: no barrier), and group 0's normed row.
+// results (each slot adds up the parts itself: no barrier; see
+// MV_PARTS_SCALE), and group 0's normed row.
 #define MV_ACT_FINISH_SCALED(red, WG)                                                               \
     float act_scale = 1.0f;                                                                          \
-    if (lane == 0) {                                                                                 \
-        const global float* pp = LT_CPTR(float, parts, parts_off);                                   \
-        float4 s4 = (float4)(0.0f);                                                                  \
-        int i = 0;                                                                                   \
-        for (; i + 4 <= n_parts; i += 4) s4 += vload4(0, pp + i);                                    \
-        float ss = (s4.x + s4.y) + (s4.z + s4.w);                                                    \
-        for (; i < n_parts; ++i) ss += pp[i];                                                        \
-        act_scale = 1.0f / sqrt(ss / (float)K + eps);                                                \
-    }                                                                                                \
+    MV_PARTS_SCALE                                                                                   \
     if (get_group_id(0) == 0) {                                                                      \
         const float sc0 = lane == 0 ? act_scale : 0.0f;                                              \
         red[lid] = sc0;                                                                              \
@@ -259,6 +252,59 @@ inline float gelu_g(float x) {
     for (int k_ = 0; k_ < (COUNT); ++k_) v[k_] = red[k_ * (WG) + lid];
 #endif
 
+// NVIDIA: a warp's lanes hold one value each of an 8-bit block; q8_quantize_warp
+// writes the block as q8_quantize_block does (the same amax, d and quants:
+// max and integer sums are exact in any order) in a few shuffles instead of
+// one work-item's 32-step loops while the rest of the group waits.
+#if LT_NV_PTX && LT_MV_TPR == 32
+#define MV1_WARP 1
+inline float warp_max32(float v) {
+    for (int m = 16; m > 0; m >>= 1) {
+        uint r;
+        __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(as_uint(v)), "r"(m));
+        v = fmax(v, as_float(r));
+    }
+    return v;
+}
+inline int warp_isum32(int v) {
+    for (int m = 16; m > 0; m >>= 1) {
+        int r;
+        __asm__ volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"(m));
+        v += r;
+    }
+    return v;
+}
+inline void q8_quantize_warp(float x, int lane, global char* q, global float2* ds) {
+    const float d = round_to_half(warp_max32(fabs(x)) / 127.0f);
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    const char c = (char)rint(clamp(x * inv, -127.0f, 127.0f));
+    const int sum = warp_isum32((int)c);
+    q[lane] = c;
+    if (lane == 0) *ds = (float2)(d, (float)sum);
+}
+// The RMSNorm scale from the parts (SCALED): each warp adds them up in
+// parallel, every lane getting the scale.
+#define MV_PARTS_SCALE                                                                              \
+    {                                                                                                \
+        const global float* pp = LT_CPTR(float, parts, parts_off);                                   \
+        float ss = 0.0f;                                                                             \
+        for (int i = lane; i < n_parts; i += 32) ss += pp[i];                                        \
+        act_scale = 1.0f / sqrt(warp_sum32(ss) / (float)K + eps);                                    \
+    }
+#else
+#define MV1_WARP 0
+#define MV_PARTS_SCALE                                                                              \
+    if (lane == 0) {                                                                                 \
+        const global float* pp = LT_CPTR(float, parts, parts_off);                                   \
+        float4 s4 = (float4)(0.0f);                                                                  \
+        int i = 0;                                                                                   \
+        for (; i + 4 <= n_parts; i += 4) s4 += vload4(0, pp + i);                                    \
+        float ss = (s4.x + s4.y) + (s4.z + s4.w);                                                    \
+        for (; i < n_parts; ++i) ss += pp[i];                                                        \
+        act_scale = 1.0f / sqrt(ss / (float)K + eps);                                               \
+    }
+#endif
+
 // The row indices of a slot's rows (RPT of them from row0, n rows in all).
 #define MV1_ROWS(rb, RPT)                                                        \
     size_t rb[RPT];                                                              \
@@ -291,11 +337,41 @@ inline float gelu_g(float x) {
         }                                                                                            \
     }                                                                                                \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                    \
+    MV1_ADDNORM_TAIL
+
+#if MV1_WARP
+#define MV1_ADDNORM_TAIL                                                                            \
+    if (lid < 32) {                                                                                  \
+        const float ss = warp_sum32(lrow[32 + lid]);                                                 \
+        if (lid == 0) LT_PTR(float, parts, parts_off)[g] = ss;                                       \
+        q8_quantize_warp(lrow[lid], lid, LT_PTR(char, uq, uq_off) + g * 32, LT_PTR(float2, uq, uds_off) + g); \
+    }
+#else
+#define MV1_ADDNORM_TAIL                                                                            \
     if (lid == 0) {                                                                                  \
         float ss = 0.0f;                                                                             \
         for (int i = 0; i < 32; ++i) ss += lrow[32 + i];                                             \
         LT_PTR(float, parts, parts_off)[g] = ss;                                                     \
         q8_quantize_block_l2g(lrow, LT_PTR(char, uq, uq_off) + g * 32, LT_PTR(float2, uq, uds_off) + g); \
+    }
+#endif
+
+// One stage of U blocks per row from b0: the weight loads, then the dot
+// products. CHECK = 0 in whole stages (no bounds tests), 1 in the last.
+#define MV1_STAGE(T, RPT, U, ACT, CHECK)                                                            \
+    lt_wblk wb[U][RPT];                                                                               \
+    for (int u = 0; u < (U); ++u) {                                                                   \
+        const int b = b0 + u * LT_MV_TPR;                                                             \
+        if (!(CHECK) || b < nb) {                                                                     \
+            for (int j = 0; j < (RPT); ++j) wb[u][j] = wload_##T(wqs, wqh, wsc, rb[j] + b);            \
+        }                                                                                             \
+    }                                                                                                 \
+    for (int u = 0; u < (U); ++u) {                                                                   \
+        const int b = b0 + u * LT_MV_TPR;                                                             \
+        if (!(CHECK) || b < nb) {                                                                     \
+            MV_ACT_FETCH_##ACT(0, b)                                                                  \
+            for (int j = 0; j < (RPT); ++j) acc[j] += wdotb_##T(wb[u][j], a0, a1, s);                 \
+        }                                                                                             \
     }
 
 #define LT_MV1(T, NAME, WG, RPT, U, ACT, OUT)                                                       \
@@ -316,25 +392,47 @@ inline float gelu_g(float x) {
         MV1_ROWS(rb, RPT)                                                                             \
         float acc[RPT];                                                                               \
         for (int j = 0; j < (RPT); ++j) acc[j] = 0.0f;                                                \
-        for (int b0 = lane; b0 < nb; b0 += LT_MV_TPR * (U)) {                                         \
-            lt_wblk wb[U][RPT];                                                                       \
-            for (int u = 0; u < (U); ++u) {                                                           \
-                const int b = b0 + u * LT_MV_TPR;                                                     \
-                if (b < nb) {                                                                         \
-                    for (int j = 0; j < (RPT); ++j) wb[u][j] = wload_##T(wqs, wqh, wsc, rb[j] + b);    \
-                }                                                                                     \
-            }                                                                                         \
-            for (int u = 0; u < (U); ++u) {                                                           \
-                const int b = b0 + u * LT_MV_TPR;                                                     \
-                if (b < nb) {                                                                         \
-                    MV_ACT_FETCH_##ACT(0, b)                                                          \
-                    for (int j = 0; j < (RPT); ++j) acc[j] += wdotb_##T(wb[u][j], a0, a1, s);         \
-                }                                                                                     \
-            }                                                                                         \
+        int b0 = lane;                                                                                \
+        for (; b0 + ((U) - 1) * LT_MV_TPR < nb; b0 += LT_MV_TPR * (U)) {                             \
+            MV1_STAGE(T, RPT, U, ACT, 0)                                                              \
+        }                                                                                             \
+        if (b0 < nb) {                                                                                \
+            MV1_STAGE(T, RPT, U, ACT, 1)                                                              \
         }                                                                                             \
         MV_ACT_FINISH_##ACT(red, WG)                                                                  \
         MV1_SUM(acc, RPT, red, WG)                                                                    \
         MV1_OUT_##OUT(RPT)                                                                            \
+    }
+
+#if MV1_WARP
+#define MV1_GLU_Q8_TAIL \
+    if (lid < 32) q8_quantize_warp(lrow[lid], lid, LT_PTR(char, hq, hq_off) + g * 32, LT_PTR(float2, hq, hds_off) + g);
+#else
+#define MV1_GLU_Q8_TAIL \
+    if (lid == 0) q8_quantize_block_l2g(lrow, LT_PTR(char, hq, hq_off) + g * 32, LT_PTR(float2, hq, hds_off) + g);
+#endif
+
+// MV1_STAGE for gate and up rows.
+#define MV1_GLU_STAGE(T, RPT, U, ACT, CHECK)                                                        \
+    lt_wblk wgb[U][RPT], wub[U][RPT];                                                                 \
+    for (int u = 0; u < (U); ++u) {                                                                   \
+        const int b = b0 + u * LT_MV_TPR;                                                             \
+        if (!(CHECK) || b < nb) {                                                                     \
+            for (int j = 0; j < (RPT); ++j) {                                                         \
+                wgb[u][j] = wload_##T(gqs_p, gqh_p, gsc_p, rb[j] + b);                                \
+                wub[u][j] = wload_##T(uqs_p, uqh_p, usc_p, rb[j] + b);                                \
+            }                                                                                         \
+        }                                                                                             \
+    }                                                                                                 \
+    for (int u = 0; u < (U); ++u) {                                                                   \
+        const int b = b0 + u * LT_MV_TPR;                                                             \
+        if (!(CHECK) || b < nb) {                                                                     \
+            MV_ACT_FETCH_##ACT(0, b)                                                                  \
+            for (int j = 0; j < (RPT); ++j) {                                                         \
+                acc[j] += wdotb_##T(wgb[u][j], a0, a1, s);                                            \
+                acc[(RPT) + j] += wdotb_##T(wub[u][j], a0, a1, s);                                    \
+            }                                                                                         \
+        }                                                                                             \
     }
 
 // gate and up rows together (RPT of each per slot, 32 per group), act(gate) *
@@ -362,27 +460,12 @@ inline float gelu_g(float x) {
         MV1_ROWS(rb, RPT)                                                                             \
         float acc[2 * (RPT)]; /* gate rows, then up rows */                                           \
         for (int j = 0; j < 2 * (RPT); ++j) acc[j] = 0.0f;                                            \
-        for (int b0 = lane; b0 < nb; b0 += LT_MV_TPR * (U)) {                                         \
-            lt_wblk wgb[U][RPT], wub[U][RPT];                                                         \
-            for (int u = 0; u < (U); ++u) {                                                           \
-                const int b = b0 + u * LT_MV_TPR;                                                     \
-                if (b < nb) {                                                                         \
-                    for (int j = 0; j < (RPT); ++j) {                                                 \
-                        wgb[u][j] = wload_##T(gqs_p, gqh_p, gsc_p, rb[j] + b);                        \
-                        wub[u][j] = wload_##T(uqs_p, uqh_p, usc_p, rb[j] + b);                        \
-                    }                                                                                 \
-                }                                                                                     \
-            }                                                                                         \
-            for (int u = 0; u < (U); ++u) {                                                           \
-                const int b = b0 + u * LT_MV_TPR;                                                     \
-                if (b < nb) {                                                                         \
-                    MV_ACT_FETCH_##ACT(0, b)                                                          \
-                    for (int j = 0; j < (RPT); ++j) {                                                 \
-                        acc[j] += wdotb_##T(wgb[u][j], a0, a1, s);                                    \
-                        acc[(RPT) + j] += wdotb_##T(wub[u][j], a0, a1, s);                            \
-                    }                                                                                 \
-                }                                                                                     \
-            }                                                                                         \
+        int b0 = lane;                                                                                \
+        for (; b0 + ((U) - 1) * LT_MV_TPR < nb; b0 += LT_MV_TPR * (U)) {                             \
+            MV1_GLU_STAGE(T, RPT, U, ACT, 0)                                                          \
+        }                                                                                             \
+        if (b0 < nb) {                                                                                \
+            MV1_GLU_STAGE(T, RPT, U, ACT, 1)                                                          \
         }                                                                                             \
         MV_ACT_FINISH_##ACT(red, MVG_WG)                                                              \
         MV1_SUM(acc, 2 * (RPT), red, MVG_WG)                                                          \
@@ -402,7 +485,7 @@ inline float gelu_g(float x) {
         }                                                                                             \
         if (want_q8) {                                                                                \
             barrier(CLK_LOCAL_MEM_FENCE);                                                             \
-            if (lid == 0) q8_quantize_block_l2g(lrow, LT_PTR(char, hq, hq_off) + g * 32, LT_PTR(float2, hq, hds_off) + g); \
+            MV1_GLU_Q8_TAIL                                                                           \
         }                                                                                             \
     }
 
