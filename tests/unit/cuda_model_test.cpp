@@ -104,18 +104,6 @@ double nmse_of(const std::vector<float>& a, const std::vector<float>& ref) {
 
 BackendStats gpu_stats(Model& m) { return m.impl().gpu->stats(); }
 
-float top2_margin(const std::vector<float>& l) {
-    float a = -INFINITY, b = -INFINITY;
-    for (float v : l) {
-        if (v > a) {
-            b = a;
-            a = v;
-        } else if (v > b) {
-            b = v;
-        }
-    }
-    return a - b;
-}
 
 class ScopedEnv {
 public:

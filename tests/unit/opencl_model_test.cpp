@@ -111,18 +111,6 @@ const Generation& cpu_run() {
 // than kTie, either may come out on top on either backend.
 constexpr float kTie = 0.25f;
 
-float top2_margin(const std::vector<float>& l) {
-    float a = -INFINITY, b = -INFINITY;
-    for (float v : l) {
-        if (v > a) {
-            b = a;
-            a = v;
-        } else if (v > b) {
-            b = v;
-        }
-    }
-    return a - b;
-}
 
 // The backend's greedy output against the CPU's over n tokens: the same
 // tokens up to the first near tie of the CPU's (free-running), and, fed the

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -46,6 +47,20 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
     std::vector<float> v(n);
     for (float& x : v) x = dist(rng);
     return v;
+}
+
+// The gap between the two largest logits (a near tie when small).
+inline float top2_margin(const std::vector<float>& l) {
+    float a = -INFINITY, b = -INFINITY;
+    for (float v : l) {
+        if (v > a) {
+            b = a;
+            a = v;
+        } else if (v > b) {
+            b = v;
+        }
+    }
+    return a - b;
 }
 
 }  // namespace lantern::test
