@@ -48,7 +48,13 @@ export LD_LIBRARY_PATH="$libdir:$LD_LIBRARY_PATH"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
   echo "libraries added: $(ls "$libdir" | tr '\n' ' ')"
 } > "$out/device.txt" 2>&1
-note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' + working tree')"
+# The device's copy of .git can be stale: carried binaries name their commit
+# in build-cuda/bin/COMMIT (`git rev-parse --short HEAD > build-cuda/bin/COMMIT`).
+if [ -f "$bin/COMMIT" ]; then
+  note "commit: $(cat "$bin/COMMIT") (carried binaries)"
+else
+  note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' + working tree')"
+fi
 note "device: $(head -1 "$out/device.txt")"
 
 # --- build ------------------------------------------------------------------------

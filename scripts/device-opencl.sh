@@ -58,7 +58,8 @@ else
     { tail -30 "$logs/build.log"; pack; exit 1; }
   note "binaries: built here ($((SECONDS - start)) s)"
 fi
-note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (+ working tree)')"
+# The device's copy of .git can be stale: carried binaries name their commit in COMMIT (above).
+[ -f "$bin/COMMIT" ] || note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (+ working tree)')"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader > "$logs/device.txt" 2>&1
 "$bin/lantern" devices >> "$logs/device.txt" 2>&1
 grep -E "^opencl device|^  [0-9]+ MiB" "$logs/device.txt" | cut -c1-160
