@@ -90,52 +90,6 @@ __device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
     return make_float4(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]);
 }
 
-// Q8 quantization of float4 number i of the row (elements 4i .. 4i+3), as
-// quantize_q8_0 does on the CPU: d = fp16(amax / 127), q = rint(clamp(x / d)).
-// The 8 lanes of a 32-block are consecutive lanes; every lane calls this
-// (valid or not) because of the shuffles.
-__device__ __forceinline__ void quant4(float4 v, int64_t i, bool valid, int64_t K, uint32_t* qw, float* d, float* s,
-                                       int* isum) {
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-    const float dd = __half2float(__float2half_rn(amax / 127.0f));
-    const float inv = dd != 0.0f ? 1.0f / dd : 0.0f;
-    const int q0 = __float2int_rn(fminf(fmaxf(v.x * inv, -127.0f), 127.0f));
-    const int q1 = __float2int_rn(fminf(fmaxf(v.y * inv, -127.0f), 127.0f));
-    const int q2 = __float2int_rn(fminf(fmaxf(v.z * inv, -127.0f), 127.0f));
-    const int q3 = __float2int_rn(fminf(fmaxf(v.w * inv, -127.0f), 127.0f));
-    int sum = q0 + q1 + q2 + q3;
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int sum32 = sum + __shfl_xor_sync(0xffffffffu, sum, 4);
-    if (!valid) return;
-    const int64_t b = i >> 3;
-    const int sub = static_cast<int>(i & 7);
-    qw[(sub >> 2) * (K / 8) + 4 * b + (sub & 3)] = (static_cast<uint32_t>(q0) & 0xFFu) |
-                                                   (static_cast<uint32_t>(q1) & 0xFFu) << 8 |
-                                                   (static_cast<uint32_t>(q2) & 0xFFu) << 16 |
-                                                   (static_cast<uint32_t>(q3) & 0xFFu) << 24;
-    if ((sub & 3) == 0) s[2 * b + (sub >> 2)] = dd * static_cast<float>(sum);
-    if (sub == 0) {
-        d[b] = dd;
-        isum[b] = sum32;
-    }
-}
-
-// Stores float4 number i of the staged row: quantized, or as f32.
-template <bool Quant>
-__device__ __forceinline__ void put4(float4 v, int64_t i, bool valid, int64_t K, uint8_t* smem) {
-    if constexpr (Quant) {
-        float* d = reinterpret_cast<float*>(smem + K);
-        quant4(v, i, valid, K, reinterpret_cast<uint32_t*>(smem), d, d + K / 32,
-               reinterpret_cast<int*>(d + K / 32 + K / 16));
-    } else {
-        if (valid) reinterpret_cast<float4*>(smem)[i] = v;
-    }
-}
-
 // A fused AddRmsNorm's weight is a model weight, not an earlier kernel's
 // output: ask L1 for it before the grid wait, so the normalisation after
 // the block reduction does not wait on a second memory round trip.
@@ -148,12 +102,13 @@ __device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
 }
 
 // Half a 32-block of the activation (16 values), held by one thread, its
-// other half by the neighbouring lane; quantized as quant4 does (the same
-// values). The thread writes its plane's 16 bytes and its 16-group sum, the
-// even lane the scale and the block's quant sum. Two lanes per block need
-// one shuffle per reduction instead of quant4's three: a third of the
-// instructions per element, which matters because every block of a
-// matrix-vector launch stages the row. Both lanes of a pair call this.
+// other half by the neighbouring lane; quantized as quantize_q8_0 does on
+// the CPU: d = fp16(amax / 127), q = rint(clamp(x / d)) (x / d as x * (1/d)).
+// The thread writes its plane's 16 bytes and its 16-group sum, the even lane
+// the scale and the block's quant sum. Two lanes per block need one shuffle
+// per reduction (a float4 per lane, as before, needed three, and staging was
+// half of a launch's instructions: every block of a matrix-vector launch
+// stages the row). Both lanes of a pair call this.
 __device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, bool valid, int64_t K, uint8_t* smem) {
     float amax = 0.0f;
 #pragma unroll
@@ -255,14 +210,18 @@ __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red) {
     }
 }
 
-// The activation row into shared memory (quantized: stage_act_q8). All
-// loads of a batch are issued before any is used (one round trip per batch).
+// The activation row into shared memory: quantized (stage_act_q8) for the
+// quantized weight types, as f32 for the plain ones. All loads of a batch are
+// issued before any is used (one round trip per batch).
 template <bool Quant>
 __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     if constexpr (Quant) {
         stage_act_q8(p, smem, red);
         return;
     }
+    auto put4 = [&](float4 v, int64_t i, bool valid) {
+        if (valid) reinterpret_cast<float4*>(smem)[i] = v;
+    };
     const int64_t nv = p.K / 4;
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
@@ -277,7 +236,7 @@ __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
 #pragma unroll
             for (int k = 0; k < kStageBatch; ++k) {
                 const int64_t i = base + tid + k * kMvThreads;
-                put4<Quant>(v[k], i, i < nv, p.K, smem);
+                put4(v[k], i, i < nv);
             }
         }
         return;
@@ -309,7 +268,7 @@ __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
             y = make_float4(v[k].x * r * w.x, v[k].y * r * w.y, v[k].z * r * w.z, v[k].w * r * w.w);
             if (blockIdx.x == 0) reinterpret_cast<float4*>(p.norm_out)[i] = y;
         }
-        put4<Quant>(y, i, valid, p.K, smem);
+        put4(y, i, valid);
     }
 }
 
