@@ -55,6 +55,7 @@ struct ModelInfo {
     int n_vocab = 0;
     int n_ctx_train = 0;
     int n_gpu_layers = 0;      // layers actually on the GPU backend
+    bool has_chat_template = false;  // the file carries tokenizer.chat_template
 };
 
 

@@ -167,6 +167,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     info.n_embd = static_cast<int>(m->hp.n_embd);
     info.n_vocab = static_cast<int>(m->hp.n_vocab);
     info.n_ctx_train = static_cast<int>(m->hp.n_ctx_train);
+    info.has_chat_template = m->chat_template.has_value() && !m->chat_template->empty();
     info.n_gpu_layers = std::min(m->n_gpu_layers, n_layer);
     info.backend = m->gpu && m->n_gpu_layers > 0 ? m->gpu->name() : "cpu";
     info.device = m->gpu && m->n_gpu_layers > 0 ? m->gpu->description() : m->cpu->description();

@@ -128,6 +128,13 @@ void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampl
 }
 
 void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler) {
+    if (o.chat_template.empty() && !model.info().has_chat_template) {
+        // Instruction-tuned files carry their template; one without is often
+        // a base (pretrained) model, which does not follow chat turns.
+        std::fprintf(stderr,
+                     "note: the model file has no chat template (a base model?): using the built-in format its "
+                     "vocabulary suggests; if the answers ramble, try --chat-template plain\n");
+    }
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
     const bool interactive = isatty(STDIN_FILENO) != 0;

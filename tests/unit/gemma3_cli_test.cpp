@@ -25,6 +25,7 @@ TEST(Gemma3Cli, ChatAnswersGolden) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     EXPECT_EQ(o.out.rfind("What is the capital of France? Answer in one sentence.\n", 0), 0u) << o.out;
     EXPECT_NE(o.err.find("gemma3"), std::string::npos) << o.err;
+    EXPECT_NE(o.err.find("no chat template (a base model?)"), std::string::npos) << o.err;
 }
 
 // With the `plain` transcript template (User: / Assistant:), which a base
