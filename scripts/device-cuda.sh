@@ -8,8 +8,8 @@
 #
 #   scripts/device-cuda.sh [all|test|bench|opbench|memcheck|profile] [shape:type ...]
 #
-# `profile` (not part of `all`) runs nsys over a short decode of each model and
-# writes the per-kernel summary and the host API summary to $OUT/profile-*.txt.
+# `profile` (not part of `all`) runs Nsight Compute over a short decode of each
+# model and writes per-kernel times, instructions and stalls to $OUT/profile-*.txt.
 #
 # Inputs beside the repository (carried into the ignored .devcarry/):
 #   .devcarry/testdata/vocab/ggml-vocab-llama-spm.gguf   vocabulary of the synthetic models
@@ -134,25 +134,47 @@ if want opbench; then
   grep "\[ bench \]" "$out/opbench.log" >> "$summary"
 fi
 
-# --- nsys profile of decoding (only when asked) ------------------------------------
+# --- ncu profile of one decode layer (only when asked) -----------------------------
+# The machine's nsys lacks its importer, so Nsight Compute times the kernels
+# of a decode step one by one (no overlap between them): duration, warp
+# instructions and the main stall reasons per kernel, for the first
+# `launches` kernels after 1,000 have run (a decode layer and more).
 if [ "$stage" = profile ]; then
-  nsys="$(command -v nsys || find /usr/local/cuda* /opt -name nsys -type f -perm -u+x 2>/dev/null | head -1)"
+  ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
   mdir=/tmp/lantern-models
   mkdir -p "$mdir"
+  metrics="gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size"
+  for r in long_scoreboard short_scoreboard barrier wait not_selected; do
+    metrics="$metrics,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
   for m in "${models[@]}"; do
     shape="${m%%:*}"
     type="${m##*:}"
     f="$mdir/$shape-$type.gguf"
     [ -f "$f" ] || timeout 120 "$bin/lantern" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$f" -t 16 \
       > /dev/null 2>&1
-    if [ -z "$nsys" ]; then note "profile: no nsys on this machine"; break; fi
-    rep="/tmp/lantern-prof-$shape-$type"
-    timeout 180 "$nsys" profile -f true -o "$rep" --trace cuda "$bin/lantern" bench -m "$f" --backend cuda \
-      --n-gpu-layers 99 -p 0 -n 64 -r 1 > "$out/profile-$shape-$type.txt" 2>&1
-    for r in cuda_gpu_kern_sum cuda_api_sum; do
-      timeout 120 "$nsys" stats -q --report "$r" --format table "$rep.nsys-rep" >> "$out/profile-$shape-$type.txt" 2>&1
-    done
-    note "profile: $shape-$type written"
+    if [ -z "$ncu" ]; then note "profile: no ncu on this machine"; break; fi
+    timeout 240 "$ncu" --graph-profiling node --cache-control none --clock-control none --metrics "$metrics" \
+      --launch-skip 1000 --launch-count 8 --csv "$bin/lantern" bench -m "$f" --backend cuda --n-gpu-layers 99 \
+      -p 0 -n 16 -r 1 > "/tmp/lantern-ncu-$shape-$type.csv" 2> /dev/null
+    python3 - "/tmp/lantern-ncu-$shape-$type.csv" > "$out/profile-$shape-$type.txt" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    sys.exit("no ncu rows")
+h = rows[0]
+ki, ni, vi, ii = (h.index(c) for c in ("Kernel Name", "Metric Name", "Metric Value", "ID"))
+cur, line = None, ""
+for r in rows[1:]:
+    if r[ii] != cur:
+        if line:
+            print(line)
+        cur, line = r[ii], r[ki].split("(")[0][-40:]
+    name = r[ni].replace("smsp__average_warps_issue_stalled_", "stall ").replace("_per_issue_active.ratio", "")
+    line += f" | {name}={r[vi]}"
+print(line)
+PY
+    note "profile: $shape-$type ($(wc -l < "$out/profile-$shape-$type.txt") kernels)"
   done
 fi
 
