@@ -65,20 +65,8 @@ std::unique_ptr<OpCase> matmul_case(DType t, int64_t K, int64_t N, int64_t M, in
     auto c = std::make_unique<OpCase>();
     c->name = std::string(dtype_name(t)) + " " + std::to_string(K) + "x" + std::to_string(N);
     CaseLeaves b{*c, std::mt19937(5)};
-    OpCase rows;
-    CaseLeaves rb{rows, std::mt19937(6)};
-    Tensor* proto = rb.leaf(t, {K, 64}, "rows");
-    const std::vector<uint8_t>& pattern = rows.leaves.back().second;
-    const size_t row_bytes = proto->row_bytes();
     for (int i = 0; i < copies; ++i) {
-        Tensor* w = c->graph.new_tensor(t, {K, N}, "w");
-        w->flags |= kTensorWeight;
-        std::vector<uint8_t> bytes(w->nbytes());
-        for (int64_t r = 0; r < N; ++r) {
-            std::memcpy(bytes.data() + static_cast<size_t>(r) * row_bytes,
-                        pattern.data() + static_cast<size_t>(r % 64) * row_bytes, row_bytes);
-        }
-        c->leaves.emplace_back(w, std::move(bytes));
+        Tensor* w = b.repeated_weight(t, K, N, "w");
         Tensor* x = b.leaf(DType::F32, {K, M}, "x");
         c->outputs.push_back(c->graph.mul_mat(w, x));
         c->bytes += static_cast<double>(w->nbytes());

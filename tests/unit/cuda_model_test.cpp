@@ -20,6 +20,7 @@
 #include "cuda_test_util.h"
 #include "lantern/lantern.h"
 #include "model/synth.h"
+#include "op_harness.h"
 #include "reference_util.h"
 #include "test_util.h"
 
@@ -92,37 +93,10 @@ std::vector<std::vector<float>> run(Model& m, Context& ctx, const std::vector<in
     return out;
 }
 
-double nmse_of(const std::vector<float>& a, const std::vector<float>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
-    }
-    return num / den;
-}
 
 BackendStats gpu_stats(Model& m) { return m.impl().gpu->stats(); }
 
 
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (old_.empty()) {
-            unsetenv(name_);
-        } else {
-            setenv(name_, old_.c_str(), 1);
-        }
-    }
-
-private:
-    const char* name_;
-    std::string old_;
-};
 
 #define REQUIRE_CUDA() \
     if (cuda_backend() == nullptr) GTEST_SKIP() << "no CUDA device"
@@ -163,12 +137,12 @@ TEST(CudaModel, GreedyMatchesCpuFor64Tokens) {
         // reference (DecodeLogitsMatchTheFloat64Reference holds CUDA to the
         // CPU's own bounds there); the tokens must still all be equal.
         if (!strict) {
-            EXPECT_LE(nmse_of(got[i], want[i]), 1e-3) << "token " << i;
+            EXPECT_LE(nmse(got[i], want[i]), 1e-3) << "token " << i;
         }
         if (!strict && margin <= 0.05f) continue;
         ++compared;
         ASSERT_EQ(g, w) << "token " << i << " differs (CPU's top-2 margin " << margin << ", logits nmse "
-                        << nmse_of(got[i], want[i]) << ")";
+                        << nmse(got[i], want[i]) << ")";
     }
     std::printf("[ cuda ] greedy: %d of %zu tokens compared (%s)\n", compared, want.size(),
                 strict ? "default model, exact" : "synthetic model, CPU-fed, margin > 0.05");
@@ -202,7 +176,7 @@ TEST(CudaModel, DecodeLogitsMatchTheFloat64Reference) {
         const size_t at = (prompt.size() - 1 + static_cast<size_t>(i)) * static_cast<size_t>(V);
         const std::vector<float> r(ref.begin() + static_cast<std::ptrdiff_t>(at),
                                    ref.begin() + static_cast<std::ptrdiff_t>(at + static_cast<size_t>(V)));
-        const double eg = nmse_of(got[static_cast<size_t>(i)], r), ec = nmse_of(want[static_cast<size_t>(i)], r);
+        const double eg = nmse(got[static_cast<size_t>(i)], r), ec = nmse(want[static_cast<size_t>(i)], r);
         EXPECT_LE(eg, 3e-2) << "step " << i << " (the CPU: " << ec << ")";
         sum_gpu += eg;
         sum_cpu += ec;
@@ -238,7 +212,7 @@ TEST(CudaModel, GraphsOnAndOffGiveIdenticalLogits) {
     ASSERT_EQ(eager.size(), graphed.size());
     for (size_t i = 0; i < eager.size(); ++i) {
         EXPECT_EQ(std::memcmp(eager[i].data(), graphed[i].data(), eager[i].size() * sizeof(float)), 0)
-            << "step " << i << " (nmse " << nmse_of(graphed[i], eager[i]) << ")";
+            << "step " << i << " (nmse " << nmse(graphed[i], eager[i]) << ")";
     }
     EXPECT_EQ(off_stats.graph_captures, 0u);
     EXPECT_EQ(off_stats.eager_steps, 25u);
@@ -280,10 +254,10 @@ TEST(CudaModel, LayerSplitsAgree) {
             // token is compared where the all-CPU run's top two differ by
             // more than 0.25 (as the OpenCL model test does).
             const float margin = top2_margin(ref[i]);
-            EXPECT_LE(nmse_of(got[i], ref[i]), using_default_model() ? 6e-2 : 1e-3) << "step " << i;
+            EXPECT_LE(nmse(got[i], ref[i]), using_default_model() ? 6e-2 : 1e-3) << "step " << i;
             if (using_default_model() && margin <= 0.25f) continue;
             EXPECT_EQ(argmax(got[i].data(), m->n_vocab()), argmax(ref[i].data(), m->n_vocab()))
-                << "step " << i << " (top-2 margin " << margin << ", nmse " << nmse_of(got[i], ref[i]) << ")";
+                << "step " << i << " (top-2 margin " << margin << ", nmse " << nmse(got[i], ref[i]) << ")";
         }
         const BackendStats s = gpu_stats(*m);
         EXPECT_EQ(s.graph_captures, 1u) << "one decode shape";

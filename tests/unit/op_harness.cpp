@@ -16,50 +16,6 @@ namespace {
 constexpr size_t kGuard = 256;
 constexpr uint8_t kGuardByte = 0xA5;
 
-struct CaseBuilder {
-    OpCase& c;
-    std::mt19937 rng;
-
-    // A leaf of `type` filled with values uniform in [lo, hi).
-    Tensor* leaf(DType type, std::initializer_list<int64_t> ne, const char* name, float lo = -1.0f, float hi = 1.0f,
-                 uint32_t flags = 0) {
-        Tensor* t = c.graph.new_tensor(type, ne, name);
-        t->flags |= flags;
-        const int64_t n = t->n_elements();
-        std::uniform_real_distribution<float> dist(lo, hi);
-        std::vector<float> f(static_cast<size_t>(n));
-        for (float& x : f) x = dist(rng);
-        std::vector<uint8_t> bytes(t->nbytes());
-        switch (type) {
-            case DType::F32: std::memcpy(bytes.data(), f.data(), bytes.size()); break;
-            case DType::F16:
-                for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_fp16(f[static_cast<size_t>(i)]);
-                break;
-            case DType::BF16:
-                for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_bf16(f[static_cast<size_t>(i)]);
-                break;
-            default:
-                for (int64_t r = 0; r < t->n_rows(); ++r) {
-                    quant::quantize_row(type, f.data() + r * t->ne[0], bytes.data() + static_cast<size_t>(r) * t->row_bytes(),
-                                        t->ne[0]);
-                }
-        }
-        c.leaves.emplace_back(t, std::move(bytes));
-        return t;
-    }
-    Tensor* weight(DType type, std::initializer_list<int64_t> ne, const char* name) {
-        return leaf(type, ne, name, -1.0f, 1.0f, kTensorWeight);
-    }
-    Tensor* ints(std::vector<int32_t> v, const char* name) {
-        Tensor* t = c.graph.new_tensor(DType::I32, {static_cast<int64_t>(v.size())}, name);
-        std::vector<uint8_t> bytes(v.size() * 4);
-        std::memcpy(bytes.data(), v.data(), bytes.size());
-        c.leaves.emplace_back(t, std::move(bytes));
-        return t;
-    }
-    int32_t uniform_int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); }
-};
-
 std::unique_ptr<OpCase> new_case(std::string name, double tol) {
     auto c = std::make_unique<OpCase>();
     c->name = std::move(name);
@@ -72,6 +28,57 @@ const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0
 
 }  // namespace
 
+Tensor* CaseLeaves::leaf(DType type, std::initializer_list<int64_t> ne, const char* name, float lo, float hi,
+                         uint32_t flags) {
+    Tensor* t = c.graph.new_tensor(type, ne, name);
+    t->flags |= flags;
+    const int64_t n = t->n_elements();
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> f(static_cast<size_t>(n));
+    for (float& x : f) x = dist(rng);
+    std::vector<uint8_t> bytes(t->nbytes());
+    switch (type) {
+        case DType::F32: std::memcpy(bytes.data(), f.data(), bytes.size()); break;
+        case DType::F16:
+            for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_fp16(f[static_cast<size_t>(i)]);
+            break;
+        case DType::BF16:
+            for (int64_t i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_bf16(f[static_cast<size_t>(i)]);
+            break;
+        default:
+            for (int64_t r = 0; r < t->n_rows(); ++r) {
+                quant::quantize_row(type, f.data() + r * t->ne[0], bytes.data() + static_cast<size_t>(r) * t->row_bytes(),
+                                    t->ne[0]);
+            }
+    }
+    c.leaves.emplace_back(t, std::move(bytes));
+    return t;
+}
+
+Tensor* CaseLeaves::repeated_weight(DType type, int64_t K, int64_t N, const char* name) {
+    OpCase rows;
+    CaseLeaves rb{rows, std::mt19937(rng())};
+    const Tensor* proto = rb.leaf(type, {K, 64}, "rows");
+    const std::vector<uint8_t>& pattern = rows.leaves.back().second;
+    const size_t row = proto->row_bytes();
+    Tensor* t = c.graph.new_tensor(type, {K, N}, name);
+    t->flags |= kTensorWeight;
+    std::vector<uint8_t> bytes(t->nbytes());
+    for (int64_t r = 0; r < N; ++r) {
+        std::memcpy(bytes.data() + static_cast<size_t>(r) * row, pattern.data() + static_cast<size_t>(r % 64) * row, row);
+    }
+    c.leaves.emplace_back(t, std::move(bytes));
+    return t;
+}
+
+Tensor* CaseLeaves::ints(const std::vector<int32_t>& v, const char* name) {
+    Tensor* t = c.graph.new_tensor(DType::I32, {static_cast<int64_t>(v.size())}, name);
+    std::vector<uint8_t> bytes(v.size() * 4);
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    c.leaves.emplace_back(t, std::move(bytes));
+    return t;
+}
+
 std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     std::vector<std::unique_ptr<OpCase>> cases;
     auto add = [&](std::unique_ptr<OpCase> c) { cases.push_back(std::move(c)); };
@@ -80,7 +87,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     for (DType t : kWeightTypes) {
         if (quant::type_ops(t) == nullptr) continue;
         auto c = new_case(std::string("get_rows_") + dtype_name(t), 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* table = b.weight(t, {256, 40}, "table");
         std::vector<int32_t> ids;
         for (int i = 0; i < 7; ++i) ids.push_back(b.uniform_int(0, 39));
@@ -97,7 +104,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
             auto c = new_case(std::string("mul_mat_") + dtype_name(t) + "_" + std::to_string(s.K) + "x" +
                                   std::to_string(s.N) + "x" + std::to_string(s.M),
                               5e-4);
-            CaseBuilder b{*c, std::mt19937(++k)};
+            CaseLeaves b{*c, std::mt19937(++k)};
             Tensor* w = b.weight(t, {s.K, s.N}, "w");
             Tensor* x = b.leaf(DType::F32, {s.K, s.M}, "x");
             c->outputs.push_back(c->graph.mul_mat(w, x));
@@ -109,7 +116,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
 
     for (bool with_w : {true, false}) {
         auto c = new_case(with_w ? "rms_norm_weighted" : "rms_norm", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* x = b.leaf(DType::F32, {300, 5}, "x", -3.0f, 3.0f);
         Tensor* w = with_w ? b.weight(DType::F32, {300}, "w") : nullptr;
         c->outputs.push_back(c->graph.rms_norm(x, w, 1e-5f));
@@ -119,7 +126,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     for (Op op : {Op::Add, Op::Mul}) {
         for (bool bcast : {false, true}) {
             auto c = new_case(std::string(op_name(op)) + (bcast ? "_broadcast" : ""), 1e-7);
-            CaseBuilder b{*c, std::mt19937(++k)};
+            CaseLeaves b{*c, std::mt19937(++k)};
             Tensor* x = b.leaf(DType::F32, {64, 6}, "a");
             Tensor* y = b.leaf(DType::F32, {64, bcast ? 1 : 6}, "b");
             c->outputs.push_back(op == Op::Add ? c->graph.add(x, y) : c->graph.mul(x, y));
@@ -128,13 +135,13 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     }
     {
         auto c = new_case("scale", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         c->outputs.push_back(c->graph.scale(b.leaf(DType::F32, {100, 3}, "x"), 0.37f));
         add(std::move(c));
     }
     for (bool gelu : {false, true}) {
         auto c = new_case(gelu ? "gelu_mul" : "silu_mul", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* g = b.leaf(DType::F32, {128, 5}, "gate", -6.0f, 6.0f);
         Tensor* u = b.leaf(DType::F32, {128, 5}, "up");
         c->outputs.push_back(gelu ? c->graph.gelu_mul(g, u) : c->graph.silu_mul(g, u));
@@ -142,7 +149,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     }
     {
         auto c = new_case("soft_max", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         c->outputs.push_back(c->graph.soft_max(b.leaf(DType::F32, {70, 4}, "x", -8.0f, 8.0f), 0.5f));
         add(std::move(c));
     }
@@ -157,7 +164,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         auto c = new_case(std::string("rope_") + (rc.mode == RopeMode::Neox ? "neox" : "normal") + "_rot" +
                               std::to_string(rc.n_rot) + (rc.factors ? "_factors" : ""),
                           1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* x = b.leaf(DType::F32, {64, 4, 5}, "x");
         std::vector<int32_t> pos;
         for (int i = 0; i < 5; ++i) pos.push_back(b.uniform_int(0, 3000));
@@ -167,7 +174,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     }
     {
         auto c = new_case("rope_qk", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* q = b.leaf(DType::F32, {64, 4, 3}, "q");
         Tensor* kk = b.leaf(DType::F32, {64, 2, 3}, "k");
         std::vector<int32_t> pos = {0, 17, 511};
@@ -176,7 +183,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     }
     {
         auto c = new_case("add_rms_norm", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* x = b.leaf(DType::F32, {96, 3}, "a");
         Tensor* y = b.leaf(DType::F32, {96, 3}, "b");
         c->outputs.push_back(c->graph.add_rms_norm(x, y, b.weight(DType::F32, {96}, "w"), 1e-6f));
@@ -185,14 +192,14 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     for (auto [from, to] : {std::pair{DType::F32, DType::F16}, std::pair{DType::F16, DType::F32},
                             std::pair{DType::F32, DType::BF16}, std::pair{DType::F32, DType::F32}}) {
         auto c = new_case(std::string("copy_") + dtype_name(from) + "_" + dtype_name(to), to == DType::F32 ? 1e-7 : 1e-5);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         c->outputs.push_back(c->graph.copy(b.leaf(from, {48, 7}, "x"), to));
         add(std::move(c));
     }
     {
         // Four tokens of two sequences into a cache of 2 x 16 cells.
         auto c = new_case("kv_store", 1e-6);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* src = b.leaf(DType::F32, {32, 4}, "rows");
         Tensor* cache = b.leaf(DType::F16, {32, 32}, "cache", -1.0f, 1.0f, kTensorCache);
         Tensor* pos = b.ints({3, 9, 0, 15}, "pos");
@@ -211,7 +218,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
                               std::to_string(ac.n_kv) + "_t" + std::to_string(ac.T) +
                               (ac.window ? "_window" : "") + (ac.softcap > 0 ? "_softcap" : ""),
                           5e-4);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         const int n_ctx = 40;
         Tensor* q = b.leaf(DType::F32, {ac.hd, ac.n_head, ac.T}, "q", -2.0f, 2.0f);
         Tensor* kc = b.leaf(DType::F16, {ac.hd * ac.n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
@@ -230,14 +237,14 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     // Added for the phi3 / gemma3 graphs (kept last so earlier cases keep their seeds).
     {
         auto c = new_case("softcap", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         c->outputs.push_back(c->graph.softcap(b.leaf(DType::F32, {90, 4}, "x", -80.0f, 80.0f), 30.0f));
         add(std::move(c));
     }
     {
         // phi3: partial rotary with longrope factors and an attention factor.
         auto c = new_case("rope_neox_rot48_factors_attn_factor", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* x = b.leaf(DType::F32, {64, 4, 5}, "x");
         std::vector<int32_t> pos;
         for (int i = 0; i < 5; ++i) pos.push_back(b.uniform_int(0, 3000));
@@ -248,7 +255,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     {
         // phi3: Q and K are strided views of one fused QKV product.
         auto c = new_case("rope_qk_strided_views", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         const int64_t hd = 32, n_q = 4, n_k = 2, T = 3, row = hd * (n_q + 2 * n_k);
         Tensor* qkv = b.leaf(DType::F32, {row, T}, "qkv");
         Graph& g = c->graph;
@@ -262,7 +269,7 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     {
         // gemma3: per-head RMSNorm of Q ([head_dim, n_head, T] rows, [head_dim] weight).
         auto c = new_case("rms_norm_heads", 1e-7);
-        CaseBuilder b{*c, std::mt19937(++k)};
+        CaseLeaves b{*c, std::mt19937(++k)};
         Tensor* x = b.leaf(DType::F32, {32, 4, 3}, "x", -3.0f, 3.0f);
         c->outputs.push_back(c->graph.rms_norm(x, b.weight(DType::F32, {32}, "w"), 1e-6f));
         add(std::move(c));

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,25 @@ struct OpCase {
     // Rough size of the work, for the perf mode: bytes moved, flops.
     double bytes = 0;
     double flops = 0;
+};
+
+// Random leaves of an OpCase, for the harness's cases and hand-built ones:
+// each leaf's values are uniform in [lo, hi), then stored in its type (f16,
+// bf16, or quantized row by row).
+struct CaseLeaves {
+    OpCase& c;
+    std::mt19937 rng;
+
+    Tensor* leaf(DType type, std::initializer_list<int64_t> ne, const char* name, float lo = -1.0f, float hi = 1.0f,
+                 uint32_t flags = 0);
+    Tensor* weight(DType type, std::initializer_list<int64_t> ne, const char* name) {
+        return leaf(type, ne, name, -1.0f, 1.0f, kTensorWeight);
+    }
+    // A [K, N] weight of 64 random rows repeated (benchmarks: N rows
+    // without quantizing N rows).
+    Tensor* repeated_weight(DType type, int64_t K, int64_t N, const char* name);
+    Tensor* ints(const std::vector<int32_t>& v, const char* name);
+    int32_t uniform_int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); }
 };
 
 // Every op, with several shapes and types. Deterministic in `seed`.

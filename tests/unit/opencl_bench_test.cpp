@@ -63,43 +63,6 @@ double driver_copy_bandwidth(ocl::OpenClBackend& b) {
     return 2.0 * static_cast<double>(n) / best;
 }
 
-struct Leaves {
-    OpCase& c;
-    std::mt19937 rng;
-    Tensor* f32(std::initializer_list<int64_t> ne, const char* name, uint32_t flags = 0) {
-        Tensor* t = c.graph.new_tensor(DType::F32, ne, name);
-        t->flags |= flags;
-        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-        std::vector<float> v(static_cast<size_t>(t->n_elements()));
-        for (float& x : v) x = dist(rng);
-        std::vector<uint8_t> bytes(t->nbytes());
-        std::memcpy(bytes.data(), v.data(), bytes.size());
-        c.leaves.emplace_back(t, std::move(bytes));
-        return t;
-    }
-    // A weight of 64 random rows (quantized), repeated.
-    Tensor* weight(DType type, int64_t K, int64_t N, const char* name) {
-        Tensor* t = c.graph.new_tensor(type, {K, N}, name);
-        t->flags |= kTensorWeight;
-        const size_t row = t->row_bytes();
-        std::vector<uint8_t> pattern(row * 64);
-        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-        std::vector<float> f(static_cast<size_t>(K));
-        for (int r = 0; r < 64; ++r) {
-            for (float& x : f) x = dist(rng);
-            if (type == DType::F32) {
-                std::memcpy(pattern.data() + r * row, f.data(), row);
-            } else {
-                quant::quantize_row(type, f.data(), pattern.data() + r * row, K);
-            }
-        }
-        std::vector<uint8_t> bytes(t->nbytes());
-        for (int64_t r = 0; r < N; ++r) std::memcpy(bytes.data() + r * row, pattern.data() + (r % 64) * row, row);
-        c.leaves.emplace_back(t, std::move(bytes));
-        return t;
-    }
-};
-
 int copies_for(double bytes) { return std::max(2, static_cast<int>(256e6 / bytes) + 1); }
 
 // Runs `c` on the CPU and the backend (checking the outputs), then times it.
@@ -138,8 +101,8 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
     if (all) {
         OpCase c;
         c.name = "copy kernel f32 1 GiB";
-        Leaves L{c, std::mt19937(1)};
-        Tensor* x = L.f32({65536, 4096}, "x");
+        CaseLeaves L{c, std::mt19937(1)};
+        Tensor* x = L.leaf(DType::F32, {65536, 4096}, "x");
         c.outputs.push_back(c.graph.copy(x, DType::F32));
         const double s = time_case(c, *gpu, 10, false);
         std::printf("[ bench ] copy kernel 1 GiB: %.0f GB/s (read + write)\n", 2.0 * 1073741824.0 / s / 1e9);
@@ -161,10 +124,10 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
             OpCase c;
             c.name = std::string(dtype_name(t)) + " " + s.what + " " + std::to_string(s.K) + "x" + std::to_string(s.N);
             c.tolerance = 5e-4;
-            Leaves L{c, std::mt19937(2)};
+            CaseLeaves L{c, std::mt19937(2)};
             for (int i = 0; i < copies; ++i) {
-                Tensor* w = L.weight(t, s.K, s.N, "w");
-                Tensor* x = L.f32({s.K, 1}, "x");  // own input: no grouping
+                Tensor* w = L.repeated_weight(t, s.K, s.N, "w");
+                Tensor* x = L.leaf(DType::F32, {s.K, 1}, "x");  // own input: no grouping
                 c.outputs.push_back(c.graph.mul_mat(w, x));
             }
             const double sec = time_case(c, *gpu, 10, all);
@@ -180,14 +143,14 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
         OpCase c;
         c.name = fused == 0 ? "q4_0 7b qkv (one launch)" : "q4_0 7b gate+up+silu (one launch)";
         c.tolerance = 5e-4;
-        Leaves L{c, std::mt19937(3)};
+        CaseLeaves L{c, std::mt19937(3)};
         for (int i = 0; i < copies; ++i) {
-            Tensor* x = L.f32({K, 1}, "x");
+            Tensor* x = L.leaf(DType::F32, {K, 1}, "x");
             if (fused == 0) {
-                for (int j = 0; j < 3; ++j) c.outputs.push_back(c.graph.mul_mat(L.weight(DType::Q4_0, K, N, "w"), x));
+                for (int j = 0; j < 3; ++j) c.outputs.push_back(c.graph.mul_mat(L.repeated_weight(DType::Q4_0, K, N, "w"), x));
             } else {
-                Tensor* g = c.graph.mul_mat(L.weight(DType::Q4_0, K, N, "wg"), x);
-                Tensor* u = c.graph.mul_mat(L.weight(DType::Q4_0, K, N, "wu"), x);
+                Tensor* g = c.graph.mul_mat(L.repeated_weight(DType::Q4_0, K, N, "wg"), x);
+                Tensor* u = c.graph.mul_mat(L.repeated_weight(DType::Q4_0, K, N, "wu"), x);
                 c.outputs.push_back(c.graph.silu_mul(g, u));
             }
         }
@@ -202,8 +165,8 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
             OpCase c;
             c.name = std::string(dtype_name(t)) + " " + s.what + " x512";
             c.tolerance = 5e-4;
-            Leaves L{c, std::mt19937(4)};
-            c.outputs.push_back(c.graph.mul_mat(L.weight(t, s.K, s.N, "w"), L.f32({s.K, 512}, "x")));
+            CaseLeaves L{c, std::mt19937(4)};
+            c.outputs.push_back(c.graph.mul_mat(L.repeated_weight(t, s.K, s.N, "w"), L.leaf(DType::F32, {s.K, 512}, "x")));
             const double sec = time_case(c, *gpu, 5, t == DType::Q4_0);
             std::printf("[ bench ] %-34s %9.1f us %8.1f TFLOP/s\n", c.name.c_str(), sec * 1e6,
                         2.0 * s.K * s.N * 512 / sec / 1e12);
@@ -216,11 +179,11 @@ TEST(OpenclOpBench, DecodeAndPromptOps) {
         OpCase c;
         c.name = "attention 7b t" + std::to_string(T) + " ctx" + std::to_string(ctx);
         c.tolerance = 5e-4;
-        Leaves L{c, std::mt19937(5)};
+        CaseLeaves L{c, std::mt19937(5)};
         const int64_t hd = 128, H = 32;
-        Tensor* q = L.f32({hd, H, T}, "q");
-        Tensor* kc = c.graph.copy(L.f32({hd * H, ctx}, "k"), DType::F16);
-        Tensor* vc = c.graph.copy(L.f32({hd * H, ctx}, "v"), DType::F16);
+        Tensor* q = L.leaf(DType::F32, {hd, H, T}, "q");
+        Tensor* kc = c.graph.copy(L.leaf(DType::F32, {hd * H, ctx}, "k"), DType::F16);
+        Tensor* vc = c.graph.copy(L.leaf(DType::F32, {hd * H, ctx}, "v"), DType::F16);
         std::vector<int32_t> pos(static_cast<size_t>(T)), seq(static_cast<size_t>(T), 0);
         for (int64_t t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(ctx - T + t);
         Tensor* tp = c.graph.new_tensor(DType::I32, {T}, "pos");

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lantern/lantern.h"
+#include "op_harness.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -23,26 +24,6 @@ const bool kCacheDirSet = [] {
     return true;
 }();
 
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        had_ = std::getenv(name) != nullptr;
-        if (had_) old_ = std::getenv(name);
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_) {
-            setenv(name_, old_.c_str(), 1);
-        } else {
-            unsetenv(name_);
-        }
-    }
-
-private:
-    const char* name_;
-    std::string old_;
-    bool had_ = false;
-};
 
 // "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
 const std::vector<int32_t> kChatPrompt = {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198};
@@ -85,15 +66,6 @@ Generation greedy(Model& m, int n, const std::vector<int32_t>* forced = nullptr)
     return r;
 }
 
-double nmse_of(const std::vector<float>& a, const std::vector<float>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (std::isnan(a[i])) return INFINITY;
-        num += (double(a[i]) - ref[i]) * (double(a[i]) - ref[i]);
-        den += double(ref[i]) * ref[i];
-    }
-    return num / den;
-}
 
 const Generation& cpu_run() {
     static const Generation r = [] {
@@ -135,7 +107,7 @@ void expect_greedy_agrees(Model& m, int n) {
             EXPECT_EQ(forced.tokens[k], want.tokens[k]) << "token " << i << " (CPU margin " << top2_margin(want.logits[k]) << ")";
             ++compared;
         }
-        const double e = nmse_of(forced.logits[k], want.logits[k]);
+        const double e = nmse(forced.logits[k], want.logits[k]);
         EXPECT_LE(e, 3e-2) << "token " << i;
         total += e;
     }

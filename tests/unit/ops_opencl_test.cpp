@@ -42,27 +42,6 @@ const bool kCacheDirSet = [] {
     return true;
 }();
 
-// Sets an environment variable for a scope.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old;
-        had_ = std::getenv(name) != nullptr;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_) {
-            setenv(name_, old_.c_str(), 1);
-        } else {
-            unsetenv(name_);
-        }
-    }
-
-private:
-    const char* name_;
-    std::string old_;
-    bool had_ = false;
-};
 
 std::unique_ptr<Backend> opencl() { return make_opencl_backend(0); }
 
@@ -118,40 +97,6 @@ INSTANTIATE_TEST_SUITE_P(AllCases, OpenclOps, ::testing::Range<size_t>(0, op_cas
 
 // ---- cases of this file ------------------------------------------------------------------
 
-// Random leaves for hand-built cases (as the harness's builder).
-struct Leaves {
-    OpCase& c;
-    std::mt19937 rng;
-    Tensor* leaf(DType type, std::initializer_list<int64_t> ne, const char* name, uint32_t flags = 0, float lo = -1.0f,
-                 float hi = 1.0f) {
-        Tensor* t = c.graph.new_tensor(type, ne, name);
-        t->flags |= flags;
-        std::uniform_real_distribution<float> dist(lo, hi);
-        std::vector<float> f(static_cast<size_t>(t->n_elements()));
-        for (float& x : f) x = dist(rng);
-        std::vector<uint8_t> bytes(t->nbytes());
-        if (type == DType::F32) {
-            std::memcpy(bytes.data(), f.data(), bytes.size());
-        } else if (type == DType::F16) {
-            for (size_t i = 0; i < f.size(); ++i) reinterpret_cast<uint16_t*>(bytes.data())[i] = f32_to_fp16(f[i]);
-        } else {
-            for (int64_t r = 0; r < t->n_rows(); ++r) {
-                quant::quantize_row(type, f.data() + r * t->ne[0], bytes.data() + static_cast<size_t>(r) * t->row_bytes(),
-                                    t->ne[0]);
-            }
-        }
-        c.leaves.emplace_back(t, std::move(bytes));
-        return t;
-    }
-    Tensor* ints(const std::vector<int32_t>& v, const char* name) {
-        Tensor* t = c.graph.new_tensor(DType::I32, {static_cast<int64_t>(v.size())}, name);
-        std::vector<uint8_t> bytes(v.size() * 4);
-        std::memcpy(bytes.data(), v.data(), bytes.size());
-        c.leaves.emplace_back(t, std::move(bytes));
-        return t;
-    }
-};
-
 // One llama layer as the model builds it, in one compute call, so that the
 // backend's fusions apply: add + norm (8-bit output), Q/K/V products in one
 // launch, RoPE with the KV-cache writes, attention, output product, add +
@@ -163,22 +108,22 @@ std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) 
     auto c = std::make_unique<OpCase>();
     c->name = std::string("llama_layer_") + dtype_name(wtype) + "_t" + std::to_string(T);
     c->tolerance = 5e-4;
-    Leaves L{*c, std::mt19937(seed)};
+    CaseLeaves L{*c, std::mt19937(seed)};
     Graph& g = c->graph;
     const int64_t D = 256, hd = 64, n_head = 4, n_kv = 2, F = 384, n_ctx = 48;
     Tensor* x = L.leaf(DType::F32, {D, T}, "x");
     Tensor* res = L.leaf(DType::F32, {D, T}, "res");
-    Tensor* attn_norm = L.leaf(DType::F32, {D}, "attn_norm", kTensorWeight);
-    Tensor* ffn_norm = L.leaf(DType::F32, {D}, "ffn_norm", kTensorWeight);
-    Tensor* wq = L.leaf(wtype, {D, hd * n_head}, "wq", kTensorWeight);
-    Tensor* wk = L.leaf(wtype, {D, hd * n_kv}, "wk", kTensorWeight);
-    Tensor* wv = L.leaf(wtype, {D, hd * n_kv}, "wv", kTensorWeight);
-    Tensor* wo = L.leaf(wtype, {hd * n_head, D}, "wo", kTensorWeight);
-    Tensor* wg = L.leaf(wtype, {D, F}, "wg", kTensorWeight);
-    Tensor* wu = L.leaf(wtype, {D, F}, "wu", kTensorWeight);
-    Tensor* wd = L.leaf(wtype, {F, D}, "wd", kTensorWeight);
-    Tensor* kc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "k_cache", kTensorCache);
-    Tensor* vc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "v_cache", kTensorCache);
+    Tensor* attn_norm = L.weight(DType::F32, {D}, "attn_norm");
+    Tensor* ffn_norm = L.weight(DType::F32, {D}, "ffn_norm");
+    Tensor* wq = L.weight(wtype, {D, hd * n_head}, "wq");
+    Tensor* wk = L.weight(wtype, {D, hd * n_kv}, "wk");
+    Tensor* wv = L.weight(wtype, {D, hd * n_kv}, "wv");
+    Tensor* wo = L.weight(wtype, {hd * n_head, D}, "wo");
+    Tensor* wg = L.weight(wtype, {D, F}, "wg");
+    Tensor* wu = L.weight(wtype, {D, F}, "wu");
+    Tensor* wd = L.weight(wtype, {F, D}, "wd");
+    Tensor* kc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
     std::vector<int32_t> pos, seq;
     for (int64_t t = 0; t < T; ++t) {
         pos.push_back(static_cast<int32_t>(20 + t));  // cells before 20 hold earlier (random) tokens
@@ -254,8 +199,8 @@ std::unique_ptr<OpCase> matmul_case(DType wtype, int64_t K, int64_t N, int64_t M
     c->name = std::string("mul_mat_") + dtype_name(wtype) + "_" + std::to_string(K) + "x" + std::to_string(N) + "x" +
               std::to_string(M);
     c->tolerance = 5e-4;
-    Leaves L{*c, std::mt19937(seed)};
-    Tensor* w = L.leaf(wtype, {K, N}, "w", kTensorWeight);
+    CaseLeaves L{*c, std::mt19937(seed)};
+    Tensor* w = L.weight(wtype, {K, N}, "w");
     Tensor* x = L.leaf(DType::F32, {K, M}, "x");
     c->outputs.push_back(c->graph.mul_mat(w, x));
     return c;

@@ -617,7 +617,6 @@ void launch_decode(const Ctx& ctx, const AttnParams& p, const Shape& s, const Te
           "k_attn_decode", node);
 }
 
-bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
 
 }  // namespace
 
@@ -663,11 +662,11 @@ void run_rope_store_attention(const Ctx& ctx, const Tensor& rope, const Tensor& 
     r.v = ptr<const float>(*vs.src[0]);
     r.dst = ptr<float>(rope);
     r.dst_nb1 = static_cast<int64_t>(rope.nb[1] / 4);
-    r.n_rot = rope.param_i(0);
-    r.neox = rope.param_i(1) == static_cast<int32_t>(RopeMode::Neox);
-    const double base = rope.param_f(2), scale = rope.param_f(3);
-    for (int j = 0; j < r.n_rot / 2; ++j) r.inv_freq[j] = scale * std::pow(base, -2.0 * j / r.n_rot);
-    r.attn_factor = rope.param_f(5) != 0.0f ? rope.param_f(5) : 1.0;
+    const RopeSpec spec = rope_spec(rope);
+    r.n_rot = spec.n_rot;
+    r.neox = spec.neox;
+    for (int j = 0; j < r.n_rot / 2; ++j) r.inv_freq[j] = spec.scale * std::pow(spec.base, -2.0 * j / r.n_rot);
+    r.attn_factor = spec.attn_factor;
     r.factors = rope.src[3] != nullptr ? ptr<const float>(*rope.src[3]) : nullptr;
     launch_decode<true>(ctx, p, s, attn);
 }

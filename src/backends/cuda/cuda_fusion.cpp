@@ -25,7 +25,6 @@ bool disjoint(std::initializer_list<const Tensor*> ts) {
     return true;
 }
 
-bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
 
 bool is_gate_up_silu(const Tensor& gate, const Tensor& up, const Tensor& silu) {
     return silu.op == Op::SiluMul && can_group_mul_mat(gate, up) && gate.src[0]->ne[1] == up.src[0]->ne[1] &&

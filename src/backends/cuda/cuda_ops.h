@@ -52,6 +52,9 @@ struct Ctx {
     Workspace ws;
 };
 
+// Whether two tensors start at the same bytes of the same buffer.
+inline bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
+
 // --- one op-table entry per op ----------------------------------------------
 using AcceptsFn = bool (*)(const Tensor& node);
 using RunFn = void (*)(const Ctx& ctx, const Tensor& node);
@@ -98,6 +101,14 @@ void run_kv_store(const Ctx&, const Tensor&);
 // `rope` (RopeQK) followed by `k_store` (KvStore of rope's K heads) and
 // `v_store` (KvStore of V with the same positions and sequences).
 bool can_fuse_rope_store(const Tensor& rope, const Tensor& k_store, const Tensor& v_store);
+// A Rope/RopeQK node's parameters (params f[5], the attention factor, reads
+// 0 as 1: graphs made before it existed).
+struct RopeSpec {
+    int n_rot;
+    bool neox;
+    double base, scale, attn_factor;
+};
+RopeSpec rope_spec(const Tensor& node);
 void run_rope_qk_store(const Ctx&, const Tensor& rope, const Tensor& k_store, const Tensor& v_store);
 
 // attention.cu: flash-decoding for few tokens, tiled causal attention for

@@ -121,12 +121,12 @@ RopeParams params_of(const Tensor& node, const Tensor* factors, const Tensor& po
     p.dst_nb1 = static_cast<int64_t>(node.nb[1] / 4);
     p.dst_nb2 = static_cast<int64_t>(node.nb[2] / 4);
     p.hd = static_cast<int>(node.ne[0]);
-    p.n_rot = node.param_i(0);
-    p.neox = node.param_i(1) == static_cast<int32_t>(RopeMode::Neox);
-    p.base = node.param_f(2);
-    p.scale = node.param_f(3);
-    // params f[5]: attention factor (graphs made before it existed leave 0: none).
-    p.attn_factor = node.param_f(5) != 0.0f ? node.param_f(5) : 1.0;
+    const RopeSpec r = rope_spec(node);
+    p.n_rot = r.n_rot;
+    p.neox = r.neox;
+    p.base = r.base;
+    p.scale = r.scale;
+    p.attn_factor = r.attn_factor;
     p.factors = factors != nullptr ? ptr<const float>(*factors) : nullptr;
     p.pos = ptr<const int32_t>(pos);
     return p;
@@ -149,9 +149,18 @@ void launch(const Ctx& ctx, const RopeParams& p, int64_t T, const Tensor& node) 
           "k_rope", node);
 }
 
-bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }
 
 }  // namespace
+
+RopeSpec rope_spec(const Tensor& node) {
+    RopeSpec r;
+    r.n_rot = node.param_i(0);
+    r.neox = node.param_i(1) == static_cast<int32_t>(RopeMode::Neox);
+    r.base = node.param_f(2);
+    r.scale = node.param_f(3);
+    r.attn_factor = node.param_f(5) != 0.0f ? node.param_f(5) : 1.0;
+    return r;
+}
 
 bool accepts_rope(const Tensor& node) {
     return rope_common(node, node.src[2], *node.src[1]) && f32_rows(*node.src[0]);
