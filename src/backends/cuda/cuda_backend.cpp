@@ -330,11 +330,13 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
     }
     plan_launches(nodes, launches_);
     WorkspaceNeeds needs;
+    // A fused launch needs what its nodes would need on their own (the
+    // attention of RopeStoreAttention its partials, say).
     for (const Launch& l : launches_) {
-        if (l.kind == Launch::Kind::RopeStoreAttention) need_attention(*l.nodes[3], ctx_.sm_count, needs);
-        if (l.kind != Launch::Kind::Single) continue;
-        const Kernel& k = ops().find(l.nodes[0]->op)->run;
-        if (k.need != nullptr) k.need(*l.nodes[0], ctx_.sm_count, needs);
+        for (int i = 0; i < l.n; ++i) {
+            const Kernel& k = ops().find(l.nodes[static_cast<size_t>(i)]->op)->run;
+            if (k.need != nullptr) k.need(*l.nodes[static_cast<size_t>(i)], ctx_.sm_count, needs);
+        }
     }
     reserve(needs);
     if (record) {
