@@ -30,6 +30,12 @@ std::string supported_architectures() {
     return s;
 }
 
+Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps) {
+    Tensor* f = g.add_rms_norm(x, delta, norm, eps);
+    x = g.fused_slice(f, 0);
+    return g.fused_slice(f, 1);
+}
+
 Tensor* attend(Graph& g, const HParams& hp, const KvCache& kv, const StepInputs& in, int64_t il, Tensor* q,
                Tensor* k, Tensor* v, const RopeArgs& rope) {
     const int64_t hd = hp.head_dim, n_head = hp.n_head, n_kv = hp.n_head_kv, T = q->ne[2];

@@ -72,6 +72,10 @@ struct RopeArgs {
     float attn_factor = 1.0f;
 };
 
+// The residual stream's next step: x += delta, and x normed by `norm`, as
+// one fused AddRmsNorm (x is updated; the normed row is returned).
+Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps);
+
 // RoPE on q [hd, n_head, T] and k [hd, n_head_kv, T] (either may be a
 // strided view), K and v [hd * n_head_kv, T] into layer il's cache, then
 // attention with the layer's window. Returns [hd * n_head, T].

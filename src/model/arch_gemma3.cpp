@@ -56,9 +56,7 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
         const LayerWeights& l = w.layers[static_cast<size_t>(il)];
         g.set_layer(static_cast<int>(il));
         if (il > 0) {
-            Tensor* f = g.add_rms_norm(x, last_ffn, l.attn_norm, hp.rms_eps);
-            x = g.fused_slice(f, 0);
-            cur = g.fused_slice(f, 1);
+            cur = add_norm(g, x, last_ffn, l.attn_norm, hp.rms_eps);
         }
 
         // Attention, with Q and K normalised per head before rope.
@@ -71,9 +69,7 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
         Tensor* o = g.mul_mat(l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
         o = g.rms_norm(o, l.post_attn_norm, hp.rms_eps);
 
-        Tensor* f = g.add_rms_norm(x, o, l.ffn_norm, hp.rms_eps);
-        x = g.fused_slice(f, 0);
-        cur = g.fused_slice(f, 1);
+        cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (GeGLU), normalised before the residual.
         Tensor* gate = g.mul_mat(l.ffn_gate, cur);

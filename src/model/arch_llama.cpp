@@ -48,9 +48,7 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         g.set_layer(static_cast<int>(il));
         if (il > 0) {
             // Residual of the previous layer's FFN, fused with this layer's norm.
-            Tensor* f = g.add_rms_norm(x, last_ffn, l.attn_norm, hp.rms_eps);
-            x = g.fused_slice(f, 0);
-            cur = g.fused_slice(f, 1);
+            cur = add_norm(g, x, last_ffn, l.attn_norm, hp.rms_eps);
         }
 
         // Attention.
@@ -65,9 +63,7 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         Tensor* attn = attend(g, hp, kv, in, il, g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), v, rope);
         Tensor* o = g.mul_mat(l.wo, attn);
 
-        Tensor* f = g.add_rms_norm(x, o, l.ffn_norm, hp.rms_eps);
-        x = g.fused_slice(f, 0);
-        cur = g.fused_slice(f, 1);
+        cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (SwiGLU).
         Tensor* gate = g.mul_mat(l.ffn_gate, cur);

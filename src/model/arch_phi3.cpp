@@ -67,9 +67,7 @@ Tensor* build_phi3(Graph& g, const HParams& hp, const ModelWeights& w, const KvC
         const LayerWeights& l = w.layers[static_cast<size_t>(il)];
         g.set_layer(static_cast<int>(il));
         if (il > 0) {
-            Tensor* f = g.add_rms_norm(x, last_ffn, l.attn_norm, hp.rms_eps);
-            x = g.fused_slice(f, 0);
-            cur = g.fused_slice(f, 1);
+            cur = add_norm(g, x, last_ffn, l.attn_norm, hp.rms_eps);
         }
 
         // Attention: Q, K, V as views of one product when the weight is fused.
@@ -86,9 +84,7 @@ Tensor* build_phi3(Graph& g, const HParams& hp, const ModelWeights& w, const KvC
         }
         Tensor* o = g.mul_mat(l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
 
-        Tensor* f = g.add_rms_norm(x, o, l.ffn_norm, hp.rms_eps);
-        x = g.fused_slice(f, 0);
-        cur = g.fused_slice(f, 1);
+        cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (SwiGLU); the gate is the first half of a fused product.
         Tensor *gate, *up;
