@@ -8,6 +8,11 @@
 #
 #   scripts/device-cuda.sh [all|test|bench|opbench|memcheck|profile] [shape:type ...]
 #
+# `tg` (not part of `all`) compares decode settings: tg128 of each model under
+# each variant of $VARIANTS ("label:VAR=value,VAR=value label2:..."; BIN=path
+# runs another carried `lantern` binary), with the GPU time per step
+# (LANTERN_CUDA_TIMING=1), into the summary.
+#
 # `profile` (not part of `all`) runs Nsight Compute over a short decode of each
 # model and writes per-kernel times, instructions and stalls to $OUT/profile-*.txt.
 #
@@ -56,6 +61,15 @@ else
   note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' + working tree')"
 fi
 note "device: $(head -1 "$out/device.txt")"
+
+# The synthetic model for shape:type, made on first use.
+model_file() {
+  local f="/tmp/lantern-models/${1%%:*}-${1##*:}.gguf"
+  mkdir -p /tmp/lantern-models
+  [ -f "$f" ] || timeout 120 "$bin/lantern" synth --shape "${1%%:*}" --type "${1##*:}" --vocab "$vocab" -o "$f" -t 16 \
+    > /dev/null 2>&1
+  echo "$f"
+}
 
 # --- build ------------------------------------------------------------------------
 if [ ! -x "$bin/lantern_tests" ] || [ ! -x "$bin/lantern" ]; then
@@ -128,6 +142,30 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
 PY
 fi
 
+# --- decode settings side by side (only when asked) --------------------------------
+if [ "$stage" = tg ]; then
+  for m in "${models[@]}"; do
+    shape="${m%%:*}"
+    type="${m##*:}"
+    f="$(model_file "$m")"
+    for v in ${VARIANTS:-default:}; do
+      label="${v%%:*}"
+      IFS=, read -ra parts <<< "${v#*:}"
+      exe="$bin/lantern"
+      sets=()
+      for kv in "${parts[@]}"; do
+        if [ "${kv%%=*}" = BIN ]; then exe="$root/${kv#BIN=}"; else sets+=("$kv"); fi
+      done
+      r="$(env "${sets[@]}" LANTERN_CUDA_TIMING=1 timeout 120 "$exe" bench -m "$f" --backend cuda \
+        --n-gpu-layers 99 -p 0 -n 128 -r 2 -o json 2> /tmp/lantern-tg.err)"
+      ts="$(python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])[0]["avg_ts"]))' "$r" 2> /dev/null)"
+      gpu="$(grep -o 'GPU time per step [0-9.]* us' /tmp/lantern-tg.err | tail -1)"
+      host="$(grep -o 'host, per step.*' /tmp/lantern-tg.err | tail -1)"
+      note "tg: $shape-$type $label: ${ts:-failed} t/s, ${gpu:-no timing}; ${host} $(grep -m1 -i error /tmp/lantern-tg.err)"
+    done
+  done
+fi
+
 # --- op micro-benchmark -----------------------------------------------------------
 if want opbench; then
   LANTERN_CUDA_BENCH=1 lb timeout 120 "$bin/lantern_tests" --gtest_filter='CudaOpBench.*' > "$out/opbench.log" 2>&1
@@ -141,8 +179,6 @@ fi
 # `launches` kernels after 1,000 have run (a decode layer and more).
 if [ "$stage" = profile ]; then
   ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-  mdir=/tmp/lantern-models
-  mkdir -p "$mdir"
   metrics="gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size"
   for r in long_scoreboard short_scoreboard barrier wait not_selected; do
     metrics="$metrics,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
@@ -150,9 +186,7 @@ if [ "$stage" = profile ]; then
   for m in "${models[@]}"; do
     shape="${m%%:*}"
     type="${m##*:}"
-    f="$mdir/$shape-$type.gguf"
-    [ -f "$f" ] || timeout 120 "$bin/lantern" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$f" -t 16 \
-      > /dev/null 2>&1
+    f="$(model_file "$m")"
     if [ -z "$ncu" ]; then note "profile: no ncu on this machine"; break; fi
     timeout 240 "$ncu" --graph-profiling node --cache-control none --clock-control none --metrics "$metrics" \
       --launch-skip 1000 --launch-count 8 --csv "$bin/lantern" bench -m "$f" --backend cuda --n-gpu-layers 99 \

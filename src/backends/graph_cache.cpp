@@ -1,7 +1,9 @@
 #include "backends/graph_cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <unordered_set>
 
 namespace lantern {
 namespace {
@@ -47,7 +49,22 @@ NodeProps NodeProps::of(const Tensor& node) {
 
 GraphSignature::GraphSignature(const std::vector<Tensor*>& nodes) {
     props_.reserve(nodes.size());
-    for (const Tensor* n : nodes) props_.push_back(NodeProps::of(*n));
+    tensors_.reserve(nodes.size());
+    for (const Tensor* n : nodes) {
+        props_.push_back(NodeProps::of(*n));
+        tensors_.push_back(n);
+        srcs_.push_back(n->src);
+    }
+    const std::unordered_set<const Tensor*> in_list(tensors_.begin(), tensors_.end());
+    std::unordered_set<const Tensor*> seen;
+    for (const Tensor* n : nodes) {
+        for (const Tensor* src : n->src) {
+            if (src != nullptr && !in_list.contains(src) && seen.insert(src).second) {
+                outside_.push_back(src);
+                outside_refs_.push_back(ref_of(src));
+            }
+        }
+    }
 }
 
 namespace {
@@ -63,6 +80,25 @@ bool ref_matches(const NodeProps::Ref& r, const Tensor* t) {
 
 bool GraphSignature::matches(const std::vector<Tensor*>& nodes) const {
     if (nodes.size() != props_.size()) return false;
+    if (std::equal(nodes.begin(), nodes.end(), tensors_.begin()) && matches_same_tensors(nodes)) return true;
+    return matches_props(nodes);
+}
+
+bool GraphSignature::matches_same_tensors(const std::vector<Tensor*>& nodes) const {
+    // Every source is a node of the list (checked at its own position) or
+    // one of outside_ (checked below), so equal source pointers suffice.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const NodeProps& p = props_[i];
+        const Tensor& n = *nodes[i];
+        if (p.op != n.op || p.params != n.params || srcs_[i] != n.src || !ref_matches(p.out, &n)) return false;
+    }
+    for (size_t i = 0; i < outside_.size(); ++i) {
+        if (!ref_matches(outside_refs_[i], outside_[i])) return false;
+    }
+    return true;
+}
+
+bool GraphSignature::matches_props(const std::vector<Tensor*>& nodes) const {
     for (size_t i = 0; i < nodes.size(); ++i) {
         const NodeProps& p = props_[i];
         const Tensor& n = *nodes[i];

@@ -50,13 +50,29 @@ struct NodeProps {
     bool operator==(const NodeProps&) const = default;
 };
 
+// What a recording was made for, and the test that a step still matches it.
+// A step checks every node's and every source's properties; when the step's
+// node list holds the same tensor objects as the recorded one (steady
+// decoding), each tensor is checked once: a node's own properties and source
+// pointers at its position, and the sources that are not nodes of the list
+// (weights, inputs, caches) in a second list. When that fails, the full
+// per-node comparison decides. Matching runs before every replay, with the
+// GPU idle: on the H100 the full comparison was 20-45 us of a 600-800 us
+// small-model decode step.
 class GraphSignature {
 public:
     explicit GraphSignature(const std::vector<Tensor*>& nodes);
     bool matches(const std::vector<Tensor*>& nodes) const;
 
 private:
+    bool matches_same_tensors(const std::vector<Tensor*>& nodes) const;
+    bool matches_props(const std::vector<Tensor*>& nodes) const;
+
     std::vector<NodeProps> props_;
+    std::vector<const Tensor*> tensors_;  // the recorded node list
+    std::vector<std::array<Tensor*, kMaxSrc>> srcs_;  // and each node's sources
+    std::vector<const Tensor*> outside_;  // sources that are not in it
+    std::vector<NodeProps::Ref> outside_refs_;
 };
 
 template <class Exec>

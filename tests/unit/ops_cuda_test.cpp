@@ -129,12 +129,17 @@ std::unique_ptr<OpCase> matvec_case(DType t, int64_t K, int64_t N, int64_t M, ui
 
 // A layer's fusable patterns: Q/K/V on one activation, RoPE + both cache
 // writes, gate/up + SiLU (decode shapes, f16 caches).
-std::unique_ptr<OpCase> fused_layer(DType t, int64_t T) {
+// hd, n_head and n_kv vary the decode attention's heads per block (its
+// one-token launch does the RoPE and the cache writes).
+std::unique_ptr<OpCase> fused_layer(DType t, int64_t T, int64_t hd = 64, int64_t n_head = 4, int64_t n_kv = 2) {
     auto c = new_case("", 5e-4);
     c->name = std::string("fused_layer_") + dtype_name(t) + "_t" + std::to_string(T);
+    if (hd != 64 || n_head != 4 || n_kv != 2) {
+        c->name += "_hd" + std::to_string(hd) + "_h" + std::to_string(n_head) + "_kv" + std::to_string(n_kv);
+    }
     CaseLeaves b{*c, std::mt19937(77 + static_cast<uint32_t>(T))};
     Graph& g = c->graph;
-    const int64_t E = 256, hd = 64, n_head = 4, n_kv = 2, F = 512;
+    const int64_t E = 256, F = 512;
     const int n_ctx = 32;
     Tensor* x = b.leaf(DType::F32, {E, T}, "x");
     Tensor* q = g.mul_mat(b.weight(t, {E, hd * n_head}, "wq"), x);
@@ -212,6 +217,14 @@ const std::vector<Extra>& extras() {
             f.push_back({"mul_mat_" + ty + "_5120x300x1", [t, s1] { return matvec_case(t, 5120, 300, 1, s1); }});
             f.push_back({"mul_mat_" + ty + "_1024x70x64", [t, s2] { return matvec_case(t, 1024, 70, 64, s2); }});
         }
+        // Bulk-copy kernel (LANTERN_CUDA_MATVEC=bulk): several stages per
+        // block, so slots are refilled; 576-wide rows pad their meta rows.
+        for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+            const std::string ty = dtype_name(t);
+            const uint32_t s1 = ++seed, s2 = ++seed;
+            f.push_back({"mul_mat_" + ty + "_4096x4000x1", [t, s1] { return matvec_case(t, 4096, 4000, 1, s1); }});
+            f.push_back({"mul_mat_" + ty + "_576x1000x1", [t, s2] { return matvec_case(t, 576, 1000, 1, s2); }});
+        }
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
         }
@@ -221,6 +234,10 @@ const std::vector<Extra>& extras() {
                              [t, T] { return fused_layer(t, T); }});
             }
         }
+        // One query head per KV head at 128 wide (llama2-7b), 3 (smollm2), 8.
+        f.push_back({"fused_layer_q4_0_t1_hd128_h2_kv2", [] { return fused_layer(DType::Q4_0, 1, 128, 2, 2); }});
+        f.push_back({"fused_layer_q4_0_t1_hd64_h6_kv2", [] { return fused_layer(DType::Q4_0, 1, 64, 6, 2); }});
+        f.push_back({"fused_layer_q4_0_t1_hd64_h8_kv1", [] { return fused_layer(DType::Q4_0, 1, 64, 8, 1); }});
         return f;
     }();
     return list;

@@ -154,6 +154,15 @@ void CudaBackend::release() {
                          static_cast<unsigned long long>(timing_->steps), 1e3 * timing_->total_ms / timing_->steps,
                          1e3 * timing_->min_ms);
         }
+        if (timing_->replays > 1) {
+            const double n = static_cast<double>(timing_->replays);
+            const double period = timing_->period_us / (n - 1), comp = timing_->compute_us / n,
+                         copy = timing_->copy_us / n, sync = timing_->sync_us / n;
+            std::fprintf(stderr,
+                         "cuda: host, per step between replays: %.1f us = compute() %.1f (cudaGraphLaunch %.1f) + "
+                         "copy calls %.1f + synchronize() %.1f + elsewhere %.1f\n",
+                         period, comp, timing_->launch_us / n, copy, sync, period - comp - copy - sync);
+        }
         cudaEventDestroy(timing_->begin);
         cudaEventDestroy(timing_->end);
         timing_.reset();
@@ -221,8 +230,15 @@ void* CudaBackend::staging_slot(size_t n) {
     return p;
 }
 
+void CudaBackend::host_time(double* acc, std::chrono::steady_clock::time_point t0) const {
+    if (timing_ && timing_->replays > 0) {
+        *acc += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    }
+}
+
 void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t offset, size_t n) {
     if (n == 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
     uint8_t* dst = static_cast<uint8_t*>(tensor_address(t)) + offset;
     if (n > kStagingBytes / 4) {
         // Pageable source: the copy has left `data` when the call returns.
@@ -232,6 +248,7 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
     void* slot = staging_slot(n);
     std::memcpy(slot, data, n);
     check(cudaMemcpyAsync(dst, slot, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
+    if (timing_) host_time(&timing_->copy_us, t0);
 }
 
 void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) {
@@ -241,12 +258,15 @@ void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, s
         check(cudaMemcpyAsync(data, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
         return;
     }
+    const auto t0 = std::chrono::steady_clock::now();
     void* slot = staging_slot(n);
     check(cudaMemcpyAsync(slot, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
     pending_reads_.push_back(PendingRead{data, static_cast<size_t>(static_cast<uint8_t*>(slot) - staging_), n});
+    if (timing_) host_time(&timing_->copy_us, t0);
 }
 
 void CudaBackend::synchronize() {
+    const auto t0 = std::chrono::steady_clock::now();
     const cudaError_t err = cudaStreamSynchronize(stream_);
     if (err != cudaSuccess) {
         pending_reads_.clear();
@@ -257,6 +277,7 @@ void CudaBackend::synchronize() {
     for (const PendingRead& r : pending_reads_) std::memcpy(r.dst, staging_ + r.offset, r.n);
     pending_reads_.clear();
     staging_used_ = 0;
+    if (timing_) host_time(&timing_->sync_us, t0);
 }
 
 BackendStats CudaBackend::stats() const {
@@ -317,13 +338,24 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
     check(cudaSetDevice(device_), "cudaSetDevice");
     const bool record = graph_config_.wants(hints) && !debug_sync_;
     if (record) {
+        const auto t0 = std::chrono::steady_clock::now();
         if (CudaGraph* g = graphs_.lookup(nodes)) {
-            collect_timing();
-            if (timing_) check(cudaEventRecord(timing_->begin, stream_), "cudaEventRecord");
+            if (timing_) {
+                collect_timing();
+                if (timing_->replays > 0) {
+                    timing_->period_us += std::chrono::duration<double, std::micro>(t0 - timing_->last_replay).count();
+                }
+                ++timing_->replays;
+                timing_->last_replay = t0;
+                check(cudaEventRecord(timing_->begin, stream_), "cudaEventRecord");
+            }
+            const auto t1 = std::chrono::steady_clock::now();
             g->launch(stream_);
             if (timing_) {
+                host_time(&timing_->launch_us, t1);
                 check(cudaEventRecord(timing_->end, stream_), "cudaEventRecord");
                 timing_->pending = true;
+                host_time(&timing_->compute_us, t0);
             }
             return;
         }

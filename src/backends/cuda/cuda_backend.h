@@ -18,6 +18,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,14 +95,22 @@ private:
 
     // LANTERN_CUDA_TIMING=1: GPU time of each replayed step between two
     // events, read at the next step (when the host has already waited for
-    // it) and printed at exit: with the step's wall time it shows how much
-    // of a decode step is host work.
+    // it) and printed at exit, beside where the host's time between two
+    // replays goes: inside compute() (graph lookup and launch), in the
+    // input and output copy calls, in synchronize() (waiting, then copying
+    // out of the staging area), and elsewhere (the caller). Approximate:
+    // steady decoding, every step a replay.
     struct ReplayTiming {
         cudaEvent_t begin = nullptr, end = nullptr;
         bool pending = false;
         uint64_t steps = 0;
         double total_ms = 0, min_ms = 1e30;
+        std::chrono::steady_clock::time_point last_replay{};
+        uint64_t replays = 0;
+        double period_us = 0, compute_us = 0, launch_us = 0, copy_us = 0, sync_us = 0;
     };
+    // Adds the time since `t0` to `*acc` (when timing).
+    void host_time(double* acc, std::chrono::steady_clock::time_point t0) const;
     std::unique_ptr<ReplayTiming> timing_;
     void collect_timing();
 

@@ -732,11 +732,14 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     pos.valid = q_valid(pos.rows);
     q_prefetch(p, pos.rows, lane);
     prefetch_norm_weight(p);
+    // The first stage itself is loaded before the wait too: the registers
+    // are free until the activation is staged, and the dot products after
+    // the wait then start without a memory round trip.
+    QBlk buf0[kRows][kQUnits<T>], buf1[kRows][kQUnits<T>];
+    q_load<T>(pos.rows, nb, pos.b0, buf0);
 
     pdl_enter();
     stage_act<true>(p, smem, red);
-    QBlk buf0[kRows][kQUnits<T>], buf1[kRows][kQUnits<T>];
-    q_load<T>(pos.rows, nb, pos.b0, buf0);
     __syncthreads();
     const Act a = act_view(smem, p.K);
 
