@@ -35,7 +35,8 @@ namespace {
 constexpr int kDecodeMaxTokens = 8;
 constexpr int kMaxGroup = 8;   // query heads per decode block, at most
 constexpr int kTile = 128;     // keys per decode tile
-constexpr int kThreads = 128;
+constexpr int kThreads = 128;     // prompt kernel
+constexpr int kDecThreads = 256;  // decode kernel: two threads per key of a tile
 
 struct AttnParams {
     const float* q;
@@ -109,16 +110,15 @@ __device__ __forceinline__ int2 pair_index(int j, int n_rot, bool neox) {
     return neox ? make_int2(j, j + half_rot) : make_int2(2 * j, 2 * j + 1);
 }
 
-// The fused prologue (Rope: one token), in two halves so that its loads
-// overlap the position's: rope_load issues this thread's loads right after
-// the grid wait, rope_apply rotates once the position is known. Thread tid
-// takes Q pairs tid, tid + kThreads, ... of the block's heads and K/V pair
-// tid (tid < HD / 2); all of them are dimension pair tid % (HD / 2), so one
-// angle per thread and no shared table. `f` is that pair's frequency,
-// computed before the grid wait.
+// The fused prologue (Rope: one token): rope_angle before the grid wait,
+// rope_load (this thread's loads of the unrotated rows, an earlier kernel's
+// output) right after it, then rope_apply. Thread tid takes Q pairs tid,
+// tid + kDecThreads, ... of the block's heads and K/V pair tid (tid < HD / 2);
+// all of them are dimension pair tid % (HD / 2), so one angle per thread and
+// no shared table.
 template <int HD, int G>
 struct RopeRegs {
-    static constexpr int kQ = (G * (HD / 2) + kThreads - 1) / kThreads;  // Q pairs per thread at most
+    static constexpr int kQ = (G * (HD / 2) + kDecThreads - 1) / kDecThreads;  // Q pairs per thread at most
     float2 q[kQ];
     float2 k, v;
 };
@@ -131,7 +131,7 @@ __device__ __forceinline__ RopeRegs<HD, G> rope_load(const AttnParams& p, int kv
     RopeRegs<HD, G> o{};
 #pragma unroll
     for (int u = 0; u < RopeRegs<HD, G>::kQ; ++u) {
-        const int w = tid + u * kThreads;
+        const int w = tid + u * kDecThreads;
         if (w < ng * (HD / 2)) {
             const float* x = r.q + (h0 + w / (HD / 2)) * r.q_nb1;
             o.q[u] = make_float2(x[ix.x], x[ix.y]);
@@ -145,30 +145,37 @@ __device__ __forceinline__ RopeRegs<HD, G> rope_load(const AttnParams& p, int kv
     return o;
 }
 
+// This thread's rotation (pair tid % (HD / 2)) at the token's position: a
+// step input, so it is computed before the grid wait.
+template <int HD>
+__device__ __forceinline__ float2 rope_angle(const AttnParams& p) {
+    const AttnParams::Rope& r = p.rope;
+    const int j = threadIdx.x % (HD / 2);
+    if (j >= r.n_rot / 2) return make_float2(1.0f, 0.0f);  // dimensions past n_rot pass through
+    double f = r.inv_freq[j];
+    if (r.factors != nullptr) f /= static_cast<double>(r.factors[j]);
+    // The angle in double (positions reach 1e5 and more), reduced to one
+    // turn, then single-precision sincos: within a few 1e-8 of the CPU.
+    double a = static_cast<double>(p.pos[0]) * f;
+    a -= 6.283185307179586 * rint(a * 0.15915494309189535);
+    float sf, cf;
+    sincosf(static_cast<float>(a), &sf, &cf);
+    const float af = static_cast<float>(r.attn_factor);
+    return make_float2(cf * af, sf * af);
+}
+
 template <int HD, int G>
-__device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, double f, float (&qs)[G][HD],
+__device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float2 angle, float (&qs)[G][HD],
                            __half (&knew)[HD], __half (&vnew)[HD], int kvh, int h0, int ng, bool first, bool owner) {
     const AttnParams::Rope& r = p.rope;
     const int tid = threadIdx.x;
-    const int j = tid % (HD / 2);
-    const int2 ix = pair_index(j, r.n_rot, r.neox);
+    const int2 ix = pair_index(tid % (HD / 2), r.n_rot, r.neox);
     const int32_t pos = p.pos[0];
-    float cs = 1.0f, sn = 0.0f;  // dimensions past n_rot pass through
-    if (j < r.n_rot / 2) {
-        // The angle in double (positions reach 1e5 and more), reduced to one
-        // turn, then single-precision sincos: within a few 1e-8 of the CPU.
-        double a = static_cast<double>(pos) * f;
-        a -= 6.283185307179586 * rint(a * 0.15915494309189535);
-        float sf, cf;
-        sincosf(static_cast<float>(a), &sf, &cf);
-        const float af = static_cast<float>(r.attn_factor);
-        cs = cf * af;
-        sn = sf * af;
-    }
+    const float cs = angle.x, sn = angle.y;
     auto rotate = [&](float2 x) { return make_float2(x.x * cs - x.y * sn, x.x * sn + x.y * cs); };
 #pragma unroll
     for (int u = 0; u < RopeRegs<HD, G>::kQ; ++u) {
-        const int w = tid + u * kThreads;
+        const int w = tid + u * kDecThreads;
         if (w >= ng * (HD / 2)) break;
         const int g = w / (HD / 2);
         const float2 y = rotate(in.q[u]);
@@ -202,16 +209,10 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, doubl
 }
 
 template <int HD, int G, bool Rope>
-__global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
+__global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams p) {
     constexpr int DP = HD / 2;          // dimension pairs
-    constexpr int NSL = kThreads / DP;  // key slices of the V phase
+    constexpr int NSL = kDecThreads / DP;  // key slices of the V phase
     constexpr int KV = kTile / NSL;     // V rows per thread and tile
-    // Rope: a 64-wide head holds the first tile's K and V rows in registers
-    // across the grid wait (168 registers); a 128-wide one would need 254,
-    // and its block would then leave no room on an SM for a matrix-vector
-    // block (7B decode 17% slower), so it asks L1 for them instead.
-    constexpr bool kHold = HD <= 64;
-    constexpr int VB = kHold ? KV : 8;  // V rows per thread in flight at once
     __shared__ __align__(16) float qs[G][HD];
     __shared__ float sc[G][kTile];
     __shared__ float st_m[G], st_l[G], st_a[G];
@@ -226,14 +227,6 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     const int t = blockIdx.y, split = blockIdx.z;
     const int dp = tid % DP, sl = tid / DP;
     const int warp = tid >> 5, lane = tid & 31;
-    double freq = 0.0;  // RoPE: the frequency of pair tid % (HD / 2) (no earlier kernel needed)
-    if constexpr (Rope) {
-        const int j = tid % (HD / 2);
-        if (j < p.rope.n_rot / 2) {
-            freq = p.rope.inv_freq[j];
-            if (p.rope.factors != nullptr) freq /= static_cast<double>(p.rope.factors[j]);
-        }
-    }
     // The launch has splits for the longest context; a shorter one uses only
     // as many as give each at least a tile of keys (one: no partials).
     KeyRange kr{};
@@ -246,50 +239,45 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
         jb = kr.lo + split * chunk;
         je = min(kr.hi + 1, jb + chunk);
     };
-    // A tile's K rows (thread tid: key j0 + tid, the whole row in flight at
-    // once), then, after the scores, its V pairs (thread (dp, sl): keys
-    // j0 + sl + NSL u) in batches of VB; the row `skip` is left out (the
-    // token's own, taken from shared memory).
-    uint4 kraw[HD / 8];
-    __half2 vv[VB];
+    // A tile's K rows (threads 2k and 2k + 1: key j0 + k, a half row each)
+    // and V pairs (thread (dp, sl): keys j0 + sl + NSL u), all in flight at
+    // once (the first tile's before the grid wait, the others' before the
+    // scores); the row `skip` is left out (the token's own, taken from
+    // shared memory). ~115-125 registers with the 128-wide head: a block
+    // still leaves room for a matrix-vector block on its SM.
+    constexpr int KC = HD / 16;  // 16-byte chunks of a half row
+    const int kk = tid >> 1, kh = tid & 1;
+    uint4 kraw[KC];
+    __half2 vv[KV];
     auto load_k = [&](int j0, int n, int skip) {
-        if (tid < n && j0 + tid != skip) {
-            const uint4* krow = reinterpret_cast<const uint4*>(p.k + (kr.base + j0 + tid) * p.kv_row + kvh * HD);
+        if (kk < n && j0 + kk != skip) {
+            const uint4* krow =
+                reinterpret_cast<const uint4*>(p.k + (kr.base + j0 + kk) * p.kv_row + kvh * HD) + kh * KC;
 #pragma unroll
-            for (int c = 0; c < HD / 8; ++c) kraw[c] = krow[c];
+            for (int c = 0; c < KC; ++c) kraw[c] = krow[c];
         }
     };
-    auto load_v = [&](int j0, int n, int skip, int batch) {
+    auto load_v = [&](int j0, int n, int skip) {
+        const __half* vb = p.v + (kr.base + j0 + sl) * p.kv_row + kvh * HD + 2 * dp;
+        const int stride = NSL * static_cast<int>(p.kv_row);  // halves between its keys (< 2^31: checked at launch)
 #pragma unroll
-        for (int u = 0; u < VB; ++u) {
-            const int j = sl + (batch * VB + u) * NSL;
-            vv[u] = j < n && j0 + j != skip
-                        ? *reinterpret_cast<const __half2*>(p.v + (kr.base + j0 + j) * p.kv_row + kvh * HD + 2 * dp)
-                        : __floats2half2_rn(0.0f, 0.0f);
+        for (int u = 0; u < KV; ++u) {
+            const int j = sl + u * NSL;
+            vv[u] = j < n && j0 + j != skip ? *reinterpret_cast<const __half2*>(vb + u * stride)
+                                            : __floats2half2_rn(0.0f, 0.0f);
         }
     };
     // Rope (one token): every cache row but the token's own was written by an
-    // earlier step, so the first tile's K and V rows are loaded (or asked
-    // into L1) before the grid wait, while the previous kernel finishes
-    // (positions and sequences are step inputs, copied before the step's
-    // first kernel).
+    // earlier step, so the first tile's K and V rows are loaded before the
+    // grid wait, while the previous kernel finishes (positions and sequences
+    // are step inputs, copied before the step's first kernel).
+    float2 angle{};
     if constexpr (Rope) {
+        angle = rope_angle<HD>(p);
         plan();
-        const int n = min(kTile, je - jb);
         if (split < ns && kr.valid) {
-            if constexpr (kHold) {
-                load_k(jb, n, kr.hi);
-                load_v(jb, n, kr.hi, 0);
-            } else if (tid < n && jb + tid != kr.hi) {
-                const int64_t row = (kr.base + jb + tid) * p.kv_row + kvh * HD;
-                const char* krow = reinterpret_cast<const char*>(p.k + row);
-                const char* vrow = reinterpret_cast<const char*>(p.v + row);
-#pragma unroll
-                for (int c = 0; c < HD * 2; c += 128) {
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(krow + c));
-                    asm volatile("prefetch.global.L1 [%0];" ::"l"(vrow + c));
-                }
-            }
+            load_k(jb, min(kTile, je - jb), kr.hi);
+            load_v(jb, min(kTile, je - jb), kr.hi);
         }
     }
     pdl_enter();
@@ -305,10 +293,10 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
         // Every block whose split holds the position writes its KV head's new
         // rows (blocks of other query heads of that KV head too: the same
         // values), and keeps them in shared memory for its own reads.
-        rope_apply<HD, G>(p, rope_in, freq, qs, knew, vnew, kvh, h0, ng, split == 0, jb <= kr.hi && kr.hi < je);
-        for (int i = tid; i < (G - ng) * HD; i += kThreads) qs[ng + i / HD][i % HD] = 0.0f;
+        rope_apply<HD, G>(p, rope_in, angle, qs, knew, vnew, kvh, h0, ng, split == 0, jb <= kr.hi && kr.hi < je);
+        for (int i = tid; i < (G - ng) * HD; i += kDecThreads) qs[ng + i / HD][i % HD] = 0.0f;
     } else {
-        for (int i = tid; i < G * HD; i += kThreads) {
+        for (int i = tid; i < G * HD; i += kDecThreads) {
             const int g = i / HD, d = i % HD;
             qs[g][d] = g < ng ? p.q[(h0 + g) * p.q_nb1 + t * p.q_nb2 + d] : 0.0f;
         }
@@ -328,43 +316,49 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
         for (int j0 = jb; j0 < je; j0 += kTile) {
             const int n = min(kTile, je - j0);
             const int own = Rope ? kr.hi : -1;
-            const bool held = Rope && kHold && j0 == jb;  // loaded before the grid wait
-            if (!held) load_k(j0, n, own);
-            if (Rope && tid < n && j0 + tid == own) {
-#pragma unroll
-                for (int c = 0; c < HD / 8; ++c) kraw[c] = reinterpret_cast<const uint4*>(knew)[c];
+            const bool held = Rope && j0 == jb;  // loaded before the grid wait
+            if (!held) {
+                load_k(j0, n, own);
+                load_v(j0, n, own);
             }
-            if (tid < n) {
+            if (Rope && kk < n && j0 + kk == own) {
+#pragma unroll
+                for (int c = 0; c < KC; ++c) kraw[c] = reinterpret_cast<const uint4*>(knew)[kh * KC + c];
+            }
+            {
+                // Both threads of a key take part in the shuffle, in range or not.
                 float dot[G];
 #pragma unroll
                 for (int g = 0; g < G; ++g) dot[g] = 0.0f;
+                if (kk < n) {
 #pragma unroll
-                for (int c = 0; c < HD / 8; ++c) {
-                    float kf[8];
-                    half8_to_float(kraw[c], kf);
+                    for (int c = 0; c < KC; ++c) {
+                        float kf[8];
+                        half8_to_float(kraw[c], kf);
+                        const int d = 8 * (kh * KC + c);
 #pragma unroll
-                    for (int g = 0; g < G; ++g) {
-                        if (g < ng) {
-                            const float4 qa = *reinterpret_cast<const float4*>(&qs[g][8 * c]);
-                            const float4 qb = *reinterpret_cast<const float4*>(&qs[g][8 * c + 4]);
-                            dot[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
-                                      qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+                        for (int g = 0; g < G; ++g) {
+                            if (g < ng) {
+                                const float4 qa = *reinterpret_cast<const float4*>(&qs[g][d]);
+                                const float4 qb = *reinterpret_cast<const float4*>(&qs[g][d + 4]);
+                                dot[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3] + qb.x * kf[4] +
+                                          qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+                            }
                         }
                     }
                 }
 #pragma unroll
                 for (int g = 0; g < G; ++g) {
-                    if (g < ng) {
+                    dot[g] += __shfl_xor_sync(0xffffffffu, dot[g], 1);
+                    if (g < ng && kh == 0 && kk < n) {
                         float s = dot[g] * p.scale;
                         if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-                        sc[g][tid] = s;
+                        sc[g][kk] = s;
                     }
                 }
             }
-            // V's loads overlap the softmax.
-            if (!held) load_v(j0, n, own, 0);
             __syncthreads();
-            for (int g = warp; g < ng; g += kThreads / 32) {
+            for (int g = warp; g < ng; g += kDecThreads / 32) {
                 float mx = -INFINITY;
                 for (int j = lane; j < n; j += 32) mx = fmaxf(mx, sc[g][j]);
                 mx = warp_max(mx);
@@ -391,26 +385,23 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
                     acc[g][1] *= st_a[g];
                 }
             }
-            for (int batch = 0; batch < KV / VB; ++batch) {
-                if (batch > 0) load_v(j0, n, own, batch);
-                if constexpr (Rope) {
+            if constexpr (Rope) {
 #pragma unroll
-                    for (int u = 0; u < VB; ++u) {
-                        if (j0 + sl + (batch * VB + u) * NSL == own) vv[u] = reinterpret_cast<const __half2*>(vnew)[dp];
-                    }
+                for (int u = 0; u < KV; ++u) {
+                    if (j0 + sl + u * NSL == own) vv[u] = reinterpret_cast<const __half2*>(vnew)[dp];
                 }
+            }
 #pragma unroll
-                for (int u = 0; u < VB; ++u) {
-                    const int j = sl + (batch * VB + u) * NSL;
-                    if (j >= n) break;
-                    const float2 vf = __half22float2(vv[u]);
+            for (int u = 0; u < KV; ++u) {
+                const int j = sl + u * NSL;
+                if (j >= n) break;
+                const float2 vf = __half22float2(vv[u]);
 #pragma unroll
-                    for (int g = 0; g < G; ++g) {
-                        if (g < ng) {
-                            const float pj = sc[g][j];
-                            acc[g][0] += pj * vf.x;
-                            acc[g][1] += pj * vf.y;
-                        }
+                for (int g = 0; g < G; ++g) {
+                    if (g < ng) {
+                        const float pj = sc[g][j];
+                        acc[g][0] += pj * vf.x;
+                        acc[g][1] += pj * vf.y;
                     }
                 }
             }
@@ -426,7 +417,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
 
     float* out = p.out + t * p.out_nb1;
     if (ns == 1) {
-        for (int i = tid; i < ng * HD; i += kThreads) {
+        for (int i = tid; i < ng * HD; i += kDecThreads) {
             const int g = i / HD, d = i % HD;
             float o = 0.0f;
 #pragma unroll
@@ -439,7 +430,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
 
     // Several splits: publish this split's part, the last block combines.
     constexpr int PS = HD + 2;
-    for (int i = tid; i < ng * HD; i += kThreads) {
+    for (int i = tid; i < ng * HD; i += kDecThreads) {
         const int g = i / HD, d = i % HD;
         float o = 0.0f;
 #pragma unroll
@@ -458,7 +449,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_decode(const AttnParams p) {
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    for (int i = tid; i < ng * HD; i += kThreads) {
+    for (int i = tid; i < ng * HD; i += kDecThreads) {
         const int g = i / HD, d = i % HD;
         const float* ph = p.partial + (static_cast<int64_t>(t) * p.n_head + h0 + g) * p.n_splits * PS;
         float M = -INFINITY;
@@ -636,7 +627,7 @@ bool accepts_attention(const Tensor& node) {
     const int64_t hd = q.ne[0];
     return q.type == DType::F32 && q.nb[0] == sizeof(float) && q.ne[3] == 1 && (hd == 64 || hd == 128) &&
            k.type == DType::F16 && v.type == DType::F16 && k.nb[0] == 2 && v.nb[0] == 2 && k.nb[1] == v.nb[1] &&
-           k.nb[1] % 16 == 0 && k.ne[1] == v.ne[1] && k.ne[1] < INT_MAX / 2 && node.src[3]->type == DType::I32 &&
+           k.nb[1] % 16 == 0 && k.ne[1] == v.ne[1] && k.ne[1] < INT_MAX / 2 && k.nb[1] / 2 * kTile < INT_MAX && node.src[3]->type == DType::I32 &&
            node.src[4]->type == DType::I32 && node.type == DType::F32 && node.nb[0] == sizeof(float) &&
            q.nb[1] % sizeof(float) == 0 && q.nb[2] % sizeof(float) == 0;
 }
@@ -687,10 +678,10 @@ void launch_decode(const Ctx& ctx, const AttnParams& p, const Shape& s, const Te
                     static_cast<unsigned>(s.splits));
     auto go = [&]<int HD>() {
         switch (s.heads) {
-            case 1: return launch(ctx, k_attn_decode<HD, 1, Rope>, grid, dim3(kThreads), 0, p);
-            case 2: return launch(ctx, k_attn_decode<HD, 2, Rope>, grid, dim3(kThreads), 0, p);
-            case 4: return launch(ctx, k_attn_decode<HD, 4, Rope>, grid, dim3(kThreads), 0, p);
-            default: return launch(ctx, k_attn_decode<HD, 8, Rope>, grid, dim3(kThreads), 0, p);
+            case 1: return launch(ctx, k_attn_decode<HD, 1, Rope>, grid, dim3(kDecThreads), 0, p);
+            case 2: return launch(ctx, k_attn_decode<HD, 2, Rope>, grid, dim3(kDecThreads), 0, p);
+            case 4: return launch(ctx, k_attn_decode<HD, 4, Rope>, grid, dim3(kDecThreads), 0, p);
+            default: return launch(ctx, k_attn_decode<HD, 8, Rope>, grid, dim3(kDecThreads), 0, p);
         }
     };
     check(s.hd == 64 ? go.template operator()<64>() : go.template operator()<128>(), "k_attn_decode", node);
