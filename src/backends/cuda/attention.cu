@@ -1,7 +1,7 @@
 // Causal attention over the f16 KV cache.
 //
-// Few tokens (decode): flash-decoding. A block takes one KV head, up to 8 of
-// the query heads that share it (a power of two: its loops are unrolled),
+// Few tokens (decode): flash-decoding. A block takes one KV head, one or two
+// of the query heads that share it (its loops are unrolled over them),
 // one token and one split of the token's key range, so a long context is
 // spread over many blocks. Keys are scored one
 // per thread into shared memory in tiles of 128, the softmax is kept online,
@@ -33,7 +33,11 @@ namespace lantern::cuda {
 namespace {
 
 constexpr int kDecodeMaxTokens = 8;
-constexpr int kMaxGroup = 8;   // query heads per decode block, at most
+// Query heads per decode block, at most. More blocks with fewer heads each
+// shorten a block's serial work; on the H100 (tg128, GPU time per step) a
+// cap of 2 beat 8 by 16 us (smollm2, 3 heads per KV head) and 34 us
+// (tinyllama, 8), and 1 by 3-6 us.
+constexpr int kMaxGroup = 2;
 constexpr int kTile = 128;     // keys per decode tile
 constexpr int kThreads = 128;     // prompt kernel
 constexpr int kDecThreads = 256;  // decode kernel: two threads per key of a tile
@@ -604,7 +608,7 @@ Shape shape_of(const Tensor& node, int sm_count) {
     s.n_ctx = node.param_i(1);
     s.group = s.n_head / s.n_kv;
     // The kernel's loops over a block's heads are unrolled: a block sized for
-    // 8 heads ran the 7B's one head per group at ~11 us (ncu, H100).
+    // 8 heads ran the 7B's one head per KV head at ~11 us (ncu, H100).
     s.heads = 1;
     while (s.heads < std::min(s.group, kMaxGroup)) s.heads *= 2;
     s.hblocks = (s.group + s.heads - 1) / s.heads;
@@ -676,13 +680,10 @@ template <bool Rope>
 void launch_decode(const Ctx& ctx, const AttnParams& p, const Shape& s, const Tensor& node) {
     const dim3 grid(static_cast<unsigned>(s.n_kv * s.hblocks), static_cast<unsigned>(s.T),
                     static_cast<unsigned>(s.splits));
+    static_assert(kMaxGroup == 2, "instantiate k_attn_decode for each heads-per-block value");
     auto go = [&]<int HD>() {
-        switch (s.heads) {
-            case 1: return launch(ctx, k_attn_decode<HD, 1, Rope>, grid, dim3(kDecThreads), 0, p);
-            case 2: return launch(ctx, k_attn_decode<HD, 2, Rope>, grid, dim3(kDecThreads), 0, p);
-            case 4: return launch(ctx, k_attn_decode<HD, 4, Rope>, grid, dim3(kDecThreads), 0, p);
-            default: return launch(ctx, k_attn_decode<HD, 8, Rope>, grid, dim3(kDecThreads), 0, p);
-        }
+        return s.heads == 1 ? launch(ctx, k_attn_decode<HD, 1, Rope>, grid, dim3(kDecThreads), 0, p)
+                            : launch(ctx, k_attn_decode<HD, 2, Rope>, grid, dim3(kDecThreads), 0, p);
     };
     check(s.hd == 64 ? go.template operator()<64>() : go.template operator()<128>(), "k_attn_decode", node);
 }
