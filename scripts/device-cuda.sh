@@ -83,7 +83,7 @@ fi
 # --- tests ------------------------------------------------------------------------
 if want test; then
   start=$SECONDS
-  lb timeout 240 "$bin/lantern_tests" --gtest_filter='*CudaOps*:*CudaExtraOps*:CudaModel*' > "$out/tests.log" 2>&1
+  lb timeout 240 "$bin/lantern_tests" --gtest_filter='*CudaOps*:*CudaExtraOps*:CudaModel*:CudaBackend*' > "$out/tests.log" 2>&1
   rc=$?
   grep -E "^\[  FAILED  \].*\)$|\[ cuda \]" "$out/tests.log" | head -30
   note "tests: rc=$rc, $(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \].*)$' "$out/tests.log") failed ($((SECONDS - start)) s)"

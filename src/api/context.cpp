@@ -16,11 +16,28 @@ struct Context::Impl {
     KvCache kv;
     std::vector<std::unique_ptr<Buffer>> cache_buffers;
     std::vector<int> seq_len;
-    std::vector<float> logits;
+    std::vector<float> logits;  // pinned (Scheduler::pin_host) while it has storage
+    void* logits_pinned = nullptr;
     int n_out = 0;
     PerfStats perf;
 
     Impl(Model::Impl& model, const ContextParams& p) : m(model), params(p) {}
+
+    // logits sized for n floats; a new allocation is pinned in place of the
+    // old one (decode reads every step's logits into it).
+    void size_logits(size_t n) {
+        if (n > logits.capacity()) {
+            if (logits_pinned != nullptr) sched->unpin_host(logits_pinned);
+            logits_pinned = nullptr;
+            std::vector<float>().swap(logits);
+            logits.reserve(n);
+        }
+        logits.resize(n);
+        if (logits_pinned == nullptr && logits.capacity() > 0) {
+            logits_pinned = logits.data();
+            sched->pin_host(logits_pinned, logits.capacity() * sizeof(float));
+        }
+    }
 
     // One forward pass's graph, kept and re-run while the next pass has the
     // same shape (token count and which rows want logits): only the input
@@ -159,6 +176,7 @@ Context::~Context() {
     if (impl_ && impl_->sched) {
         impl_->sched->synchronize();
         for (auto& [key, step] : impl_->steps) impl_->sched->forget(step->graph);
+        if (impl_->logits_pinned != nullptr) impl_->sched->unpin_host(impl_->logits_pinned);
     }
 }
 
@@ -204,7 +222,7 @@ void Context::decode(const Batch& b) {
 
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t n_vocab = c.m.hp.n_vocab;
-    c.logits.resize(static_cast<size_t>(n_out) * static_cast<size_t>(n_vocab));
+    c.size_logits(static_cast<size_t>(n_out) * static_cast<size_t>(n_vocab));
     c.n_out = 0;
     for (size_t begin = 0; begin < n; begin += static_cast<size_t>(c.params.n_batch)) {
         const size_t end = std::min(n, begin + static_cast<size_t>(c.params.n_batch));

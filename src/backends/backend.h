@@ -104,6 +104,12 @@ public:
     virtual void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n);
     // Waits for all queued work.
     virtual void synchronize() {}
+    // Host memory that outputs are read into, page-locked if the backend can
+    // use that (a GPU backend then copies straight into it instead of through
+    // its staging area). A hint: a backend may ignore it. Unpin before the
+    // memory is freed.
+    virtual void pin_host(void* /*p*/, size_t /*n*/) {}
+    virtual void unpin_host(void* /*p*/) {}
 
     virtual BackendStats stats() const { return {}; }
 

@@ -326,4 +326,14 @@ void Scheduler::synchronize() {
     if (gpu_ != nullptr) gpu_->synchronize();
 }
 
+void Scheduler::pin_host(void* p, size_t n) {
+    cpu_.pin_host(p, n);
+    if (gpu_ != nullptr) gpu_->pin_host(p, n);
+}
+
+void Scheduler::unpin_host(void* p) {
+    cpu_.unpin_host(p);
+    if (gpu_ != nullptr) gpu_->unpin_host(p);
+}
+
 }  // namespace lantern

@@ -60,6 +60,9 @@ public:
     // Blocking read of an output tensor's bytes.
     void read_output(const Tensor& t, void* dst, size_t n);
     void synchronize();
+    // Backend::pin_host / unpin_host on every backend.
+    void pin_host(void* p, size_t n);
+    void unpin_host(void* p);
 
     // Bytes of the compute buffer on a backend (0 if none yet).
     size_t compute_bytes(const Backend& b) const;

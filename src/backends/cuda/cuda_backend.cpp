@@ -168,6 +168,8 @@ void CudaBackend::release() {
         timing_.reset();
     }
     graphs_.clear();
+    for (const Pinned& r : pinned_) cudaHostUnregister(r.p);
+    pinned_.clear();
     for (Region* r : {&cublas_ws_, &dequant_, &act_, &attn_partial_, &attn_counters_}) {
         pool_.release(r->block);
         *r = Region{};
@@ -251,10 +253,36 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
     if (timing_) host_time(&timing_->copy_us, t0);
 }
 
+bool CudaBackend::is_pinned(const void* p, size_t n) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::any_of(pinned_.begin(), pinned_.end(), [&](const Pinned& r) { return b >= r.p && b + n <= r.p + r.n; });
+}
+
+void CudaBackend::pin_host(void* p, size_t n) {
+    if (p == nullptr || n == 0 || is_pinned(p, n)) return;
+    check(cudaSetDevice(device_), "cudaSetDevice");
+    if (cudaHostRegister(p, n, cudaHostRegisterDefault) != cudaSuccess) {
+        cudaGetLastError();  // a hint only: reads of this memory keep going through the staging area
+        return;
+    }
+    pinned_.push_back(Pinned{static_cast<uint8_t*>(p), n});
+}
+
+void CudaBackend::unpin_host(void* p) {
+    const auto it = std::find_if(pinned_.begin(), pinned_.end(), [&](const Pinned& r) { return r.p == p; });
+    if (it == pinned_.end()) return;
+    synchronize();  // queued reads may still target it
+    cudaHostUnregister(p);
+    cudaGetLastError();
+    pinned_.erase(it);
+}
+
 void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) {
     if (n == 0) return;
     const uint8_t* src = static_cast<const uint8_t*>(tensor_address(t)) + offset;
-    if (n > kStagingBytes / 4) {
+    if (n > kStagingBytes / 4 || is_pinned(data, n)) {
+        // Pageable memory: the copy has landed when the call returns; pinned:
+        // when synchronize() returns.
         check(cudaMemcpyAsync(data, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
         return;
     }

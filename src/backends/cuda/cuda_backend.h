@@ -6,8 +6,9 @@
 //
 // Host transfers go through a pinned staging area: inputs are copied into it
 // and sent asynchronously; outputs land in it and reach the caller's memory
-// in synchronize(). A decode step thus costs three small uploads, one graph
-// launch and one read of the logits.
+// in synchronize(), or go straight into the caller's memory when it was
+// pinned (pin_host: the context's logits). A decode step thus costs three
+// small uploads, one graph launch and one read of the logits.
 //
 // Environment: LANTERN_GRAPHS / LANTERN_GRAPHS_PREFILL / LANTERN_GRAPH_CACHE_SIZE
 // (graph_cache.h); LANTERN_CUDA_SYNC=1 synchronises after every launch and
@@ -52,6 +53,8 @@ public:
     void set_tensor_async(const Tensor& t, const void* data, size_t offset, size_t n) override;
     void get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) override;
     void synchronize() override;
+    void pin_host(void* p, size_t n) override;
+    void unpin_host(void* p) override;
     BackendStats stats() const override;
     // Fused launches span up to 4 nodes (cuda_fusion.h).
     int fusion_window() const override { return 4; }
@@ -123,6 +126,13 @@ private:
         size_t n;
     };
     std::vector<PendingRead> pending_reads_;
+    // Host ranges registered by pin_host: reads into them skip the staging.
+    struct Pinned {
+        uint8_t* p;
+        size_t n;
+    };
+    std::vector<Pinned> pinned_;
+    bool is_pinned(const void* p, size_t n) const;
 };
 
 }  // namespace lantern::cuda
