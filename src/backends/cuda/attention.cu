@@ -196,13 +196,13 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
     float* d = r.dst + (p.n_head + kvh) * r.dst_nb1;
     d[ix.x] = y.x;
     d[ix.y] = y.y;
+    knew[ix.x] = __float2half_rn(y.x);
+    knew[ix.y] = __float2half_rn(y.y);
+    vnew[ix.x] = __float2half_rn(in.v.x);
+    vnew[ix.y] = __float2half_rn(in.v.y);
     // Same cell test as the unfused KvStore.
     const int64_t cell = static_cast<int64_t>(p.seq[0]) * p.n_ctx + pos;
     if (pos >= 0 && pos < p.n_ctx && cell >= 0 && cell < p.n_cells) {
-        knew[ix.x] = __float2half_rn(y.x);
-        knew[ix.y] = __float2half_rn(y.y);
-        vnew[ix.x] = __float2half_rn(in.v.x);
-        vnew[ix.y] = __float2half_rn(in.v.y);
         __half* kr = const_cast<__half*>(p.k) + cell * p.kv_row + kvh * HD;
         kr[ix.x] = knew[ix.x];
         kr[ix.y] = knew[ix.y];
@@ -214,9 +214,9 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
 
 template <int HD, int G, bool Rope>
 __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams p) {
-    constexpr int DP = HD / 2;          // dimension pairs
+    constexpr int DP = HD / 2;             // dimension pairs
     constexpr int NSL = kDecThreads / DP;  // key slices of the V phase
-    constexpr int KV = kTile / NSL;     // V rows per thread and tile
+    constexpr int KV = kTile / NSL;        // V rows per thread and tile
     __shared__ __align__(16) float qs[G][HD];
     __shared__ float sc[G][kTile];
     __shared__ float st_m[G], st_l[G], st_a[G];
@@ -312,8 +312,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     float acc[G][2];
 #pragma unroll
     for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = 0.0f;
-    // Also orders the unfused KvStores' cache writes (an earlier kernel)
-    // before this block's reads: plain loads, not the read-only path.
+    // Orders the prologue's shared-memory writes (Q, the token's own K and V
+    // rows) before the reads below. Cache rows are read with plain loads, not
+    // the read-only path: the unfused KvStore wrote them in this step.
     __syncthreads();
 
     if (kr.valid) {
