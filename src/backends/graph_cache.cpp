@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unordered_set>
 
@@ -47,22 +48,26 @@ NodeProps NodeProps::of(const Tensor& node) {
     return p;
 }
 
+GraphSignature::Snap::Snap(const Tensor* x) : t(x), buffer_uid(x->buffer != nullptr ? x->buffer->uid() : 0) {
+    std::memcpy(bytes.data(), static_cast<const void*>(x), kSnapBytes);
+}
+
+bool GraphSignature::Snap::matches() const {
+    return std::memcmp(bytes.data(), static_cast<const void*>(t), kSnapBytes) == 0 &&
+           (t->buffer == nullptr || t->buffer->uid() == buffer_uid);
+}
+
 GraphSignature::GraphSignature(const std::vector<Tensor*>& nodes) {
     props_.reserve(nodes.size());
-    tensors_.reserve(nodes.size());
+    nodes_.reserve(nodes.size());
     for (const Tensor* n : nodes) {
         props_.push_back(NodeProps::of(*n));
-        tensors_.push_back(n);
-        srcs_.push_back(n->src);
+        nodes_.emplace_back(n);
     }
-    const std::unordered_set<const Tensor*> in_list(tensors_.begin(), tensors_.end());
-    std::unordered_set<const Tensor*> seen;
+    std::unordered_set<const Tensor*> seen(nodes.begin(), nodes.end());
     for (const Tensor* n : nodes) {
         for (const Tensor* src : n->src) {
-            if (src != nullptr && !in_list.contains(src) && seen.insert(src).second) {
-                outside_.push_back(src);
-                outside_refs_.push_back(ref_of(src));
-            }
+            if (src != nullptr && seen.insert(src).second) outside_.emplace_back(src);
         }
     }
 }
@@ -80,7 +85,7 @@ bool ref_matches(const NodeProps::Ref& r, const Tensor* t) {
 
 bool GraphSignature::matches(const std::vector<Tensor*>& nodes) const {
     if (nodes.size() != props_.size()) return false;
-    if (std::equal(nodes.begin(), nodes.end(), tensors_.begin()) && matches_same_tensors(nodes)) return true;
+    if (matches_same_tensors(nodes)) return true;
     return matches_props(nodes);
 }
 
@@ -88,12 +93,10 @@ bool GraphSignature::matches_same_tensors(const std::vector<Tensor*>& nodes) con
     // Every source is a node of the list (checked at its own position) or
     // one of outside_ (checked below), so equal source pointers suffice.
     for (size_t i = 0; i < nodes.size(); ++i) {
-        const NodeProps& p = props_[i];
-        const Tensor& n = *nodes[i];
-        if (p.op != n.op || p.params != n.params || srcs_[i] != n.src || !ref_matches(p.out, &n)) return false;
+        if (nodes[i] != nodes_[i].t || !nodes_[i].matches()) return false;
     }
-    for (size_t i = 0; i < outside_.size(); ++i) {
-        if (!ref_matches(outside_refs_[i], outside_[i])) return false;
+    for (const Snap& o : outside_) {
+        if (!o.matches()) return false;
     }
     return true;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -68,11 +69,24 @@ private:
     bool matches_same_tensors(const std::vector<Tensor*>& nodes) const;
     bool matches_props(const std::vector<Tensor*>& nodes) const;
 
+    // A tensor's bytes from its type to its parameters (shapes, strides,
+    // buffer, offset, view, op, sources, parameters), as recorded: the fast
+    // path compares them whole. A difference it finds only in padding sends
+    // the step to the full comparison, never to a wrong replay.
+    static constexpr size_t kSnapBytes = offsetof(Tensor, layer);
+    static_assert(offsetof(Tensor, type) == 0 && offsetof(Tensor, params) + sizeof(Tensor::params) <= kSnapBytes,
+                  "the snapshot must span every property NodeProps compares");
+    struct Snap {
+        const Tensor* t;
+        uint64_t buffer_uid;  // the buffer pointer could be a new buffer at a freed one's address
+        std::array<unsigned char, kSnapBytes> bytes;
+        explicit Snap(const Tensor* x);
+        bool matches() const;
+    };
+
     std::vector<NodeProps> props_;
-    std::vector<const Tensor*> tensors_;  // the recorded node list
-    std::vector<std::array<Tensor*, kMaxSrc>> srcs_;  // and each node's sources
-    std::vector<const Tensor*> outside_;  // sources that are not in it
-    std::vector<NodeProps::Ref> outside_refs_;
+    std::vector<Snap> nodes_;    // the recorded node list
+    std::vector<Snap> outside_;  // sources that are not in it
 };
 
 template <class Exec>
