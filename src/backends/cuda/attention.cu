@@ -1,11 +1,13 @@
 // Causal attention over the f16 KV cache.
 //
 // Few tokens (decode): flash-decoding. A block takes one KV head, one or two
-// of the query heads that share it (its loops are unrolled over them),
-// one token and one split of the token's key range, so a long context is
-// spread over many blocks. Keys are scored one
-// per thread into shared memory in tiles of 128, the softmax is kept online,
-// and V rows are accumulated with the threads spread over dimension pairs.
+// of the query heads that share it (its loops are unrolled over them), one
+// token and one split of the token's key range, so a long context is spread
+// over many blocks. Keys are scored two threads per key (half a row each)
+// into shared memory in tiles of 128, the softmax is kept online, and V rows
+// are accumulated with the threads spread over dimension pairs; a tile's K
+// and V loads are all in flight at once, the first tile's (for one token)
+// before the grid wait.
 // The launch has enough splits for the cache's capacity; a token uses only as
 // many as give each split a tile of keys (read on the device, so a short
 // context skips the partials). With several splits each block writes (max,
@@ -38,7 +40,7 @@ constexpr int kDecodeMaxTokens = 8;
 // cap of 2 beat 8 by 16 us (smollm2, 3 heads per KV head) and 34 us
 // (tinyllama, 8), and 1 by 3-6 us.
 constexpr int kMaxGroup = 2;
-constexpr int kTile = 128;     // keys per decode tile
+constexpr int kTile = 128;        // keys per decode tile
 constexpr int kThreads = 128;     // prompt kernel
 constexpr int kDecThreads = 256;  // decode kernel: two threads per key of a tile
 
