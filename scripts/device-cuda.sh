@@ -6,7 +6,7 @@
 # and writes its log straight into $OUT (or ./out), line-buffered, so a step
 # that is cut off still leaves what it printed. A short table is printed last.
 #
-#   scripts/device-cuda.sh [all|test|bench|opbench|memcheck|profile] [shape:type ...]
+#   scripts/device-cuda.sh [all|test|bench|opbench|memcheck|profile|tg|model] [shape:type ...]
 #
 # `tg` (not part of `all`) compares decode settings: tg128 of each model under
 # each variant of $VARIANTS ("label:VAR=value,VAR=value label2:..."; BIN=path
@@ -16,10 +16,21 @@
 # `profile` (not part of `all`) runs Nsight Compute over a short decode of each
 # model and writes per-kernel times, instructions and stalls to $OUT/profile-*.txt.
 #
+# The real default model (over one call's 64 MiB) travels in two parts: a
+# call that carries .devcarry/ma/part leaves it in /tmp/dm, one that carries
+# .devcarry/mb/part joins them into /tmp/dm/model.gguf (the machine keeps /tmp
+# while it stays warm: make the second call at once). `model` does only that
+# (the first call: `model`, carrying .devcarry/ma; the second: `test`,
+# carrying .devcarry/mb, build-cuda/bin/lantern_tests, lib, testdata and py). While that file exists,
+# the tests run on it (LANTERN_MODEL) with the float64 reference
+# (PYTHONPATH=.devcarry/py, the Python gguf package).
+#
 # Inputs beside the repository (carried into the ignored .devcarry/):
 #   .devcarry/testdata/vocab/ggml-vocab-llama-spm.gguf   vocabulary of the synthetic models
 #   .devcarry/lib/                                        shared libraries the carried binaries
 #                                                         may need (only missing ones are used)
+#   .devcarry/ma/part, .devcarry/mb/part, .devcarry/py/   the default model's halves, the
+#                                                         reference's Python package (optional)
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -71,8 +82,32 @@ model_file() {
   echo "$f"
 }
 
+# --- the real default model, if carried (two calls) -------------------------------
+mkdir -p /tmp/dm
+[ -f "$root/.devcarry/ma/part" ] && [ ! -f /tmp/dm/model.gguf ] && cp "$root/.devcarry/ma/part" /tmp/dm/a
+if [ -f "$root/.devcarry/mb/part" ] && [ -f /tmp/dm/a ]; then
+  cat /tmp/dm/a "$root/.devcarry/mb/part" > /tmp/dm/model.gguf && rm -f /tmp/dm/a
+fi
+if [ -f /tmp/dm/model.gguf ]; then
+  export LANTERN_MODEL=/tmp/dm/model.gguf PYTHONPATH="$root/.devcarry/py${PYTHONPATH:+:$PYTHONPATH}"
+  note "default model: /tmp/dm/model.gguf ($(stat -c %s /tmp/dm/model.gguf) bytes)"
+fi
+if [ "$stage" = model ]; then  # the first of the two calls: nothing else to do
+  note "model parts in /tmp/dm: $(ls /tmp/dm | tr '\n' ' ')"
+  exit 0
+fi
+
 # --- build ------------------------------------------------------------------------
-if [ ! -x "$bin/lantern_tests" ] || [ ! -x "$bin/lantern" ]; then
+# Only the binaries the stage runs need be carried (test, memcheck, opbench:
+# lantern_tests; bench, tg, profile: lantern).
+need=(lantern_tests lantern)
+case "$stage" in
+  test | memcheck | opbench) need=(lantern_tests) ;;
+  bench | tg | profile) need=(lantern) ;;
+esac
+missing=0
+for b in "${need[@]}"; do [ -x "$bin/$b" ] || missing=1; done
+if [ "$missing" = 1 ]; then
   note "building (no carried binaries)"
   cmake -B build-cuda -DLANTERN_CUDA=ON -DLANTERN_OPENCL=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DLANTERN_BENCHMARKS=OFF > "$out/build.log" 2>&1 &&
