@@ -49,11 +49,21 @@ NodeProps NodeProps::of(const Tensor& node) {
 }
 
 GraphSignature::Snap::Snap(const Tensor* x) : t(x), buffer_uid(x->buffer != nullptr ? x->buffer->uid() : 0) {
-    std::memcpy(bytes.data(), static_cast<const void*>(x), kSnapBytes);
+    const auto* src = reinterpret_cast<const unsigned char*>(x);
+    size_t at = 0;
+    for (const Run& r : kRuns) {
+        std::memcpy(bytes.data() + at, src + r.at, r.n);
+        at += r.n;
+    }
 }
 
 bool GraphSignature::Snap::matches() const {
-    return std::memcmp(bytes.data(), static_cast<const void*>(t), kSnapBytes) == 0 &&
+    // Constant sizes: the compiler expands each comparison inline.
+    constexpr size_t n0 = kRuns[0].n, n1 = kRuns[1].n, n2 = kRuns[2].n;
+    const auto* now = reinterpret_cast<const unsigned char*>(t);
+    return std::memcmp(bytes.data() + n0, now + kRuns[1].at, n1) == 0 &&
+           std::memcmp(bytes.data() + n0 + n1, now + kRuns[2].at, n2) == 0 &&
+           std::memcmp(bytes.data(), now + kRuns[0].at, n0) == 0 &&
            (t->buffer == nullptr || t->buffer->uid() == buffer_uid);
 }
 

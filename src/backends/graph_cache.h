@@ -69,13 +69,27 @@ private:
     bool matches_same_tensors(const std::vector<Tensor*>& nodes) const;
     bool matches_props(const std::vector<Tensor*>& nodes) const;
 
-    // A tensor's bytes from its type to its parameters (shapes, strides,
-    // buffer, offset, view, op, sources, parameters), as recorded: the fast
-    // path compares them whole. A difference it finds only in padding sends
-    // the step to the full comparison, never to a wrong replay.
-    static constexpr size_t kSnapBytes = offsetof(Tensor, layer);
-    static_assert(offsetof(Tensor, type) == 0 && offsetof(Tensor, params) + sizeof(Tensor::params) <= kSnapBytes,
-                  "the snapshot must span every property NodeProps compares");
+    // A tensor's properties as three runs of its bytes, recorded and compared
+    // whole: type; shapes, strides, buffer, offset, view and op; sources and
+    // parameters. The runs leave out the padding between them (its bytes are
+    // indeterminate), so a memory checker sees only initialised reads.
+    struct Run {
+        size_t at, n;
+    };
+    static constexpr Run kRuns[3] = {
+        {offsetof(Tensor, type), sizeof(Tensor::type)},
+        {offsetof(Tensor, ne), offsetof(Tensor, op) + sizeof(Tensor::op) - offsetof(Tensor, ne)},
+        {offsetof(Tensor, src), offsetof(Tensor, params) + sizeof(Tensor::params) - offsetof(Tensor, src)},
+    };
+    static_assert(offsetof(Tensor, nb) == offsetof(Tensor, ne) + sizeof(Tensor::ne) &&
+                      offsetof(Tensor, buffer) == offsetof(Tensor, nb) + sizeof(Tensor::nb) &&
+                      offsetof(Tensor, offset) == offsetof(Tensor, buffer) + sizeof(Tensor::buffer) &&
+                      offsetof(Tensor, view_src) == offsetof(Tensor, offset) + sizeof(Tensor::offset) &&
+                      offsetof(Tensor, view_offset) == offsetof(Tensor, view_src) + sizeof(Tensor::view_src) &&
+                      offsetof(Tensor, op) == offsetof(Tensor, view_offset) + sizeof(Tensor::view_offset) &&
+                      offsetof(Tensor, params) == offsetof(Tensor, src) + sizeof(Tensor::src),
+                  "no padding inside a run: Tensor's fields moved, update kRuns");
+    static constexpr size_t kSnapBytes = kRuns[0].n + kRuns[1].n + kRuns[2].n;
     struct Snap {
         const Tensor* t;
         uint64_t buffer_uid;  // the buffer pointer could be a new buffer at a freed one's address
