@@ -73,12 +73,13 @@ else
 fi
 note "device: $(head -1 "$out/device.txt")"
 
-# The synthetic model for shape:type, made on first use.
+# The synthetic model for shape:type, made on first use (synth's output
+# appended to the log file $2, if given).
 model_file() {
-  local f="/tmp/lantern-models/${1%%:*}-${1##*:}.gguf"
+  local f="/tmp/lantern-models/${1%%:*}-${1##*:}.gguf" log="${2:-/dev/null}"
   mkdir -p /tmp/lantern-models
   [ -f "$f" ] || timeout 120 "$bin/lantern" synth --shape "${1%%:*}" --type "${1##*:}" --vocab "$vocab" -o "$f" -t 16 \
-    > /dev/null 2>&1
+    >> "$log" 2>&1
   echo "$f"
 }
 
@@ -127,8 +128,7 @@ fi
 
 # --- models and benches -----------------------------------------------------------
 if want bench; then
-  mdir=/tmp/lantern-models
-  mkdir -p "$mdir" /tmp/lantern-bench
+  mkdir -p /tmp/lantern-bench
   : > "$out/bench.log"
   bench() {  # name, model, args...
     local name="$1" f="$2"
@@ -141,9 +141,7 @@ if want bench; then
   for m in "${models[@]}"; do
     shape="${m%%:*}"
     type="${m##*:}"
-    f="$mdir/$shape-$type.gguf"
-    [ -f "$f" ] || lb timeout 120 "$bin/lantern" synth --shape "$shape" --type "$type" --vocab "$vocab" -o "$f" -t 16 \
-      >> "$out/bench.log" 2>&1
+    f="$(model_file "$m" "$out/bench.log")"
     bench "$shape-$type" "$f" -p 512 -n 128 -r 3 --verbose
     [ "$shape" = tinyllama-1.1b ] && bench "$shape-$type-d4096" "$f" -p 0 -n 128 -d 4096 -r 2
     if [ "$shape" = smollm2-135m ] || [ "$shape-$type" = llama2-7b-q4_0 ]; then

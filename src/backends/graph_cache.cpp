@@ -1,6 +1,5 @@
 #include "backends/graph_cache.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>

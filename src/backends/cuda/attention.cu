@@ -598,7 +598,7 @@ __global__ void __launch_bounds__(kThreads) k_attn_prefill(const AttnParams p) {
 
 struct Shape {
     int hd, n_head, n_kv, group, T, n_ctx, hblocks, splits;
-    int heads;  // query heads per decode block: the group rounded up to a power of two, at most 8
+    int heads;  // query heads per decode block: the group, at most kMaxGroup
 };
 
 Shape shape_of(const Tensor& node, int sm_count) {
@@ -612,8 +612,7 @@ Shape shape_of(const Tensor& node, int sm_count) {
     s.group = s.n_head / s.n_kv;
     // The kernel's loops over a block's heads are unrolled: a block sized for
     // 8 heads ran the 7B's one head per KV head at ~11 us (ncu, H100).
-    s.heads = 1;
-    while (s.heads < std::min(s.group, kMaxGroup)) s.heads *= 2;
+    s.heads = std::min(s.group, kMaxGroup);
     s.hblocks = (s.group + s.heads - 1) / s.heads;
     s.splits = 1;
     if (s.T <= kDecodeMaxTokens) {

@@ -232,15 +232,9 @@ void* CudaBackend::staging_slot(size_t n) {
     return p;
 }
 
-void CudaBackend::host_time(double* acc, std::chrono::steady_clock::time_point t0) const {
-    if (timing_ && timing_->replays > 0) {
-        *acc += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    }
-}
-
 void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t offset, size_t n) {
     if (n == 0) return;
-    const auto t0 = std::chrono::steady_clock::now();
+    const HostSpan span(host_sum(&ReplayTiming::copy_us));
     uint8_t* dst = static_cast<uint8_t*>(tensor_address(t)) + offset;
     if (n > kStagingBytes / 4) {
         // Pageable source: the copy has left `data` when the call returns.
@@ -250,7 +244,6 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
     void* slot = staging_slot(n);
     std::memcpy(slot, data, n);
     check(cudaMemcpyAsync(dst, slot, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
-    if (timing_) host_time(&timing_->copy_us, t0);
 }
 
 bool CudaBackend::is_pinned(const void* p, size_t n) const {
@@ -279,6 +272,7 @@ void CudaBackend::unpin_host(void* p) {
 
 void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) {
     if (n == 0) return;
+    const HostSpan span(host_sum(&ReplayTiming::copy_us));
     const uint8_t* src = static_cast<const uint8_t*>(tensor_address(t)) + offset;
     if (n > kStagingBytes / 4 || is_pinned(data, n)) {
         // Pageable memory: the copy has landed when the call returns; pinned:
@@ -286,15 +280,13 @@ void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, s
         check(cudaMemcpyAsync(data, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
         return;
     }
-    const auto t0 = std::chrono::steady_clock::now();
     void* slot = staging_slot(n);
     check(cudaMemcpyAsync(slot, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (output)");
     pending_reads_.push_back(PendingRead{data, static_cast<size_t>(static_cast<uint8_t*>(slot) - staging_), n});
-    if (timing_) host_time(&timing_->copy_us, t0);
 }
 
 void CudaBackend::synchronize() {
-    const auto t0 = std::chrono::steady_clock::now();
+    const HostSpan span(host_sum(&ReplayTiming::sync_us));
     const cudaError_t err = cudaStreamSynchronize(stream_);
     if (err != cudaSuccess) {
         pending_reads_.clear();
@@ -305,7 +297,6 @@ void CudaBackend::synchronize() {
     for (const PendingRead& r : pending_reads_) std::memcpy(r.dst, staging_ + r.offset, r.n);
     pending_reads_.clear();
     staging_used_ = 0;
-    if (timing_) host_time(&timing_->sync_us, t0);
 }
 
 BackendStats CudaBackend::stats() const {
@@ -366,7 +357,8 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
     check(cudaSetDevice(device_), "cudaSetDevice");
     const bool record = graph_config_.wants(hints) && !debug_sync_;
     if (record) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const HostSpan in_compute(host_sum(&ReplayTiming::compute_us));
+        const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
         if (CudaGraph* g = graphs_.lookup(nodes)) {
             if (timing_) {
                 collect_timing();
@@ -377,13 +369,13 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
                 timing_->last_replay = t0;
                 check(cudaEventRecord(timing_->begin, stream_), "cudaEventRecord");
             }
-            const auto t1 = std::chrono::steady_clock::now();
-            g->launch(stream_);
+            {
+                const HostSpan in_launch(host_sum(&ReplayTiming::launch_us));
+                g->launch(stream_);
+            }
             if (timing_) {
-                host_time(&timing_->launch_us, t1);
                 check(cudaEventRecord(timing_->end, stream_), "cudaEventRecord");
                 timing_->pending = true;
-                host_time(&timing_->compute_us, t0);
             }
             return;
         }

@@ -112,8 +112,27 @@ private:
         uint64_t replays = 0;
         double period_us = 0, compute_us = 0, launch_us = 0, copy_us = 0, sync_us = 0;
     };
-    // Adds the time since `t0` to `*acc` (when timing).
-    void host_time(double* acc, std::chrono::steady_clock::time_point t0) const;
+    // Adds the host time until it leaves scope to one of ReplayTiming's sums;
+    // reads no clock unless timing (from the first replay on).
+    class HostSpan {
+    public:
+        explicit HostSpan(double* acc)
+            : acc_(acc), t0_(acc != nullptr ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+        ~HostSpan() {
+            if (acc_ != nullptr) {
+                *acc_ += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0_).count();
+            }
+        }
+        HostSpan(const HostSpan&) = delete;
+        HostSpan& operator=(const HostSpan&) = delete;
+
+    private:
+        double* acc_;
+        std::chrono::steady_clock::time_point t0_;
+    };
+    double* host_sum(double ReplayTiming::*sum) const {
+        return timing_ && timing_->replays > 0 ? &(timing_.get()->*sum) : nullptr;
+    }
     std::unique_ptr<ReplayTiming> timing_;
     void collect_timing();
 
