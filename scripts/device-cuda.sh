@@ -201,7 +201,7 @@ fi
 
 # --- op micro-benchmark -----------------------------------------------------------
 if want opbench; then
-  LANTERN_CUDA_BENCH=1 lb timeout 120 "$bin/lantern_tests" --gtest_filter='CudaOpBench.*' > "$out/opbench.log" 2>&1
+  LANTERN_CUDA_BENCH=1 lb timeout 300 "$bin/lantern_tests" --gtest_filter='CudaOpBench.*' > "$out/opbench.log" 2>&1
   grep "\[ bench \]" "$out/opbench.log" >> "$summary"
 fi
 

@@ -217,13 +217,17 @@ const std::vector<Extra>& extras() {
             f.push_back({"mul_mat_" + ty + "_5120x300x1", [t, s1] { return matvec_case(t, 5120, 300, 1, s1); }});
             f.push_back({"mul_mat_" + ty + "_1024x70x64", [t, s2] { return matvec_case(t, 1024, 70, 64, s2); }});
         }
-        // Bulk-copy kernel (LANTERN_CUDA_MATVEC=bulk): several stages per
-        // block, so slots are refilled; 576-wide rows pad their meta rows.
-        for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+        // The streamed kernel: several stages per warp and items per block
+        // (4096 x 4000); 576-wide rows pad their meta rows; a 256-wide K-quant
+        // row has 8 blocks, so most lanes of a warp have none.
+        for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
             const std::string ty = dtype_name(t);
             const uint32_t s1 = ++seed, s2 = ++seed;
+            const int64_t narrow = dtype_block_size(t) == 256 ? 256 : 576;
             f.push_back({"mul_mat_" + ty + "_4096x4000x1", [t, s1] { return matvec_case(t, 4096, 4000, 1, s1); }});
-            f.push_back({"mul_mat_" + ty + "_576x1000x1", [t, s2] { return matvec_case(t, 576, 1000, 1, s2); }});
+            f.push_back({"mul_mat_" + ty + "_" + std::to_string(narrow) + "x1000x1",
+                         [t, s2, narrow] { return matvec_case(t, narrow, 1000, 1, s2); }});
         }
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});

@@ -30,9 +30,9 @@ struct Workspace {
     int* attn_counters = nullptr;
 };
 
-// Which matrix-vector kernel Q4_0, Q4_1 and Q8_0 weights use (every other
-// type has only the general one). LANTERN_CUDA_MATVEC=general|streamed|prefetch
-// chooses at backend creation; all three give the same integer sums.
+// Which matrix-vector kernel quantized weights use (F32/F16/BF16 have only
+// the general one). LANTERN_CUDA_MATVEC=general|streamed|prefetch chooses at
+// backend creation; all three give the same integer sums.
 enum class MatVecKernel {
     General,           // row pairs, loads of the next item after the current one's dot products
     Streamed,          // k_matvec_q: the next stage's loads before the current stage's work

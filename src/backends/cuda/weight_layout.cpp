@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/kquant.h"
 
 namespace lantern::cuda {
 
@@ -23,8 +24,12 @@ WeightLayout weight_layout(DType t, int64_t K, int64_t N) {
         l.meta_offset = (l.row_bytes * static_cast<size_t>(N) + 255) / 256 * 256;
         l.total = l.meta_offset + l.meta_row_bytes * static_cast<size_t>(N);
     } else {
-        l.row_bytes = static_cast<size_t>(l.blocks) * kquant_stride(t);
-        l.total = l.row_bytes * static_cast<size_t>(N);
+        // Here blocks are 32-element blocks, as for the types above.
+        l.blocks = K / 32;
+        l.row_bytes = static_cast<size_t>(l.blocks) * (kq_nibble_bytes(t) + kq_two_bytes(t) + kq_one_bytes(t));
+        l.meta_row_bytes = static_cast<size_t>(l.blocks) * 2 + static_cast<size_t>(K / 256) * kq_dm_bytes(t);
+        l.meta_offset = (l.row_bytes * static_cast<size_t>(N) + 255) / 256 * 256;
+        l.total = l.meta_offset + l.meta_row_bytes * static_cast<size_t>(N);
     }
     return l;
 }
@@ -36,6 +41,87 @@ void for_blocks(const WeightLayout& l, const void* gguf, Fn&& fn) {
     const auto* in = static_cast<const Block*>(gguf);
     for (int64_t r = 0; r < l.N; ++r) {
         for (int64_t b = 0; b < l.blocks; ++b) fn(r, b, in[r * l.blocks + b]);
+    }
+}
+
+// 32 values (< 16) as Q4_0's 16 bytes: byte i = v[i] | v[16 + i] << 4.
+void put_nibbles(const uint8_t* v, uint8_t* o) {
+    for (int i = 0; i < 16; ++i) o[i] = static_cast<uint8_t>(v[i] | v[16 + i] << 4);
+}
+
+// 32 values (< 4): bits 2j of byte k of word h hold v[16h + 4j + k], so that
+// (word >> 2j) & 0x03030303 are four consecutive values.
+void put_two_bits(const uint8_t* v, uint8_t* o) {
+    for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+            uint8_t b = 0;
+            for (int j = 0; j < 4; ++j) b = static_cast<uint8_t>(b | v[16 * h + 4 * j + k] << (2 * j));
+            o[4 * h + k] = b;
+        }
+    }
+}
+
+// 32 values (< 2): bit 4h + j of byte k holds v[16h + 4j + k].
+void put_one_bit(const uint8_t* v, uint8_t* o) {
+    for (int k = 0; k < 4; ++k) {
+        uint8_t b = 0;
+        for (int h = 0; h < 2; ++h) {
+            for (int j = 0; j < 4; ++j) b = static_cast<uint8_t>(b | v[16 * h + 4 * j + k] << (4 * h + j));
+        }
+        o[k] = b;
+    }
+}
+
+// A K-quant weight into the planes of weight_layout.h. The quants and
+// scales come from the CPU's unpacker, so the bit layout of each GGUF block
+// is read in one place (kquant.h); d and dmin are copied as their fp16 bits.
+template <DType t, class KQ>
+void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
+    const auto* in = static_cast<const typename KQ::Block*>(gguf);
+    const int64_t n_sb = l.K / quant::kQKK;
+    const size_t nib = kq_nibble_bytes(t), two = kq_two_bytes(t), one = kq_one_bytes(t);
+    quant::kquant::Unpacked u;
+    for (int64_t r = 0; r < l.N; ++r) {
+        uint8_t* row = out + static_cast<size_t>(r) * l.row_bytes;
+        uint8_t* meta = out + l.meta_offset + static_cast<size_t>(r) * l.meta_row_bytes;
+        uint8_t* dm = meta + 2 * static_cast<size_t>(l.blocks);
+        for (int64_t sb = 0; sb < n_sb; ++sb) {
+            const auto& blk = in[r * n_sb + sb];
+            KQ::unpack(blk, u);
+            std::memcpy(dm + sb * kq_dm_bytes(t), &blk.d, 2);
+            if constexpr (t != DType::Q3_K && t != DType::Q6_K) std::memcpy(dm + sb * 4 + 2, &blk.dmin, 2);
+            for (int i = 0; i < 8; ++i) {
+                const int64_t b = sb * 8 + i;
+                const uint8_t* q = u.q + 32 * i;
+                uint8_t lo[32], hi[32];
+                for (int e = 0; e < 32; ++e) {
+                    lo[e] = static_cast<uint8_t>(q[e] & (nib != 0 ? 0xF : two != 0 ? 0x3 : 0x1));
+                    hi[e] = static_cast<uint8_t>(q[e] >> (nib != 0 ? 4 : 2));
+                }
+                // The low field is the nibble (or, without one, the two bits);
+                // the rest of each quant goes to the next plane.
+                if (nib != 0) {
+                    put_nibbles(lo, row + 16 * b);
+                    if (two != 0) put_two_bits(hi, row + nib * l.blocks + 8 * b);
+                    if (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);
+                } else {
+                    put_two_bits(lo, row + 8 * b);
+                    if (one != 0) put_one_bit(hi, row + two * l.blocks + 4 * b);
+                }
+                // Scale bytes of the block: its two groups of 16.
+                uint8_t* s = meta + 2 * b;
+                if constexpr (t == DType::Q4_K || t == DType::Q5_K) {
+                    s[0] = static_cast<uint8_t>(u.scale(2 * i));
+                    s[1] = static_cast<uint8_t>(u.mn[2 * i]);
+                } else if constexpr (t == DType::Q2_K) {
+                    s[0] = blk.scales[2 * i];
+                    s[1] = blk.scales[2 * i + 1];
+                } else {  // Q3_K, Q6_K: signed scales (Q3_K's 6 bits minus 32)
+                    s[0] = static_cast<uint8_t>(static_cast<int8_t>(u.scale(2 * i)));
+                    s[1] = static_cast<uint8_t>(static_cast<int8_t>(u.scale(2 * i + 1)));
+                }
+            }
+        }
     }
 }
 
@@ -90,12 +176,12 @@ void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out) {
                 std::memcpy(meta_at(r, b), &x.d, 2);
             });
             break;
-        default: {  // K-quants: blocks padded to kquant_stride
-            const size_t in_size = dtype_type_size(l.type), stride = kquant_stride(l.type);
-            const auto* in = static_cast<const uint8_t*>(gguf);
-            const size_t n = static_cast<size_t>(l.N) * static_cast<size_t>(l.blocks);
-            for (size_t i = 0; i < n; ++i) std::memcpy(out + i * stride, in + i * in_size, in_size);
-        }
+        case DType::Q2_K: repack_kquant<DType::Q2_K, quant::kquant::Q2_K>(l, gguf, out); break;
+        case DType::Q3_K: repack_kquant<DType::Q3_K, quant::kquant::Q3_K>(l, gguf, out); break;
+        case DType::Q4_K: repack_kquant<DType::Q4_K, quant::kquant::Q4_K>(l, gguf, out); break;
+        case DType::Q5_K: repack_kquant<DType::Q5_K, quant::kquant::Q5_K>(l, gguf, out); break;
+        case DType::Q6_K: repack_kquant<DType::Q6_K, quant::kquant::Q6_K>(l, gguf, out); break;
+        default: break;
     }
 }
 

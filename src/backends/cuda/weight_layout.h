@@ -11,9 +11,24 @@
 //   Q8_0                     payload: per row two planes, bytes 0..15 of every
 //                            block, then bytes 16..31 ([N][2][blocks][16]);
 //                            meta: {d} per block.
-//   Q2_K .. Q6_K             the GGUF blocks, each padded to a multiple of 4
-//                            bytes (Q3_K 110 -> 112, Q6_K 210 -> 212) so that
-//                            every field is read with aligned 32-bit loads.
+//   Q2_K .. Q6_K             re-cut into 32-element blocks like the above:
+//                            payload: per row, up to three bit planes, each
+//                            [blocks][n] bytes: the low nibbles (Q4_0's byte
+//                            order: byte i holds elements i and 16 + i;
+//                            Q4_K, Q5_K, Q6_K), two bits (bits 2j of byte k of
+//                            word h: element 16h + 4j + k; Q2_K, Q3_K and
+//                            Q6_K's high bits), one bit (bit 4h + j of byte k;
+//                            Q3_K, Q5_K's high bit), in that order;
+//                            meta: per row, two scale bytes per block (Q4_K,
+//                            Q5_K: the sub-block's 6-bit scale and min; Q2_K:
+//                            its two groups' packed scale bytes; Q3_K, Q6_K:
+//                            its two groups' signed scales), then per
+//                            super-block {d, dmin} (Q3_K, Q6_K: {d}).
+//                            The quants are the CPU unpacker's (kquant.h), so
+//                            a value is d * sc * q - dmin * m as there. Q3_K,
+//                            Q4_K and Q5_K grow by 4 bytes per super-block
+//                            (their 6-bit scales become bytes); Q2_K and Q6_K
+//                            keep their size.
 //   F32, F16, BF16           unchanged.
 // The meta array starts 256-byte aligned after the payload.
 #pragma once
@@ -41,10 +56,13 @@ constexpr size_t q32_payload(DType t) { return t == DType::Q8_0 ? 32 : 16; }
 constexpr size_t q32_meta(DType t) {
     return t == DType::Q4_1 ? 4 : (t == DType::Q5_0 || t == DType::Q5_1) ? 8 : 2;
 }
-// Bytes per padded K-quant super-block.
-constexpr size_t kquant_stride(DType t) {
-    return t == DType::Q2_K ? 84 : t == DType::Q3_K ? 112 : t == DType::Q4_K ? 144 : t == DType::Q5_K ? 176 : 212;
-}
+// K-quant bit planes per 32-element block: bytes of low nibbles, of two-bit
+// fields, of one-bit fields.
+constexpr size_t kq_nibble_bytes(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 16 : 0; }
+constexpr size_t kq_two_bytes(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K ? 8 : 0; }
+constexpr size_t kq_one_bytes(DType t) { return t == DType::Q3_K || t == DType::Q5_K ? 4 : 0; }
+// Bytes of {d, dmin} per super-block (Q3_K and Q6_K have no dmin).
+constexpr size_t kq_dm_bytes(DType t) { return t == DType::Q3_K || t == DType::Q6_K ? 2 : 4; }
 
 struct WeightLayout {
     DType type = DType::F32;

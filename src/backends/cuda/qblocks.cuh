@@ -1,0 +1,206 @@
+// One 32-element block of a quantized weight in its device layout
+// (weight_layout.h), for every quantized type: what a lane loads (qload),
+// the block's four-byte words of quants (qword), its dot product with a
+// block of the 8-bit activation (qdot) and its two groups of 16 as scaled
+// quants (group16). The matrix-vector kernels, the row lookup and the
+// prompt path's dequantization all read weights through these, so each
+// layout is decoded in one place.
+#pragma once
+
+#include "backends/cuda/common.cuh"
+
+namespace lantern::cuda {
+
+constexpr uint32_t kLow4 = 0x0F0F0F0Fu;
+constexpr uint32_t kLow2 = 0x03030303u;
+constexpr uint32_t kLow1 = 0x01010101u;
+
+// A block's registers. Each type fills only the fields it has (the others
+// are never read, so they cost no registers):
+//   q0       16 payload bytes (the nibbles; Q8_0: bytes 0..15)
+//   q1       Q8_0: bytes 16..31
+//   two      the two-bit fields (word h: elements 16h .. 16h + 15)
+//   one      the one-bit fields (Q3_K, Q5_K), or Q5_0/Q5_1's 32 high bits
+//   sc       the K-quants' two scale bytes
+//   dm       fp16 bits: d (low half) and dmin / m (high half)
+struct QBlk {
+    uint4 q0, q1;
+    uint2 two;
+    uint32_t one, sc, dm;
+};
+
+// One row of a weight: its payload and meta rows.
+struct QRow {
+    const uint8_t* q;
+    const uint8_t* m;
+};
+
+__device__ __forceinline__ QRow q_row(const WView& w, int64_t row) {
+    return {w.data + static_cast<size_t>(row) * w.row_bytes, w.meta + static_cast<size_t>(row) * w.meta_row_bytes};
+}
+
+__device__ __forceinline__ uint2 ld_u64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+
+// Block b of a row of nb blocks. 64-bit offsets: a caller loading blocks
+// b0 + 32u gets one base address and immediate offsets.
+template <DType T>
+__device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
+    QBlk k;
+    if constexpr (T == DType::Q8_0) {
+        k.q0 = ld_u128(r.q + 16 * b);
+        k.q1 = ld_u128(r.q + 16 * (nb + b));
+        k.dm = ld_u16(r.m + 2 * b);
+    } else if constexpr (T == DType::Q4_0) {
+        k.q0 = ld_u128(r.q + 16 * b);
+        k.dm = ld_u16(r.m + 2 * b);
+    } else if constexpr (T == DType::Q4_1) {
+        k.q0 = ld_u128(r.q + 16 * b);
+        k.dm = ld_u32(r.m + 4 * b);
+    } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+        k.q0 = ld_u128(r.q + 16 * b);
+        const uint2 m = ld_u64(r.m + 8 * b);
+        k.one = m.x;
+        k.dm = m.y;
+    } else {  // K-quants: planes in the order nibbles, two bits, one bit
+        constexpr int nib = static_cast<int>(kq_nibble_bytes(T)), two = static_cast<int>(kq_two_bytes(T));
+        if constexpr (nib != 0) k.q0 = ld_u128(r.q + 16 * b);
+        if constexpr (two != 0) k.two = ld_u64(r.q + nib * nb + 8 * b);
+        if constexpr (kq_one_bytes(T) != 0) k.one = ld_u32(r.q + (nib + two) * nb + 4 * b);
+        k.sc = ld_u16(r.m + 2 * b);
+        const uint8_t* dm = r.m + 2 * nb;
+        if constexpr (kq_dm_bytes(T) == 4) {
+            k.dm = ld_u32(dm + 4 * (b >> 3));
+        } else {
+            k.dm = ld_u16(dm + 2 * (b >> 3));
+        }
+    }
+    return k;
+}
+
+// Quants of elements 16h + 4j .. 16h + 4j + 3, one per byte, before any
+// offset (Q8_0: signed; the others: unsigned).
+template <DType T>
+__device__ __forceinline__ uint32_t qword(const QBlk& k, int h, int j) {
+    const uint32_t w[4] = {k.q0.x, k.q0.y, k.q0.z, k.q0.w};
+    if constexpr (T == DType::Q8_0) {
+        const uint32_t w1[4] = {k.q1.x, k.q1.y, k.q1.z, k.q1.w};
+        return h == 0 ? w[j] : w1[j];
+    } else {
+        uint32_t q = 0;
+        if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+            q = ((h == 0 ? k.two.x : k.two.y) >> (2 * j)) & kLow2;
+        } else {
+            q = (w[j] >> (4 * h)) & kLow4;
+        }
+        if constexpr (T == DType::Q5_0 || T == DType::Q5_1) q |= spread4((k.one >> (16 * h + 4 * j)) & 0xFu) << 4;
+        if constexpr (T == DType::Q5_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 4;
+        if constexpr (T == DType::Q3_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 2;
+        if constexpr (T == DType::Q6_K) q |= (((h == 0 ? k.two.x : k.two.y) >> (2 * j)) & kLow2) << 4;
+        return q;
+    }
+}
+
+// A block of the activation as the dot product reads it: the 8-bit
+// quants of elements 0..15 (lo) and 16..31 (hi), the scale, d * sum of each
+// half's quants (s0, s1) and the sum of all 32 quants.
+struct ActBlk {
+    int4 lo, hi;
+    float d, s0, s1;
+    int isum;
+};
+
+// Offsets subtracted from a type's quants (0: none, or the type has a min).
+template <DType T>
+constexpr int q_offset() {
+    return T == DType::Q4_0 ? 8 : T == DType::Q5_0 ? 16 : T == DType::Q3_K ? 4 : T == DType::Q6_K ? 32 : 0;
+}
+
+__device__ __forceinline__ float fp16_lo(uint32_t v) { return half_bits_to_float(static_cast<uint16_t>(v)); }
+__device__ __forceinline__ float fp16_hi(uint32_t v) { return half_bits_to_float(static_cast<uint16_t>(v >> 16)); }
+
+// dot(weight block, activation block) in f32. Integer sums are exact; the
+// float expression per type:
+//   Q4_0, Q5_0, Q8_0  d * da * (sum q a - offset * isum)
+//   Q4_1, Q5_1        d * da * sum q a + m * (s0 + s1)
+//   Q4_K, Q5_K        (d * sc) * da * sum q a - (dmin * m) * (s0 + s1)
+//   Q2_K              d * da * (sc0 v0 + sc1 v1) - dmin * (m0 s0 + m1 s1)
+//   Q3_K, Q6_K        d * da * (sc0 v0 + sc1 v1) - offset * d * (sc0 s0 + sc1 s1)
+// with v0, v1 the integer sums of each half.
+template <DType T>
+__device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
+    const int lo[4] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w};
+    const int hi[4] = {a.hi.x, a.hi.y, a.hi.z, a.hi.w};
+    if constexpr (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) {
+        // A scale per group of 16.
+        int v0 = 0, v1 = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v0 = __dp4a(static_cast<int>(qword<T>(k, 0, j)), lo[j], v0);
+            v1 = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v1);
+        }
+        const float d = fp16_lo(k.dm);
+        if constexpr (T == DType::Q2_K) {
+            const int sc0 = static_cast<int>(k.sc & 0xFu), sc1 = static_cast<int>((k.sc >> 8) & 0xFu);
+            const float m0 = static_cast<float>((k.sc >> 4) & 0xFu), m1 = static_cast<float>((k.sc >> 12) & 0xFu);
+            return d * a.d * static_cast<float>(sc0 * v0 + sc1 * v1) - fp16_hi(k.dm) * (m0 * a.s0 + m1 * a.s1);
+        } else {
+            const int sc0 = static_cast<int8_t>(k.sc & 0xFFu), sc1 = static_cast<int8_t>(k.sc >> 8);
+            return d * (a.d * static_cast<float>(sc0 * v0 + sc1 * v1) -
+                        static_cast<float>(q_offset<T>()) *
+                            (static_cast<float>(sc0) * a.s0 + static_cast<float>(sc1) * a.s1));
+        }
+    } else {
+        int v = -q_offset<T>() * a.isum;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v = __dp4a(static_cast<int>(qword<T>(k, 0, j)), lo[j], v);
+            v = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v);
+        }
+        if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+            const float sc = static_cast<float>(k.sc & 0xFFu), m = static_cast<float>(k.sc >> 8);
+            return fp16_lo(k.dm) * sc * a.d * static_cast<float>(v) - fp16_hi(k.dm) * m * (a.s0 + a.s1);
+        } else {
+            float x = fp16_lo(k.dm) * a.d * static_cast<float>(v);
+            if constexpr (T == DType::Q4_1 || T == DType::Q5_1) x += fp16_hi(k.dm) * (a.s0 + a.s1);
+            return x;
+        }
+    }
+}
+
+// Half h of a block (elements 16h .. 16h + 15) as signed 8-bit quants q
+// with value[i] = scale * q[i] - mn.
+struct Group16 {
+    uint32_t q[4];
+    float scale;
+    float mn;
+};
+
+template <DType T>
+__device__ __forceinline__ Group16 group16(const QBlk& k, int h) {
+    Group16 g;
+    constexpr int off = q_offset<T>();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const uint32_t q = qword<T>(k, h, j);
+        g.q[j] = off != 0 ? __vsub4(q, 0x01010101u * off) : q;
+    }
+    const float d = fp16_lo(k.dm);
+    g.scale = d;
+    g.mn = 0.0f;
+    if constexpr (T == DType::Q4_1 || T == DType::Q5_1) g.mn = -fp16_hi(k.dm);
+    if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+        g.scale = d * static_cast<float>(k.sc & 0xFFu);
+        g.mn = fp16_hi(k.dm) * static_cast<float>(k.sc >> 8);
+    }
+    if constexpr (T == DType::Q2_K) {
+        const uint32_t s = (k.sc >> (8 * h)) & 0xFFu;
+        g.scale = d * static_cast<float>(s & 0xFu);
+        g.mn = fp16_hi(k.dm) * static_cast<float>(s >> 4);
+    }
+    if constexpr (T == DType::Q3_K || T == DType::Q6_K) {
+        g.scale = d * static_cast<float>(static_cast<int8_t>((k.sc >> (8 * h)) & 0xFFu));
+    }
+    return g;
+}
+
+}  // namespace lantern::cuda
