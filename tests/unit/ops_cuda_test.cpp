@@ -273,6 +273,39 @@ TEST(CudaBackend, ReadsIntoPinnedHostMemory) {
     EXPECT_EQ(pinned[1200], -1.0f);
 }
 
+// Small inputs are held back and sent in one batch: they land in the order
+// they were written (a later write to the same bytes wins), the caller may
+// reuse its memory at once, and a read, a blocking copy or a synchronize
+// sends them first.
+TEST(CudaBackend, HeldInputWritesLandInOrder) {
+    Backend* gpu = cuda_backend();
+    if (gpu == nullptr) GTEST_SKIP() << "no CUDA device";
+    Graph g;
+    Tensor* t = g.new_tensor(DType::I32, {64}, "t");
+    std::unique_ptr<Buffer> buf = gpu->alloc(t->nbytes(), BufferKind::Compute);
+    t->buffer = buf.get();
+    std::vector<int32_t> a(64), b(8);
+    for (int i = 0; i < 64; ++i) a[static_cast<size_t>(i)] = 1000 + i;
+    for (int i = 0; i < 8; ++i) b[static_cast<size_t>(i)] = -i;
+    gpu->set_tensor_async(*t, a.data(), 0, t->nbytes());
+    gpu->set_tensor_async(*t, b.data(), 16 * sizeof(int32_t), b.size() * sizeof(int32_t));
+    std::fill(a.begin(), a.end(), 7);  // ours again once the calls return
+    std::fill(b.begin(), b.end(), 7);
+    std::vector<int32_t> back(64, 0);
+    gpu->get_tensor_async(*t, back.data(), 0, t->nbytes());
+    gpu->synchronize();
+    for (int i = 0; i < 64; ++i) {
+        const int32_t want = i >= 16 && i < 24 ? -(i - 16) : 1000 + i;
+        ASSERT_EQ(back[static_cast<size_t>(i)], want) << i;
+    }
+    // A blocking read of the buffer also sees held writes.
+    const int32_t one = 42;
+    gpu->set_tensor_async(*t, &one, 63 * sizeof(int32_t), sizeof(one));
+    int32_t last = 0;
+    buf->read(63 * sizeof(int32_t), &last, sizeof(last));
+    EXPECT_EQ(last, 42);
+}
+
 class CudaExtraOps : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(CudaExtraOps, MatchesCpu) {

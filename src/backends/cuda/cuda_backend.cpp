@@ -208,18 +208,21 @@ void CudaBackend::upload_weight(const Tensor& w, const void* host) {
 
 void CudaBackend::copy_to_device(void* dst, const void* src, size_t n) {
     if (n == 0) return;
+    flush_writes();
     check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (to device)");
     synchronize();
 }
 
 void CudaBackend::copy_to_host(void* dst, const void* src, size_t n) {
     if (n == 0) return;
+    flush_writes();
     check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (to host)");
     synchronize();
 }
 
 void CudaBackend::fill_device(void* dst, uint8_t value, size_t n) {
     if (n == 0) return;
+    flush_writes();
     check(cudaMemsetAsync(dst, value, n, stream_), "cudaMemsetAsync");
     synchronize();
 }
@@ -236,6 +239,12 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
     if (n == 0) return;
     const HostSpan span(host_sum(&ReplayTiming::copy_us));
     uint8_t* dst = static_cast<uint8_t*>(tensor_address(t)) + offset;
+    if (n <= kHeldWriteMax) {
+        held_writes_.push_back(HeldWrite{dst, held_bytes_.size(), n});
+        const auto* b = static_cast<const uint8_t*>(data);
+        held_bytes_.insert(held_bytes_.end(), b, b + n);
+        return;
+    }
     if (n > kStagingBytes / 4) {
         // Pageable source: the copy has left `data` when the call returns.
         check(cudaMemcpyAsync(dst, data, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
@@ -244,6 +253,36 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
     void* slot = staging_slot(n);
     std::memcpy(slot, data, n);
     check(cudaMemcpyAsync(dst, slot, n, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
+}
+
+void CudaBackend::flush_writes() {
+    if (held_writes_.empty()) return;
+    const HostSpan span(host_sum(&ReplayTiming::copy_us));
+    const size_t count = held_writes_.size();
+    std::vector<void*> dsts(count);
+    std::vector<const void*> srcs(count);
+    std::vector<size_t> sizes(count);
+    for (size_t i = 0; i < count; ++i) {
+        dsts[i] = held_writes_[i].dst;
+        srcs[i] = held_bytes_.data() + held_writes_[i].at;
+        sizes[i] = held_writes_[i].n;
+    }
+    // The driver reads the sources during the call (they are ours and are
+    // reused right after); the writes still happen in stream order.
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+    size_t attr_at = 0;
+    const cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, &attr, &attr_at, 1, stream_);
+    held_writes_.clear();
+    if (err != cudaSuccess) {
+        // A driver without batched copies: one call each (pageable sources,
+        // so each has left our memory when its call returns).
+        cudaGetLastError();
+        for (size_t i = 0; i < count; ++i) {
+            check(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
+        }
+    }
+    held_bytes_.clear();
 }
 
 bool CudaBackend::is_pinned(const void* p, size_t n) const {
@@ -272,6 +311,7 @@ void CudaBackend::unpin_host(void* p) {
 
 void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) {
     if (n == 0) return;
+    flush_writes();
     const HostSpan span(host_sum(&ReplayTiming::copy_us));
     const uint8_t* src = static_cast<const uint8_t*>(tensor_address(t)) + offset;
     if (n > kStagingBytes / 4 || is_pinned(data, n)) {
@@ -286,6 +326,7 @@ void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, s
 }
 
 void CudaBackend::synchronize() {
+    flush_writes();
     const HostSpan span(host_sum(&ReplayTiming::sync_us));
     const cudaError_t err = cudaStreamSynchronize(stream_);
     if (err != cudaSuccess) {
@@ -355,6 +396,7 @@ void CudaBackend::run(const std::vector<Launch>& launches) {
 void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) {
     if (nodes.empty()) return;
     check(cudaSetDevice(device_), "cudaSetDevice");
+    flush_writes();  // first: the copies run while the host looks the step up
     const bool record = graph_config_.wants(hints) && !debug_sync_;
     if (record) {
         const HostSpan in_compute(host_sum(&ReplayTiming::compute_us));

@@ -4,11 +4,14 @@
 // and replayed while every node matches (GraphCache, shared with the other
 // GPU backends).
 //
-// Host transfers go through a pinned staging area: inputs are copied into it
-// and sent asynchronously; outputs land in it and reach the caller's memory
-// in synchronize(), or go straight into the caller's memory when it was
-// pinned (pin_host: the context's logits). A decode step thus costs three
-// small uploads, one graph launch and one read of the logits.
+// Host transfers: small inputs are held back and sent together by one
+// cudaMemcpyBatchAsync before the next launch, read, or synchronize (a
+// decode step's three inputs cost one driver call, not three); larger ones
+// go through a pinned staging area. Outputs land in the staging area and
+// reach the caller's memory in synchronize(), or go straight into the
+// caller's memory when it was pinned (pin_host: the context's logits). A
+// decode step thus costs one upload call, one graph launch and one read of
+// the logits.
 //
 // Environment: LANTERN_GRAPHS / LANTERN_GRAPHS_PREFILL / LANTERN_GRAPH_CACHE_SIZE
 // (graph_cache.h); LANTERN_CUDA_SYNC=1 synchronises after every launch and
@@ -81,6 +84,7 @@ private:
     bool grow(Region& r, size_t bytes, bool zero);
     void run(const std::vector<Launch>& launches);
     void* staging_slot(size_t n);
+    void flush_writes();  // sends the held-back small inputs
 
     int device_;
     DevicePool pool_;  // first: outlives every block below
@@ -145,6 +149,15 @@ private:
         size_t n;
     };
     std::vector<PendingRead> pending_reads_;
+    // Small inputs not sent yet: their bytes, in order, and where they go.
+    static constexpr size_t kHeldWriteMax = 16 * 1024;
+    struct HeldWrite {
+        void* dst;
+        size_t at;  // in held_bytes_
+        size_t n;
+    };
+    std::vector<uint8_t> held_bytes_;
+    std::vector<HeldWrite> held_writes_;
     // Host ranges registered by pin_host: reads into them skip the staging.
     struct Pinned {
         uint8_t* p;
