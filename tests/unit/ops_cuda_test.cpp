@@ -127,6 +127,19 @@ std::unique_ptr<OpCase> matvec_case(DType t, int64_t K, int64_t N, int64_t M, ui
     return c;
 }
 
+// gate/up on one activation and silu(gate) * up (one launch on a GPU).
+std::unique_ptr<OpCase> gate_up_case(DType t, int64_t K, int64_t F, uint32_t seed) {
+    auto c = new_case("", 5e-4);
+    c->name = std::string("gate_up_") + dtype_name(t) + "_" + std::to_string(K) + "x" + std::to_string(F);
+    CaseLeaves b{*c, std::mt19937(seed)};
+    Graph& g = c->graph;
+    Tensor* x = b.leaf(DType::F32, {K, 1}, "x");
+    Tensor* gate = g.mul_mat(b.weight(t, {K, F}, "w_gate"), x);
+    Tensor* up = g.mul_mat(b.weight(t, {K, F}, "w_up"), x);
+    c->outputs = {gate, up, g.silu_mul(gate, up)};
+    return c;
+}
+
 // A layer's fusable patterns: Q/K/V on one activation, RoPE + both cache
 // writes, gate/up + SiLU (decode shapes, f16 caches).
 // hd, n_head and n_kv vary the decode attention's heads per block (its
@@ -218,8 +231,8 @@ const std::vector<Extra>& extras() {
             f.push_back({"mul_mat_" + ty + "_1024x70x64", [t, s2] { return matvec_case(t, 1024, 70, 64, s2); }});
         }
         // The streamed kernel: several stages per warp and items per block
-        // (4096 x 4000); 576-wide rows pad their meta rows; a 256-wide K-quant
-        // row has 8 blocks, so most lanes of a warp have none.
+        // (4096 x 4000); 576-wide rows pad their meta rows; an odd row count
+        // (1536 x 301); a 256-wide K-quant row has 8 blocks.
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
             const std::string ty = dtype_name(t);
@@ -228,6 +241,21 @@ const std::vector<Extra>& extras() {
             f.push_back({"mul_mat_" + ty + "_4096x4000x1", [t, s1] { return matvec_case(t, 4096, 4000, 1, s1); }});
             f.push_back({"mul_mat_" + ty + "_" + std::to_string(narrow) + "x1000x1",
                          [t, s2, narrow] { return matvec_case(t, narrow, 1000, 1, s2); }});
+            const uint32_t s3 = ++seed;
+            f.push_back({"mul_mat_" + ty + "_1536x301x1", [t, s3] { return matvec_case(t, 1536, 301, 1, s3); }});
+        }
+        // More row pairs than an H100's matrix-vector warps: short rows share
+        // a warp (576-wide: 8 lanes per pair, 2048-wide: 16), alone and as
+        // gate/up/SiLU pairs; odd row counts leave pairs without rows.
+        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+            const std::string ty = dtype_name(t);
+            const int64_t narrow = dtype_block_size(t) == 256 ? 512 : 576;
+            const uint32_t s1 = ++seed, s2 = ++seed, s3 = ++seed;
+            f.push_back({"mul_mat_" + ty + "_" + std::to_string(narrow) + "x20001x1",
+                         [t, s1, narrow] { return matvec_case(t, narrow, 20001, 1, s1); }});
+            f.push_back({"mul_mat_" + ty + "_2048x6001x1", [t, s2] { return matvec_case(t, 2048, 6001, 1, s2); }});
+            f.push_back({"gate_up_" + ty + "_" + std::to_string(narrow) + "x9001",
+                         [t, s3, narrow] { return gate_up_case(t, narrow, 9001, s3); }});
         }
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});

@@ -482,16 +482,20 @@ constexpr int kQUnits = T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q3_K
                        : T == DType::Q8_0 || T == DType::Q6_K                               ? 2
                                                                                             : 3;
 
-// The two rows of an item; q[s] null: slot s has no row (or no item).
+// Rows too short for a stage can share a warp: with W lanes per row pair
+// (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
+// and, of its rows, blocks l % W + W u (lanes_per_pair below says when).
+//
+// The two rows of a lane's pair; q[s] null: slot s has no row (or no item).
 struct QRows {
     QRow r[kRows];
 };
 
-__device__ __forceinline__ QRows q_rows(const MvParams& p, int item) {
+__device__ __forceinline__ QRows q_rows(const MvParams& p, int pair) {
     QRows r;
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
-        const Slot sl = slot_of(p, item, s);
+        const Slot sl = slot_of(p, pair, s);
         const WView& w = p.w[sl.job];
         const auto row = static_cast<uint32_t>(sl.row);
         r.r[s].q = sl.valid ? w.data + static_cast<size_t>(row) * static_cast<uint32_t>(w.row_bytes) : nullptr;
@@ -500,43 +504,44 @@ __device__ __forceinline__ QRows q_rows(const MvParams& p, int item) {
     return r;
 }
 
-// Asks L2 for the item's rows (payload and meta), 128-byte lines spread
-// over the lanes: later stages of the item then wait on L2, not HBM.
-__device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, int lane) {
+// Asks L2 for the pair's rows (payload and meta), 128-byte lines spread
+// over its W lanes (this one: j): later stages then wait on L2, not HBM.
+template <int W>
+__device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, int j) {
     const unsigned row_bytes = static_cast<unsigned>(p.w[0].row_bytes);  // every job: same K and type
     const unsigned meta_bytes = static_cast<unsigned>(p.w[0].meta_row_bytes);
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
         if (r.r[s].q == nullptr) continue;
-        for (unsigned off = static_cast<unsigned>(lane) * 128; off < row_bytes; off += 32 * 128) {
+        for (unsigned off = static_cast<unsigned>(j) * 128; off < row_bytes; off += W * 128) {
             asm volatile("prefetch.global.L2 [%0];" ::"l"(r.r[s].q + off));
         }
-        for (unsigned off = static_cast<unsigned>(lane) * 128; off < meta_bytes; off += 32 * 128) {
+        for (unsigned off = static_cast<unsigned>(j) * 128; off < meta_bytes; off += W * 128) {
             asm volatile("prefetch.global.L2 [%0];" ::"l"(r.r[s].m + off));
         }
     }
 }
 
-template <DType T>
+template <DType T, int W>
 __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][kQUnits<T>]) {
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
 #pragma unroll
         for (int u = 0; u < kQUnits<T>; ++u) {
-            if (r.r[s].q == nullptr || b0 + 32 * u >= nb) continue;
-            o[s][u] = qload<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + 32 * u);
+            if (r.r[s].q == nullptr || b0 + W * u >= nb) continue;
+            o[s][u] = qload<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
         }
     }
 }
 
-// Blocks b0 + 32u of both rows into acc. The activation block is read once
+// Blocks b0 + W u of both rows into acc. The activation block is read once
 // for both rows.
-template <DType T>
+template <DType T, int W>
 __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][kQUnits<T>], unsigned rows, const Act& a, int nb,
                                       int b0, float (&acc)[kRows]) {
 #pragma unroll
     for (int u = 0; u < kQUnits<T>; ++u) {
-        const int b = b0 + 32 * u;
+        const int b = b0 + W * u;
         if (b >= nb) continue;
         const ActBlk ab = act_blk(a, b);
 #pragma unroll
@@ -546,8 +551,16 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][kQUnits<T>], unsign
     }
 }
 
-// Where a warp is: its item, the first block of the stage (lane included),
-// the item's rows (bit s of `valid`: slot s has a row).
+// Sum over the W lanes of a group (aligned): every lane gets its group's.
+template <int W>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Where a lane is: its warp item, the first block of the stage (j
+// included), its pair's rows (bit s of `valid`: slot s has a row).
 struct QPos {
     int item;
     int b0;
@@ -559,43 +572,46 @@ __device__ __forceinline__ unsigned q_valid(const QRows& r) {
     return (r.r[0].q != nullptr ? 1u : 0u) | (r.r[1].q != nullptr ? 2u : 0u);
 }
 
-__device__ __forceinline__ void q_store(const MvParams& p, int item, const float (&acc)[kRows]) {
+__device__ __forceinline__ void q_store(const MvParams& p, int pair, const float (&acc)[kRows]) {
     if (p.silu != nullptr) {
-        p.out[0][item] = acc[0];
-        p.out[1][item] = acc[1];
-        p.silu[item] = silu_f(acc[0]) * acc[1];
+        if (pair >= static_cast<int>(p.total_rows)) return;
+        p.out[0][pair] = acc[0];
+        p.out[1][pair] = acc[1];
+        p.silu[pair] = silu_f(acc[0]) * acc[1];
         return;
     }
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
-        const Slot sl = slot_of(p, item, s);
+        const Slot sl = slot_of(p, pair, s);
         if (sl.valid) p.out[sl.job][sl.row] = acc[s];
     }
 }
 
 // One stage: computes `cur` (at pos) after issuing the loads of the next
-// stage into `nxt`. False when the warp has no stage left.
-template <DType T, bool Prefetch>
-__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, int step, int lane, QPos& pos,
+// stage into `nxt`. False when the warp has no stage left (warp-uniform:
+// a lane whose pair has no rows still takes part in the sums).
+template <DType T, int W, bool Prefetch>
+__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, int step, int g, int j, QPos& pos,
                                        const QBlk (&cur)[kRows][kQUnits<T>], QBlk (&nxt)[kRows][kQUnits<T>],
                                        float (&acc)[kRows]) {
-    if (pos.valid == 0) return false;
+    constexpr int G = 32 / W;
+    if (pos.item * G >= p.n_items) return false;
     QPos next = pos;
-    next.b0 += 32 * kQUnits<T>;
-    const bool last = next.b0 >= nb + lane;  // b0 includes the lane
+    next.b0 += W * kQUnits<T>;
+    const bool last = next.b0 >= nb + j;  // b0 includes j
     if (last) {
         next.item += step;
-        next.b0 = lane;
-        next.rows = q_rows(p, next.item);
+        next.b0 = j;
+        next.rows = q_rows(p, next.item * G + g);
         next.valid = q_valid(next.rows);
-        if constexpr (Prefetch) q_prefetch(p, next.rows, lane);
+        if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
     }
-    q_load<T>(next.rows, nb, next.b0, nxt);
-    q_dot<T>(cur, pos.valid, a, nb, pos.b0, acc);
+    q_load<T, W>(next.rows, nb, next.b0, nxt);
+    q_dot<T, W>(cur, pos.valid, a, nb, pos.b0, acc);
     if (last) {
 #pragma unroll
-        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]);
-        if (lane == 0) q_store(p, pos.item, acc);
+        for (int s = 0; s < kRows; ++s) acc[s] = group_sum<W>(acc[s]);
+        if (j == 0 && pos.valid != 0) q_store(p, pos.item * G + g, acc);
 #pragma unroll
         for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
     }
@@ -603,11 +619,13 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, 
     return true;
 }
 
-template <DType T, bool Prefetch>
+template <DType T, int W, bool Prefetch>
 __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
+    constexpr int G = 32 / W;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane / W, j = lane % W;
     const int nb = static_cast<int>(p.K / 32);
     const int step = static_cast<int>(gridDim.x) * kMvWarps;
 
@@ -618,16 +636,16 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     // Q4_0 decode step took 2.3% longer (H100, 2026-11-22).
     QPos pos;
     pos.item = static_cast<int>(blockIdx.x) * kMvWarps + warp;
-    pos.b0 = lane;
-    pos.rows = q_rows(p, pos.item);
+    pos.b0 = j;
+    pos.rows = q_rows(p, pos.item * G + g);
     pos.valid = q_valid(pos.rows);
-    q_prefetch(p, pos.rows, lane);
+    q_prefetch<W>(p, pos.rows, j);
     prefetch_norm_weight(p);
     // The first stage itself is loaded before the wait too: the registers
     // are free until the activation is staged, and the dot products after
     // the wait then start without a memory round trip.
     QBlk buf0[kRows][kQUnits<T>], buf1[kRows][kQUnits<T>];
-    q_load<T>(pos.rows, nb, pos.b0, buf0);
+    q_load<T, W>(pos.rows, nb, pos.b0, buf0);
 
     pdl_enter();
     stage_act<true>(p, smem, red);
@@ -635,23 +653,43 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     const Act a = act_view(smem, p.K);
 
     float acc[kRows] = {0.0f, 0.0f};
-    while (q_step<T, Prefetch>(p, a, nb, step, lane, pos, buf0, buf1, acc) &&
-           q_step<T, Prefetch>(p, a, nb, step, lane, pos, buf1, buf0, acc)) {
+    while (q_step<T, W, Prefetch>(p, a, nb, step, g, j, pos, buf0, buf1, acc) &&
+           q_step<T, W, Prefetch>(p, a, nb, step, g, j, pos, buf1, buf0, acc)) {
     }
+}
+
+// Lanes per row pair: 32, or narrower while the launch has more pairs than
+// its warps can take at once and the narrower stage still covers a row. A
+// launch that fits in one round keeps 32: there each warp's chain of
+// loads and sums is the time, and more pairs per warp only lengthen it
+// (H100, 2026-11-22: narrowing every launch of smollm2, 576-wide rows, cost
+// 1.3% of its decode step; narrowing tinyllama's saved 1.8%).
+template <DType T>
+int lanes_per_pair(int64_t nb, int64_t pairs, int64_t warps) {
+    int w = 32;
+    while (w > 8 && pairs * w / 32 > warps && (w / 2) * kQUnits<T> >= nb) w /= 2;
+    return w;
 }
 
 template <DType T>
 void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const size_t smem = mv_smem_bytes(T, p.K);
-    const int64_t groups = (p.n_items + kMvWarps - 1) / kMvWarps;
+    const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kMvWarps;
+    const int W = ctx.matvec == MatVecKernel::StreamedPrefetch ? 32 : lanes_per_pair<T>(p.K / 32, p.n_items, warps);
+    const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
+    const int64_t groups = (items + kMvWarps - 1) / kMvWarps;
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
     auto go = [&](auto kernel) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec_q", node);
     };
     if (ctx.matvec == MatVecKernel::StreamedPrefetch) {
-        go(k_matvec_q<T, true>);
+        go(k_matvec_q<T, 32, true>);
+    } else if (W == 8) {
+        go(k_matvec_q<T, 8, false>);
+    } else if (W == 16) {
+        go(k_matvec_q<T, 16, false>);
     } else {
-        go(k_matvec_q<T, false>);
+        go(k_matvec_q<T, 32, false>);
     }
 }
 
@@ -781,8 +819,10 @@ void init_matmul_kernels(int max_smem) {
     for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         dispatch_quant(t, [&]<DType T>() {
-            raise_q(k_matvec_q<T, false>);
-            raise_q(k_matvec_q<T, true>);
+            raise_q(k_matvec_q<T, 8, false>);
+            raise_q(k_matvec_q<T, 16, false>);
+            raise_q(k_matvec_q<T, 32, false>);
+            raise_q(k_matvec_q<T, 32, true>);
         });
     }
 }
