@@ -522,12 +522,12 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
     }
 }
 
-template <DType T, int W>
-__device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][kQUnits<T>]) {
+template <DType T, int W, int U>
+__device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][U]) {
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
 #pragma unroll
-        for (int u = 0; u < kQUnits<T>; ++u) {
+        for (int u = 0; u < U; ++u) {
             if (r.r[s].q == nullptr || b0 + W * u >= nb) continue;
             o[s][u] = qload<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
         }
@@ -536,11 +536,11 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
 
 // Blocks b0 + W u of both rows into acc. The activation block is read once
 // for both rows.
-template <DType T, int W>
-__device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][kQUnits<T>], unsigned rows, const Act& a, int nb,
-                                      int b0, float (&acc)[kRows]) {
+template <DType T, int W, int U>
+__device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], unsigned rows, const Act& a, int nb, int b0,
+                                      float (&acc)[kRows]) {
 #pragma unroll
-    for (int u = 0; u < kQUnits<T>; ++u) {
+    for (int u = 0; u < U; ++u) {
         const int b = b0 + W * u;
         if (b >= nb) continue;
         const ActBlk ab = act_blk(a, b);
@@ -590,14 +590,13 @@ __device__ __forceinline__ void q_store(const MvParams& p, int pair, const float
 // One stage: computes `cur` (at pos) after issuing the loads of the next
 // stage into `nxt`. False when the warp has no stage left (warp-uniform:
 // a lane whose pair has no rows still takes part in the sums).
-template <DType T, int W, bool Prefetch>
+template <DType T, int W, int U, bool Prefetch>
 __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, int step, int g, int j, QPos& pos,
-                                       const QBlk (&cur)[kRows][kQUnits<T>], QBlk (&nxt)[kRows][kQUnits<T>],
-                                       float (&acc)[kRows]) {
+                                       const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U], float (&acc)[kRows]) {
     constexpr int G = 32 / W;
     if (pos.item * G >= p.n_items) return false;
     QPos next = pos;
-    next.b0 += W * kQUnits<T>;
+    next.b0 += W * U;
     const bool last = next.b0 >= nb + j;  // b0 includes j
     if (last) {
         next.item += step;
@@ -606,8 +605,8 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, 
         next.valid = q_valid(next.rows);
         if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
     }
-    q_load<T, W>(next.rows, nb, next.b0, nxt);
-    q_dot<T, W>(cur, pos.valid, a, nb, pos.b0, acc);
+    q_load<T, W, U>(next.rows, nb, next.b0, nxt);
+    q_dot<T, W, U>(cur, pos.valid, a, nb, pos.b0, acc);
     if (last) {
 #pragma unroll
         for (int s = 0; s < kRows; ++s) acc[s] = group_sum<W>(acc[s]);
@@ -619,7 +618,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, 
     return true;
 }
 
-template <DType T, int W, bool Prefetch>
+template <DType T, int W, int U, bool Prefetch>
 __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ float red[32];
@@ -644,8 +643,8 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     // The first stage itself is loaded before the wait too: the registers
     // are free until the activation is staged, and the dot products after
     // the wait then start without a memory round trip.
-    QBlk buf0[kRows][kQUnits<T>], buf1[kRows][kQUnits<T>];
-    q_load<T, W>(pos.rows, nb, pos.b0, buf0);
+    QBlk buf0[kRows][U], buf1[kRows][U];
+    q_load<T, W, U>(pos.rows, nb, pos.b0, buf0);
 
     pdl_enter();
     stage_act<true>(p, smem, red);
@@ -653,8 +652,8 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     const Act a = act_view(smem, p.K);
 
     float acc[kRows] = {0.0f, 0.0f};
-    while (q_step<T, W, Prefetch>(p, a, nb, step, g, j, pos, buf0, buf1, acc) &&
-           q_step<T, W, Prefetch>(p, a, nb, step, g, j, pos, buf1, buf0, acc)) {
+    while (q_step<T, W, U, Prefetch>(p, a, nb, step, g, j, pos, buf0, buf1, acc) &&
+           q_step<T, W, U, Prefetch>(p, a, nb, step, g, j, pos, buf1, buf0, acc)) {
     }
 }
 
@@ -671,25 +670,44 @@ int lanes_per_pair(int64_t nb, int64_t pairs, int64_t warps) {
     return w;
 }
 
+// Blocks per lane and stage for a launch with lanes_per_pair W: the type's
+// kQUnits, or fewer when a row has few blocks (with W = 32: 1 for up to 32
+// blocks, 2 for up to 64). The stage's unrolled loads and sums then hold
+// no predicated-off units: smollm2's 576-wide rows (18 blocks) used one of
+// four, and a small launch's time is its warps' instruction chain.
+template <DType T>
+int units_per_stage(int64_t nb, int W) {
+    if (W == 32 && nb <= 32 && kQUnits<T> > 1) return 1;
+    if (W == 32 && nb <= 64 && kQUnits<T> > 2) return 2;
+    return kQUnits<T>;
+}
+
 template <DType T>
 void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const size_t smem = mv_smem_bytes(T, p.K);
     const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kMvWarps;
-    const int W = ctx.matvec == MatVecKernel::StreamedPrefetch ? 32 : lanes_per_pair<T>(p.K / 32, p.n_items, warps);
+    const bool pf = ctx.matvec == MatVecKernel::StreamedPrefetch;
+    const int W = pf ? 32 : lanes_per_pair<T>(p.K / 32, p.n_items, warps);
+    const int U = pf ? kQUnits<T> : units_per_stage<T>(p.K / 32, W);
     const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
     const int64_t groups = (items + kMvWarps - 1) / kMvWarps;
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
     auto go = [&](auto kernel) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec_q", node);
     };
-    if (ctx.matvec == MatVecKernel::StreamedPrefetch) {
-        go(k_matvec_q<T, 32, true>);
+    constexpr int D = kQUnits<T>;
+    if (pf) {
+        go(k_matvec_q<T, 32, D, true>);
     } else if (W == 8) {
-        go(k_matvec_q<T, 8, false>);
+        go(k_matvec_q<T, 8, D, false>);
     } else if (W == 16) {
-        go(k_matvec_q<T, 16, false>);
+        go(k_matvec_q<T, 16, D, false>);
+    } else if (U == 1) {
+        go(k_matvec_q<T, 32, 1, false>);
+    } else if (U == 2 && D > 2) {
+        go(k_matvec_q<T, 32, std::min(2, D), false>);
     } else {
-        go(k_matvec_q<T, 32, false>);
+        go(k_matvec_q<T, 32, D, false>);
     }
 }
 
@@ -819,10 +837,13 @@ void init_matmul_kernels(int max_smem) {
     for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         dispatch_quant(t, [&]<DType T>() {
-            raise_q(k_matvec_q<T, 8, false>);
-            raise_q(k_matvec_q<T, 16, false>);
-            raise_q(k_matvec_q<T, 32, false>);
-            raise_q(k_matvec_q<T, 32, true>);
+            constexpr int D = kQUnits<T>;
+            raise_q(k_matvec_q<T, 8, D, false>);
+            raise_q(k_matvec_q<T, 16, D, false>);
+            raise_q(k_matvec_q<T, 32, D, false>);
+            raise_q(k_matvec_q<T, 32, 1, false>);
+            raise_q(k_matvec_q<T, 32, std::min(2, D), false>);
+            raise_q(k_matvec_q<T, 32, D, true>);
         });
     }
 }
