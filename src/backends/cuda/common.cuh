@@ -54,6 +54,31 @@ __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return __ldg(rein
 __device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
+// Coherent loads for a kernel's prologue. ptxas moves non-coherent loads
+// (__ldg, LDG.CONSTANT) past griddepcontrol.wait, so weights meant to be in
+// flight while the previous kernel finishes must be read with these (as
+// volatile asm they also keep their place before the wait's asm).
+__device__ __forceinline__ uint4 ld_co_u128(const uint8_t* p) {
+    uint4 r;
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint2 ld_co_u64(const uint8_t* p) {
+    uint2 r;
+    asm volatile("ld.global.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint32_t ld_co_u32(const uint8_t* p) {
+    uint32_t r;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint16_t ld_co_u16(const uint8_t* p) {
+    uint16_t r;
+    asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
+    return r;
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float gelu_tanh_f(float x) {

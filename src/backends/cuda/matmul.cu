@@ -86,6 +86,10 @@ __device__ __forceinline__ Act act_view(const uint8_t* smem, int64_t K) {
     return a;
 }
 
+__device__ __forceinline__ float4 as_float4(uint4 v) {
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+}
+
 __device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
     if (vec) return reinterpret_cast<const float4*>(p)[i];
     return make_float4(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]);
@@ -303,20 +307,22 @@ __device__ __forceinline__ ActBlk act_blk(const Act& a, int64_t b) {
     return r;
 }
 
-template <DType T>
+// Co: coherent loads (before the grid wait: common.cuh).
+template <DType T, bool Co = false>
 __device__ __forceinline__ Raw<T> load_unit(const WView& w, int64_t row, int64_t u) {
     if constexpr (!is_plain(T)) {
-        return qload<T>(q_row(w, row), static_cast<size_t>(w.blocks), static_cast<size_t>(u));
+        return qload<T, Co>(q_row(w, row), static_cast<size_t>(w.blocks), static_cast<size_t>(u));
     } else {
         PlainRaw r;
         const uint8_t* prow = w.data + static_cast<size_t>(row) * w.row_bytes;
+        auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
         if constexpr (T == DType::F32) {
-            const float4 p0 = __ldg(reinterpret_cast<const float4*>(prow + 32 * u));
-            const float4 p1 = __ldg(reinterpret_cast<const float4*>(prow + 32 * u + 16));
+            const float4 p0 = as_float4(l128(prow + 32 * u));
+            const float4 p1 = as_float4(l128(prow + 32 * u + 16));
             r.v[0] = p0.x; r.v[1] = p0.y; r.v[2] = p0.z; r.v[3] = p0.w;
             r.v[4] = p1.x; r.v[5] = p1.y; r.v[6] = p1.z; r.v[7] = p1.w;
         } else {
-            const uint4 p = ld_u128(prow + 16 * u);
+            const uint4 p = l128(prow + 16 * u);
             const uint32_t pw[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -371,7 +377,7 @@ __device__ __forceinline__ Slot slot_of(const MvParams& p, int64_t item, int s) 
 }
 
 // Loads units c0 + 32u (u < U) of both slots' rows.
-template <DType T>
+template <DType T, bool Co = false>
 __device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[kRows], int64_t c0, int64_t units,
                                            Raw<T> (&raw)[kRows][kUnroll<T>]) {
 #pragma unroll
@@ -379,7 +385,7 @@ __device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[k
 #pragma unroll
         for (int u = 0; u < kUnroll<T>; ++u) {
             const int64_t unit = c0 + 32 * u;
-            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T>(p.w[sl[s].job], sl[s].row, unit);
+            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T, Co>(p.w[sl[s].job], sl[s].row, unit);
         }
     }
 }
@@ -400,7 +406,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
     Slot sl[kRows];
 #pragma unroll
     for (int s = 0; s < kRows; ++s) sl[s] = slot_of(p, item, s);
-    if (item < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
+    if (item < p.n_items) load_chunk<T, true>(p, sl, lane, units, raw);
     prefetch_norm_weight(p);
 
     pdl_enter();
@@ -522,14 +528,14 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
     }
 }
 
-template <DType T, int W, int U>
+template <DType T, int W, int U, bool Co = false>
 __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][U]) {
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (r.r[s].q == nullptr || b0 + W * u >= nb) continue;
-            o[s][u] = qload<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
+            o[s][u] = qload<T, Co>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
         }
     }
 }
@@ -642,9 +648,10 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     prefetch_norm_weight(p);
     // The first stage itself is loaded before the wait too: the registers
     // are free until the activation is staged, and the dot products after
-    // the wait then start without a memory round trip.
+    // the wait then start without a memory round trip. Coherent loads: ptxas
+    // moved the __ldg ones after the wait (until 2026-11-22 they were).
     QBlk buf0[kRows][U], buf1[kRows][U];
-    q_load<T, W, U>(pos.rows, nb, pos.b0, buf0);
+    q_load<T, W, U, true>(pos.rows, nb, pos.b0, buf0);
 
     pdl_enter();
     stage_act<true>(p, smem, red);

@@ -42,36 +42,41 @@ __device__ __forceinline__ QRow q_row(const WView& w, int64_t row) {
 __device__ __forceinline__ uint2 ld_u64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 
 // Block b of a row of nb blocks. 64-bit offsets: a caller loading blocks
-// b0 + 32u gets one base address and immediate offsets.
-template <DType T>
+// b0 + 32u gets one base address and immediate offsets. Co: coherent loads
+// (a prologue's, before the grid wait: common.cuh).
+template <DType T, bool Co = false>
 __device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
+    auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
+    auto l64 = [](const uint8_t* p) { return Co ? ld_co_u64(p) : ld_u64(p); };
+    auto l32 = [](const uint8_t* p) { return Co ? ld_co_u32(p) : ld_u32(p); };
+    auto l16 = [](const uint8_t* p) { return static_cast<uint32_t>(Co ? ld_co_u16(p) : ld_u16(p)); };
     QBlk k;
     if constexpr (T == DType::Q8_0) {
-        k.q0 = ld_u128(r.q + 16 * b);
-        k.q1 = ld_u128(r.q + 16 * (nb + b));
-        k.dm = ld_u16(r.m + 2 * b);
+        k.q0 = l128(r.q + 16 * b);
+        k.q1 = l128(r.q + 16 * (nb + b));
+        k.dm = l16(r.m + 2 * b);
     } else if constexpr (T == DType::Q4_0) {
-        k.q0 = ld_u128(r.q + 16 * b);
-        k.dm = ld_u16(r.m + 2 * b);
+        k.q0 = l128(r.q + 16 * b);
+        k.dm = l16(r.m + 2 * b);
     } else if constexpr (T == DType::Q4_1) {
-        k.q0 = ld_u128(r.q + 16 * b);
-        k.dm = ld_u32(r.m + 4 * b);
+        k.q0 = l128(r.q + 16 * b);
+        k.dm = l32(r.m + 4 * b);
     } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
-        k.q0 = ld_u128(r.q + 16 * b);
-        const uint2 m = ld_u64(r.m + 8 * b);
+        k.q0 = l128(r.q + 16 * b);
+        const uint2 m = l64(r.m + 8 * b);
         k.one = m.x;
         k.dm = m.y;
     } else {  // K-quants: planes in the order nibbles, two bits, one bit
         constexpr int nib = static_cast<int>(kq_nibble_bytes(T)), two = static_cast<int>(kq_two_bytes(T));
-        if constexpr (nib != 0) k.q0 = ld_u128(r.q + 16 * b);
-        if constexpr (two != 0) k.two = ld_u64(r.q + nib * nb + 8 * b);
-        if constexpr (kq_one_bytes(T) != 0) k.one = ld_u32(r.q + (nib + two) * nb + 4 * b);
-        k.sc = ld_u16(r.m + 2 * b);
+        if constexpr (nib != 0) k.q0 = l128(r.q + 16 * b);
+        if constexpr (two != 0) k.two = l64(r.q + nib * nb + 8 * b);
+        if constexpr (kq_one_bytes(T) != 0) k.one = l32(r.q + (nib + two) * nb + 4 * b);
+        k.sc = l16(r.m + 2 * b);
         const uint8_t* dm = r.m + 2 * nb;
         if constexpr (kq_dm_bytes(T) == 4) {
-            k.dm = ld_u32(dm + 4 * (b >> 3));
+            k.dm = l32(dm + 4 * (b >> 3));
         } else {
-            k.dm = ld_u16(dm + 2 * (b >> 3));
+            k.dm = l16(dm + 2 * (b >> 3));
         }
     }
     return k;
