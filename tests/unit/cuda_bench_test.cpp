@@ -19,6 +19,12 @@
 namespace lantern::test {
 namespace {
 
+bool bench_enabled() {
+    const char* v = std::getenv("LANTERN_CUDA_BENCH");
+    return v != nullptr && std::string(v) == "1";
+}
+
+#if defined(LANTERN_HAVE_CUDA)
 // LANTERN_CUDA_BENCH_ONLY=<text>: only the matrix-vector cases whose name
 // contains it (e.g. "q4_0 11008x4096"), for profiling one kernel.
 bool bench_selected(const std::string& name) {
@@ -26,12 +32,6 @@ bool bench_selected(const std::string& name) {
     return v == nullptr || name.find(v) != std::string::npos;
 }
 
-bool bench_enabled() {
-    const char* v = std::getenv("LANTERN_CUDA_BENCH");
-    return v != nullptr && std::string(v) == "1";
-}
-
-#if defined(LANTERN_HAVE_CUDA)
 // Bytes read + written per second by cudaMemcpy device to device (median of 20).
 double copy_bandwidth(Backend& gpu) {
     const size_t n = size_t{1} << 30;
@@ -57,7 +57,6 @@ double copy_bandwidth(Backend& gpu) {
     std::sort(ms.begin(), ms.end());
     return 2.0 * static_cast<double>(n) / (ms[ms.size() / 2] * 1e-3);
 }
-#endif
 
 // A case of `copies` MulMats [K, N] x [K, M], each with its own weight and
 // activation. Weights: 64 quantized random rows, repeated.
@@ -74,6 +73,7 @@ std::unique_ptr<OpCase> matmul_case(DType t, int64_t K, int64_t N, int64_t M, in
     }
     return c;
 }
+#endif
 
 TEST(CudaOpBench, MatVecBandwidth) {
     if (!bench_enabled()) GTEST_SKIP() << "set LANTERN_CUDA_BENCH=1";

@@ -24,11 +24,12 @@
 //                            its two groups' packed scale bytes; Q3_K, Q6_K:
 //                            its two groups' signed scales), then per
 //                            super-block {d, dmin} (Q3_K, Q6_K: {d}).
-//                            The quants are the CPU unpacker's (kquant.h), so
-//                            a value is d * sc * q - dmin * m as there. Q3_K,
-//                            Q4_K and Q5_K grow by 4 bytes per super-block
-//                            (their 6-bit scales become bytes); Q2_K and Q6_K
-//                            keep their size.
+//                            The quants and scales are the CPU unpacker's
+//                            (kquant.h): a value is d * sc * q - dmin * m, or
+//                            d * sc * (q - 4) for Q3_K and d * sc * (q - 32)
+//                            for Q6_K. Q3_K, Q4_K and Q5_K grow by 4 bytes
+//                            per super-block (their 6-bit scales become
+//                            bytes); Q2_K and Q6_K keep their size.
 //   F32, F16, BF16           unchanged.
 // The meta array starts 256-byte aligned after the payload.
 #pragma once
