@@ -44,6 +44,17 @@ __host__ void dispatch_quant(DType t, Fn&& fn) {
     }
 }
 
+// ... or for any device weight type, F32/F16/BF16 included.
+template <class Fn>
+__host__ void dispatch_weight(DType t, Fn&& fn) {
+    switch (t) {
+        case DType::F32: fn.template operator()<DType::F32>(); break;
+        case DType::F16: fn.template operator()<DType::F16>(); break;
+        case DType::BF16: fn.template operator()<DType::BF16>(); break;
+        default: dispatch_quant(t, fn);
+    }
+}
+
 // The view of a weight (device layout) or of a plain-typed tensor.
 inline WView weight_view(const Tensor& t) {
     WView v;

@@ -1,0 +1,309 @@
+// The matrix-vector launches' shared parts (matvec_general.cu, matvec_stream.cu,
+// run_mul_mat_group in matmul.cu): the launch parameters, the activation
+// staged into shared memory (quantized to 8 bits with the CPU's rounding, or
+// f32 for the plain weight types, optionally after a fused add + RMSNorm),
+// and which job and row a warp's work item is.
+#pragma once
+
+#include <climits>
+#include <type_traits>
+
+#include "backends/cuda/cuda_error.h"
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/quant_unpack.cuh"
+
+namespace lantern::cuda::mv {
+
+constexpr int kMvWarps = 8;
+constexpr int kMvThreads = kMvWarps * 32;
+constexpr int kMvBlocksPerSM = 4;
+constexpr int kRows = 2;           // rows a warp works on at once
+constexpr int kStageBatch = 8;     // float4 loads in flight per thread while staging
+constexpr int kMaxPrenormK = kMvThreads * 4 * kStageBatch;
+
+struct MvParams {
+    WView w[3];
+    float* out[3];
+    int64_t start[4];  // first row of each job in the joint row space
+    int job_start[3];  // the same in 32 bits; INT_MAX for jobs that do not exist
+    int n_jobs;
+    const float* x;
+    int64_t K;
+    float* silu;        // paired mode: gate row r and up row r together; silu(g) * u here
+    int64_t n_items;    // warp work items: row pairs (joint space), or rows (paired mode)
+    int64_t total_rows;
+    // Fused AddRmsNorm (a null: none): x = norm(a + b) * w; block 0 writes
+    // the sum and the normed row to sum_out / norm_out.
+    const float* a;
+    const float* b;
+    const float* nw;
+    float eps;
+    float* sum_out;
+    float* norm_out;
+};
+
+// The activation row as a kernel reads it.
+// Shared memory of a quantized row: q [K bytes], d [K/32 floats], s [K/16
+// floats], isum [K/32 ints] (K % 32 == 0, so every array is 4-byte aligned).
+struct Act {
+    const int8_t* q;     // two planes: q[h * K/2 + 16b + i] = element 32b + 16h + i
+    const float* d;      // scale per 32-block
+    const float* s;      // d * sum of the quants, per 16-group
+    const int* isum;     // sum of the quants, per 32-block
+    int64_t half_k;
+    const float* x;      // plain types: the f32 row
+};
+
+inline size_t mv_smem_bytes(DType t, int64_t K) {
+    if (is_plain(t)) return static_cast<size_t>(K) * sizeof(float);
+    return static_cast<size_t>(K) + static_cast<size_t>(K / 32) * 8 + static_cast<size_t>(K / 16) * 4;
+}
+
+__device__ __forceinline__ Act act_view(const uint8_t* smem, int64_t K) {
+    Act a{};
+    a.q = reinterpret_cast<const int8_t*>(smem);
+    a.d = reinterpret_cast<const float*>(smem + K);
+    a.s = a.d + K / 32;
+    a.isum = reinterpret_cast<const int*>(a.s + K / 16);
+    a.half_k = K / 2;
+    return a;
+}
+
+__device__ __forceinline__ float4 as_float4(uint4 v) {
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+}
+
+__device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
+    if (vec) return reinterpret_cast<const float4*>(p)[i];
+    return make_float4(p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]);
+}
+
+// A fused AddRmsNorm's weight is a model weight, not an earlier kernel's
+// output: ask L1 for it before the grid wait, so the normalisation after
+// the block reduction does not wait on a second memory round trip.
+__device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
+    if (p.a == nullptr || p.nw == nullptr) return;
+    const int64_t lines = (p.K * 4 + 127) / 128;
+    for (int64_t i = threadIdx.x; i < lines; i += blockDim.x) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(p.nw) + 128 * i));
+    }
+}
+
+// Half a 32-block of the activation (16 values), held by one thread, its
+// other half by the neighbouring lane; quantized as quantize_q8_0 does on
+// the CPU: d = fp16(amax / 127), q = rint(clamp(x / d)) (x / d as x * (1/d)).
+// The thread writes its plane's 16 bytes and its 16-group sum, the even lane
+// the scale and the block's quant sum. Two lanes per block need one shuffle
+// per reduction (a float4 per lane, as before, needed three, and staging was
+// half of a launch's instructions: every block of a matrix-vector launch
+// stages the row). Both lanes of a pair call this.
+__device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, bool valid, int64_t K, uint8_t* smem) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    const float dd = __half2float(__float2half_rn(amax / 127.0f));
+    const float inv = dd != 0.0f ? 1.0f / dd : 0.0f;
+    uint32_t w[4];
+    int sh = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        uint32_t word = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int q = __float2int_rn(fminf(fmaxf(x[4 * j + k] * inv, -127.0f), 127.0f));
+            sh += q;
+            word |= (static_cast<uint32_t>(q) & 0xFFu) << (8 * k);
+        }
+        w[j] = word;
+    }
+    const int sum32 = sh + __shfl_xor_sync(0xffffffffu, sh, 1);
+    if (!valid) return;
+    const int64_t b = hb >> 1;
+    const int h = static_cast<int>(hb & 1);
+    reinterpret_cast<uint4*>(smem + h * (K / 2))[b] = make_uint4(w[0], w[1], w[2], w[3]);
+    float* d = reinterpret_cast<float*>(smem + K);
+    float* s = d + K / 32;
+    s[2 * b + h] = dd * static_cast<float>(sh);
+    if (h == 0) {
+        d[b] = dd;
+        reinterpret_cast<int*>(s + K / 16)[b] = sum32;
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void to_floats(float4 v, float (&x)[N], int at) {
+    x[at] = v.x;
+    x[at + 1] = v.y;
+    x[at + 2] = v.z;
+    x[at + 3] = v.w;
+}
+
+// The activation row quantized into shared memory, 16 values per thread
+// and round; rounds are whole warps (a warp past the row skips them).
+inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red) {
+    const int64_t nh = p.K / 16;  // half-blocks
+    const int tid = threadIdx.x;
+    if (p.a == nullptr) {
+        const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+        for (int64_t base = 0; base < nh; base += kMvThreads) {
+            if (base + (tid & ~31) >= nh) break;  // warp-uniform
+            const int64_t hb = base + tid;
+            const bool valid = hb < nh;
+            float x[16];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                to_floats(valid ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x, 4 * c);
+            }
+            quant_half(x, hb, valid, p.K, smem);
+        }
+        return;
+    }
+    // Fused AddRmsNorm: K <= kMaxPrenormK = 2 rounds, the row in registers.
+    constexpr int kRounds = kMaxPrenormK / 16 / kMvThreads;
+    float x[kRounds][16];
+    float ss = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+        const int64_t hb = r * kMvThreads + tid;
+        if (hb >= nh) continue;
+        const float4* a = reinterpret_cast<const float4*>(p.a) + 4 * hb;
+        const float4* b = reinterpret_cast<const float4*>(p.b) + 4 * hb;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const float4 x0 = a[c], x1 = b[c];
+            const float4 v = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
+            to_floats(v, x[r], 4 * c);
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[4 * hb + c] = v;
+        }
+    }
+    ss = block_sum(ss, red);
+    const float rn = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) {
+        const int64_t hb = r * kMvThreads + tid;
+        if (r * kMvThreads + (tid & ~31) >= nh) break;  // warp-uniform
+        const bool valid = hb < nh;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            float4 w = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            if (valid && p.nw != nullptr) w = reinterpret_cast<const float4*>(p.nw)[4 * hb + c];
+            const float4 y = make_float4(x[r][4 * c] * rn * w.x, x[r][4 * c + 1] * rn * w.y,
+                                         x[r][4 * c + 2] * rn * w.z, x[r][4 * c + 3] * rn * w.w);
+            to_floats(y, x[r], 4 * c);
+            if (valid && blockIdx.x == 0) reinterpret_cast<float4*>(p.norm_out)[4 * hb + c] = y;
+        }
+        quant_half(x[r], hb, valid, p.K, smem);
+    }
+}
+
+// The activation row into shared memory: quantized (stage_act_q8) for the
+// quantized weight types, as f32 for the plain ones. All loads of a batch are
+// issued before any is used (one round trip per batch).
+template <bool Quant>
+inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
+    if constexpr (Quant) {
+        stage_act_q8(p, smem, red);
+        return;
+    }
+    auto put4 = [&](float4 v, int64_t i, bool valid) {
+        if (valid) reinterpret_cast<float4*>(smem)[i] = v;
+    };
+    const int64_t nv = p.K / 4;
+    const int tid = threadIdx.x;
+    if (p.a == nullptr) {
+        const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+        for (int64_t base = 0; base < nv; base += kMvThreads * kStageBatch) {
+            float4 v[kStageBatch];
+#pragma unroll
+            for (int k = 0; k < kStageBatch; ++k) {
+                const int64_t i = base + tid + k * kMvThreads;
+                v[k] = i < nv ? load4(p.x, i, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int k = 0; k < kStageBatch; ++k) {
+                const int64_t i = base + tid + k * kMvThreads;
+                put4(v[k], i, i < nv);
+            }
+        }
+        return;
+    }
+    // Fused AddRmsNorm: K <= kMaxPrenormK, so the row fits in registers.
+    float4 v[kStageBatch];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+        const int64_t i = tid + k * kMvThreads;
+        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < nv) {
+            const float4 x0 = reinterpret_cast<const float4*>(p.a)[i];
+            const float4 x1 = reinterpret_cast<const float4*>(p.b)[i];
+            v[k] = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
+            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
+        }
+    }
+    ss = block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+        const int64_t i = tid + k * kMvThreads;
+        const bool valid = i < nv;
+        float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (valid) {
+            const float4 w = p.nw != nullptr ? reinterpret_cast<const float4*>(p.nw)[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            y = make_float4(v[k].x * r * w.x, v[k].y * r * w.y, v[k].z * r * w.z, v[k].w * r * w.w);
+            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.norm_out)[i] = y;
+        }
+        put4(y, i, valid);
+    }
+}
+
+__device__ __forceinline__ ActBlk act_blk(const Act& a, int64_t b) {
+    ActBlk r;
+    r.lo = *reinterpret_cast<const int4*>(a.q + 16 * b);
+    r.hi = *reinterpret_cast<const int4*>(a.q + a.half_k + 16 * b);
+    r.d = a.d[b];
+    r.s0 = a.s[2 * b];
+    r.s1 = a.s[2 * b + 1];
+    r.isum = a.isum[b];
+    return r;
+}
+
+// Work item `item`, slot s (of kRows): which job and row, if any.
+struct Slot {
+    int job;
+    int row;
+    bool valid;
+};
+
+// 32-bit and branch-free: rows and items fit in int, and a warp computes
+// this for every item it starts.
+__device__ __forceinline__ Slot slot_of(const MvParams& p, int64_t item, int s) {
+    Slot r;
+    const int it = static_cast<int>(item);
+    if (p.silu != nullptr) {
+        r.job = s;
+        r.row = it;
+        r.valid = it < static_cast<int>(p.total_rows);
+        return r;
+    }
+    const int jr = it * kRows + s;
+    r.valid = jr < static_cast<int>(p.total_rows);
+    r.job = (jr >= p.job_start[1] ? 1 : 0) + (jr >= p.job_start[2] ? 1 : 0);
+    r.row = jr - p.job_start[r.job];
+    return r;
+}
+
+
+// One token's product through the general kernel (row pairs, every weight
+// type) or the streamed one (quantized types): matvec_general.cu and
+// matvec_stream.cu.
+void launch_matvec_general(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node);
+void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node);
+// Raise the kernels' dynamic shared-memory limit to max_smem (once per device).
+void init_matvec_general(int max_smem);
+void init_matvec_streamed(int max_smem);
+
+}  // namespace lantern::cuda::mv

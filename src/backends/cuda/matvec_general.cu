@@ -1,0 +1,188 @@
+// The general matrix-vector kernel (k_matvec): every weight type, F32/F16/
+// BF16 through it always, the quantized types under LANTERN_CUDA_MATVEC=general.
+// A warp takes a row pair per item and its lanes units of a row (a 32-element
+// block of a quantized type through qblocks.cuh, or 8 plain elements),
+// loading the next item's first chunk before the current one's sums.
+#include <algorithm>
+
+#include "backends/cuda/matvec.cuh"
+
+namespace lantern::cuda::mv {
+namespace {
+
+// --- one unit of a row per lane: a 32-element block (quantized types,
+// qblocks.cuh) or 8 elements (F32/F16/BF16) -----------------------------------
+
+template <DType T>
+constexpr int kUnroll = 4;  // units per lane, row and chunk (one batch of loads)
+
+template <DType T>
+__device__ __forceinline__ int64_t units_per_row(int64_t K) {
+    if constexpr (is_plain(T)) return K / 8;
+    return K / 32;
+}
+
+struct PlainRaw {
+    float v[8];
+};
+
+template <DType T>
+using Raw = std::conditional_t<is_plain(T), PlainRaw, QBlk>;
+
+
+// Co: coherent loads (before the grid wait: common.cuh).
+template <DType T, bool Co = false>
+__device__ __forceinline__ Raw<T> load_unit(const WView& w, int64_t row, int64_t u) {
+    if constexpr (!is_plain(T)) {
+        return qload<T, Co>(q_row(w, row), static_cast<size_t>(w.blocks), static_cast<size_t>(u));
+    } else {
+        PlainRaw r;
+        const uint8_t* prow = w.data + static_cast<size_t>(row) * w.row_bytes;
+        auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
+        if constexpr (T == DType::F32) {
+            const float4 p0 = as_float4(l128(prow + 32 * u));
+            const float4 p1 = as_float4(l128(prow + 32 * u + 16));
+            r.v[0] = p0.x; r.v[1] = p0.y; r.v[2] = p0.z; r.v[3] = p0.w;
+            r.v[4] = p1.x; r.v[5] = p1.y; r.v[6] = p1.z; r.v[7] = p1.w;
+        } else {
+            const uint4 p = l128(prow + 16 * u);
+            const uint32_t pw[4] = {p.x, p.y, p.z, p.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                if constexpr (T == DType::F16) {
+                    r.v[2 * i] = half_bits_to_float(static_cast<uint16_t>(pw[i]));
+                    r.v[2 * i + 1] = half_bits_to_float(static_cast<uint16_t>(pw[i] >> 16));
+                } else {
+                    r.v[2 * i] = bf16_bits_to_float(static_cast<uint16_t>(pw[i]));
+                    r.v[2 * i + 1] = bf16_bits_to_float(static_cast<uint16_t>(pw[i] >> 16));
+                }
+            }
+        }
+        return r;
+    }
+}
+
+template <DType T>
+__device__ __forceinline__ float dot_unit(const Raw<T>& r, const Act& a, int64_t u) {
+    if constexpr (!is_plain(T)) {
+        return qdot<T>(r, act_blk(a, u));
+    } else {
+        const float4 x0 = *reinterpret_cast<const float4*>(a.x + 8 * u);
+        const float4 x1 = *reinterpret_cast<const float4*>(a.x + 8 * u + 4);
+        return r.v[0] * x0.x + r.v[1] * x0.y + r.v[2] * x0.z + r.v[3] * x0.w + r.v[4] * x1.x + r.v[5] * x1.y +
+               r.v[6] * x1.z + r.v[7] * x1.w;
+    }
+}
+
+// Loads units c0 + 32u (u < U) of both slots' rows.
+template <DType T, bool Co = false>
+__device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[kRows], int64_t c0, int64_t units,
+                                           Raw<T> (&raw)[kRows][kUnroll<T>]) {
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+        for (int u = 0; u < kUnroll<T>; ++u) {
+            const int64_t unit = c0 + 32 * u;
+            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T, Co>(p.w[sl[s].job], sl[s].row, unit);
+        }
+    }
+}
+
+template <DType T>
+__global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    constexpr int U = kUnroll<T>;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t units = units_per_row<T>(p.K);
+    const int64_t step = static_cast<int64_t>(gridDim.x) * kMvWarps;
+    int64_t item = static_cast<int64_t>(blockIdx.x) * kMvWarps + warp;
+
+    // The first weights are independent of earlier kernels: load them while
+    // the previous kernel finishes and the activation is staged.
+    Raw<T> raw[kRows][U];
+    Slot sl[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) sl[s] = slot_of(p, item, s);
+    if (item < p.n_items) load_chunk<T, true>(p, sl, lane, units, raw);
+    prefetch_norm_weight(p);
+
+    pdl_enter();
+    stage_act<!is_plain(T)>(p, smem, red);
+    __syncthreads();
+    Act a{};
+    if constexpr (is_plain(T)) {
+        a.x = reinterpret_cast<const float*>(smem);
+    } else {
+        a = act_view(smem, p.K);
+    }
+
+    for (; item < p.n_items; item += step) {
+        float acc[kRows];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
+        for (int64_t c0 = lane; c0 < units; c0 += 32 * U) {
+            if (c0 != lane) load_chunk<T>(p, sl, c0, units, raw);
+#pragma unroll
+            for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    if (sl[s].valid && c0 + 32 * u < units) acc[s] += dot_unit<T>(raw[s][u], a, c0 + 32 * u);
+                }
+            }
+        }
+        // Prefetch the next item's first chunk before the reductions.
+        Slot cur[kRows];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+            cur[s] = sl[s];
+            sl[s] = slot_of(p, item + step, s);
+        }
+        if (item + step < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]);
+        if (lane == 0) {
+            if (p.silu != nullptr) {
+                p.out[0][item] = acc[0];
+                p.out[1][item] = acc[1];
+                p.silu[item] = silu_f(acc[0]) * acc[1];
+            } else {
+#pragma unroll
+                for (int s = 0; s < kRows; ++s) {
+                    if (cur[s].valid) p.out[cur[s].job][cur[s].row] = acc[s];
+                }
+            }
+        }
+    }
+}
+
+template <DType T>
+void launch_matvec(const Ctx& ctx, const MvParams& p, const Tensor& node) {
+    const size_t smem = mv_smem_bytes(T, p.K);
+    const int64_t groups = (p.n_items + kMvWarps - 1) / kMvWarps;
+    const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kMvBlocksPerSM);
+    check(launch(ctx, k_matvec<T>, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec", node);
+}
+
+}  // namespace
+
+void launch_matvec_general(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node) {
+    dispatch_weight(t, [&]<DType T>() { launch_matvec<T>(ctx, p, node); });
+}
+
+void init_matvec_general(int max_smem) {
+    // The dynamic limit excludes the kernel's static shared memory.
+    auto raise = [&]<DType T>() {
+        cudaFuncAttributes attr{};
+        check(cudaFuncGetAttributes(&attr, k_matvec<T>), "cudaFuncGetAttributes (k_matvec)");
+        check(cudaFuncSetAttribute(k_matvec<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   max_smem - static_cast<int>(attr.sharedSizeBytes)),
+              "cudaFuncSetAttribute (k_matvec)");
+    };
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                    DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        dispatch_weight(t, raise);
+    }
+}
+
+}  // namespace lantern::cuda::mv

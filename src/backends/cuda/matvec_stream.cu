@@ -1,0 +1,312 @@
+// The streamed matrix-vector kernel (k_matvec_q) for the quantized types:
+// each warp walks its rows in stages of blocks, the next stage's loads issued
+// before the current stage's dot products (qblocks.cuh decodes the blocks).
+#include <algorithm>
+
+#include "backends/cuda/matvec.cuh"
+
+namespace lantern::cuda::mv {
+namespace {
+
+// --- quantized weights: the streamed kernel ----------------------------------
+//
+// A warp's work is a sequence of stages: item (a row pair, as above), then
+// 32 * kQUnits blocks of each of its two rows, lane l taking blocks
+// c + l + 32u. Each lane holds two stages of raw blocks; step() issues the
+// loads of the next stage (possibly the next item's first) before it
+// computes the current one, so a warp always has a stage in flight while it
+// works, and finishes an item (warp sums, stores) with the next one's loads
+// already issued. About 128 bytes per lane and stage: Q4_0/Q4_1 four 16-byte
+// blocks per row, Q8_0 two blocks of two 16-byte planes per row. On the H100
+// this beat 64 bytes with 3 blocks per SM by 4% (7B Q4_0), 9% (7B Q8_0) and
+// 4% (tinyllama) in GPU time per decode step, and lost 2.5% on smollm2's
+// 576-wide rows (2026-11-22). The other types take as many blocks per stage
+// as keep a stage near 48 registers (two stages and the rest within 128).
+
+constexpr int kQBlocksPerSM = 2;  // __launch_bounds__: at most 128 registers
+
+template <DType T>
+constexpr int kQUnits = T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q3_K || T == DType::Q2_K ? 4
+                       : T == DType::Q8_0 || T == DType::Q6_K                               ? 2
+                                                                                            : 3;
+
+// Rows too short for a stage can share a warp: with W lanes per row pair
+// (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
+// and, of its rows, blocks l % W + W u (lanes_per_pair below says when).
+//
+// The two rows of a lane's pair; q[s] null: slot s has no row (or no item).
+struct QRows {
+    QRow r[kRows];
+};
+
+__device__ __forceinline__ QRows q_rows(const MvParams& p, int pair) {
+    QRows r;
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        const Slot sl = slot_of(p, pair, s);
+        const WView& w = p.w[sl.job];
+        const auto row = static_cast<uint32_t>(sl.row);
+        r.r[s].q = sl.valid ? w.data + static_cast<size_t>(row) * static_cast<uint32_t>(w.row_bytes) : nullptr;
+        r.r[s].m = w.meta + static_cast<size_t>(row) * static_cast<uint32_t>(w.meta_row_bytes);
+    }
+    return r;
+}
+
+// Asks L2 for the pair's rows (payload and meta), 128-byte lines spread
+// over its W lanes (this one: j): later stages then wait on L2, not HBM.
+template <int W>
+__device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, int j) {
+    const unsigned row_bytes = static_cast<unsigned>(p.w[0].row_bytes);  // every job: same K and type
+    const unsigned meta_bytes = static_cast<unsigned>(p.w[0].meta_row_bytes);
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        if (r.r[s].q == nullptr) continue;
+        for (unsigned off = static_cast<unsigned>(j) * 128; off < row_bytes; off += W * 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(r.r[s].q + off));
+        }
+        for (unsigned off = static_cast<unsigned>(j) * 128; off < meta_bytes; off += W * 128) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(r.r[s].m + off));
+        }
+    }
+}
+
+template <DType T, int W, int U, bool Co = false>
+__device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][U]) {
+    // A full stage of two rows (most stages) without a test per load: each
+    // row and plane needs one address and the loads immediate offsets. It
+    // pays for the types with four loads per block (H100 op bench, 4096 x
+    // 11008: Q6_K 69 -> 80% of the copy, Q5_K 55 -> 67%, Q3_K 44 -> 57%;
+    // tinyllama Q6_K decode step 717 -> 663 us); with two or three it cost
+    // time (decode step: 7B Q4_0 and Q8_0 +1%, tinyllama Q4_K +2.6%).
+    constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
+    if (kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && b0 + W * (U - 1) < nb) {
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                o[s][u] = qload<T, Co>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (r.r[s].q == nullptr || b0 + W * u >= nb) continue;
+            o[s][u] = qload<T, Co>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
+        }
+    }
+}
+
+// Blocks b0 + W u of both rows into acc. The activation block is read once
+// for both rows.
+template <DType T, int W, int U>
+__device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], unsigned rows, const Act& a, int nb, int b0,
+                                      float (&acc)[kRows]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int b = b0 + W * u;
+        if (b >= nb) continue;
+        const ActBlk ab = act_blk(a, b);
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+            if (rows & (1u << s)) acc[s] += qdot<T>(w[s][u], ab);
+        }
+    }
+}
+
+// Sum over the W lanes of a group (aligned): every lane gets its group's.
+template <int W>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Where a lane is: its warp item, the first block of the stage (j
+// included), its pair's rows (bit s of `valid`: slot s has a row).
+struct QPos {
+    int item;
+    int b0;
+    unsigned valid;
+    QRows rows;
+};
+
+__device__ __forceinline__ unsigned q_valid(const QRows& r) {
+    return (r.r[0].q != nullptr ? 1u : 0u) | (r.r[1].q != nullptr ? 2u : 0u);
+}
+
+__device__ __forceinline__ void q_store(const MvParams& p, int pair, const float (&acc)[kRows]) {
+    if (p.silu != nullptr) {
+        if (pair >= static_cast<int>(p.total_rows)) return;
+        p.out[0][pair] = acc[0];
+        p.out[1][pair] = acc[1];
+        p.silu[pair] = silu_f(acc[0]) * acc[1];
+        return;
+    }
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        const Slot sl = slot_of(p, pair, s);
+        if (sl.valid) p.out[sl.job][sl.row] = acc[s];
+    }
+}
+
+// One stage: computes `cur` (at pos) after issuing the loads of the next
+// stage into `nxt`. False when the warp has no stage left (warp-uniform:
+// a lane whose pair has no rows still takes part in the sums).
+template <DType T, int W, int U, bool Prefetch>
+__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, int step, int g, int j, QPos& pos,
+                                       const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U], float (&acc)[kRows]) {
+    constexpr int G = 32 / W;
+    if (pos.item * G >= p.n_items) return false;
+    QPos next = pos;
+    next.b0 += W * U;
+    const bool last = next.b0 >= nb + j;  // b0 includes j
+    if (last) {
+        next.item += step;
+        next.b0 = j;
+        next.rows = q_rows(p, next.item * G + g);
+        next.valid = q_valid(next.rows);
+        if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
+    }
+    q_load<T, W, U>(next.rows, nb, next.b0, nxt);
+    q_dot<T, W, U>(cur, pos.valid, a, nb, pos.b0, acc);
+    if (last) {
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = group_sum<W>(acc[s]);
+        if (j == 0 && pos.valid != 0) q_store(p, pos.item * G + g, acc);
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
+    }
+    pos = next;
+    return true;
+}
+
+template <DType T, int W, int U, bool Prefetch>
+__global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    __shared__ float red[32];
+    constexpr int G = 32 / W;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane / W, j = lane % W;
+    const int nb = static_cast<int>(p.K / 32);
+    const int step = static_cast<int>(gridDim.x) * kMvWarps;
+
+    // The first item's weights do not depend on earlier kernels: ask L2 for
+    // them while the previous kernel finishes and the activation is staged
+    // (a prefetch holds no registers; staging needs them). Even when the
+    // first stage below covers the whole item this pays: without it the 7B
+    // Q4_0 decode step took 2.3% longer (H100, 2026-11-22).
+    QPos pos;
+    pos.item = static_cast<int>(blockIdx.x) * kMvWarps + warp;
+    pos.b0 = j;
+    pos.rows = q_rows(p, pos.item * G + g);
+    pos.valid = q_valid(pos.rows);
+    q_prefetch<W>(p, pos.rows, j);
+    prefetch_norm_weight(p);
+    // The first stage itself is loaded before the wait too: the registers
+    // are free until the activation is staged, and the dot products after
+    // the wait then start without a memory round trip. Coherent loads: ptxas
+    // moves __ldg ones after the wait (until 2026-11-22 they were). Q8_0
+    // keeps __ldg (so its loads still follow the wait): with coherent ones
+    // its 7B decode step took 1.1% longer on two of three H100s (0.5% less
+    // on the third), while tinyllama's Q4_0 and Q4_K steps took 6-9% and
+    // the 7B Q4_0's 3% less.
+    QBlk buf0[kRows][U], buf1[kRows][U];
+    q_load<T, W, U, T != DType::Q8_0>(pos.rows, nb, pos.b0, buf0);
+
+    pdl_enter();
+    stage_act<true>(p, smem, red);
+    __syncthreads();
+    const Act a = act_view(smem, p.K);
+
+    float acc[kRows] = {0.0f, 0.0f};
+    while (q_step<T, W, U, Prefetch>(p, a, nb, step, g, j, pos, buf0, buf1, acc) &&
+           q_step<T, W, U, Prefetch>(p, a, nb, step, g, j, pos, buf1, buf0, acc)) {
+    }
+}
+
+// Lanes per row pair: 32, or narrower while the launch has more pairs than
+// its warps can take at once and the narrower stage still covers a row. A
+// launch that fits in one round keeps 32: there each warp's chain of
+// loads and sums is the time, and more pairs per warp only lengthen it
+// (H100, 2026-11-22: narrowing every launch of smollm2, 576-wide rows, cost
+// 1.3% of its decode step; narrowing tinyllama's saved 1.8%).
+template <DType T>
+int lanes_per_pair(int64_t nb, int64_t pairs, int64_t warps) {
+    int w = 32;
+    while (w > 8 && pairs * w / 32 > warps && (w / 2) * kQUnits<T> >= nb) w /= 2;
+    return w;
+}
+
+// Blocks per lane and stage for a launch with lanes_per_pair W: the type's
+// kQUnits, or fewer when a row has few blocks (with W = 32: 1 for up to 32
+// blocks, 2 for up to 64). The stage's unrolled loads and sums then hold
+// no predicated-off units: smollm2's 576-wide rows (18 blocks) used one of
+// four, and a small launch's time is its warps' instruction chain.
+template <DType T>
+int units_per_stage(int64_t nb, int W) {
+    if (W == 32 && nb <= 32 && kQUnits<T> > 1) return 1;
+    if (W == 32 && nb <= 64 && kQUnits<T> > 2) return 2;
+    return kQUnits<T>;
+}
+
+template <DType T>
+void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
+    const size_t smem = mv_smem_bytes(T, p.K);
+    const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kMvWarps;
+    const bool pf = ctx.matvec == MatVecKernel::StreamedPrefetch;
+    const int W = pf ? 32 : lanes_per_pair<T>(p.K / 32, p.n_items, warps);
+    const int U = pf ? kQUnits<T> : units_per_stage<T>(p.K / 32, W);
+    const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
+    const int64_t groups = (items + kMvWarps - 1) / kMvWarps;
+    const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
+    auto go = [&](auto kernel) {
+        check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec_q", node);
+    };
+    constexpr int D = kQUnits<T>;
+    if (pf) {
+        go(k_matvec_q<T, 32, D, true>);
+    } else if (W == 8) {
+        go(k_matvec_q<T, 8, D, false>);
+    } else if (W == 16) {
+        go(k_matvec_q<T, 16, D, false>);
+    } else if (U == 1) {
+        go(k_matvec_q<T, 32, 1, false>);
+    } else if (U == 2 && D > 2) {
+        go(k_matvec_q<T, 32, std::min(2, D), false>);
+    } else {
+        go(k_matvec_q<T, 32, D, false>);
+    }
+}
+
+}  // namespace
+
+void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node) {
+    dispatch_quant(t, [&]<DType T>() { launch_matvec_q<T>(ctx, p, node); });
+}
+
+void init_matvec_streamed(int max_smem) {
+    auto raise_q = [&](auto kernel) {
+        cudaFuncAttributes attr{};
+        check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes (k_matvec_q)");
+        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   max_smem - static_cast<int>(attr.sharedSizeBytes)),
+              "cudaFuncSetAttribute (k_matvec_q)");
+    };
+    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                    DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        dispatch_quant(t, [&]<DType T>() {
+            constexpr int D = kQUnits<T>;
+            raise_q(k_matvec_q<T, 8, D, false>);
+            raise_q(k_matvec_q<T, 16, D, false>);
+            raise_q(k_matvec_q<T, 32, D, false>);
+            raise_q(k_matvec_q<T, 32, 1, false>);
+            raise_q(k_matvec_q<T, 32, std::min(2, D), false>);
+            raise_q(k_matvec_q<T, 32, D, true>);
+        });
+    }
+}
+
+}  // namespace lantern::cuda::mv
