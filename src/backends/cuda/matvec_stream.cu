@@ -8,20 +8,20 @@
 namespace lantern::cuda::mv {
 namespace {
 
-// --- quantized weights: the streamed kernel ----------------------------------
-//
-// A warp's work is a sequence of stages: item (a row pair, as above), then
-// 32 * kQUnits blocks of each of its two rows, lane l taking blocks
-// c + l + 32u. Each lane holds two stages of raw blocks; step() issues the
-// loads of the next stage (possibly the next item's first) before it
-// computes the current one, so a warp always has a stage in flight while it
-// works, and finishes an item (warp sums, stores) with the next one's loads
-// already issued. About 128 bytes per lane and stage: Q4_0/Q4_1 four 16-byte
-// blocks per row, Q8_0 two blocks of two 16-byte planes per row. On the H100
-// this beat 64 bytes with 3 blocks per SM by 4% (7B Q4_0), 9% (7B Q8_0) and
-// 4% (tinyllama) in GPU time per decode step, and lost 2.5% on smollm2's
-// 576-wide rows (2026-11-22). The other types take as many blocks per stage
-// as keep a stage near 48 registers (two stages and the rest within 128).
+// A warp's work is a sequence of stages: item (a row pair, matvec.cuh's
+// slots), then U blocks per lane of each of its two rows, lane l taking
+// blocks c + l + 32u (U = kQUnits, or fewer for short rows: units_per_stage;
+// narrower lane groups: below). Each lane holds two stages of raw blocks;
+// q_step() issues the loads of the next stage (possibly the next item's
+// first) before it computes the current one, so a warp always has a stage in
+// flight while it works, and finishes an item (warp sums, stores) with the
+// next one's loads already issued. About 128 bytes per lane and stage:
+// Q4_0/Q4_1 four 16-byte blocks per row, Q8_0 two blocks of two 16-byte
+// planes per row. On the H100 this beat 64 bytes with 3 blocks per SM by 4%
+// (7B Q4_0), 9% (7B Q8_0) and 4% (tinyllama) in GPU time per decode step,
+// and lost 2.5% on smollm2's 576-wide rows (2026-11-22). The other types
+// take as many blocks per stage as keep a stage near 48 registers (two
+// stages and the rest within 128).
 
 constexpr int kQBlocksPerSM = 2;  // __launch_bounds__: at most 128 registers
 
