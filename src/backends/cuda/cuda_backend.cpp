@@ -240,7 +240,9 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
     const HostSpan span(host_sum(&ReplayTiming::copy_us));
     uint8_t* dst = static_cast<uint8_t*>(tensor_address(t)) + offset;
     if (n <= kHeldWriteMax) {
-        held_writes_.push_back(HeldWrite{dst, held_bytes_.size(), n});
+        held_dst_.push_back(dst);
+        held_at_.push_back(held_bytes_.size());
+        held_size_.push_back(n);
         const auto* b = static_cast<const uint8_t*>(data);
         held_bytes_.insert(held_bytes_.end(), b, b + n);
         return;
@@ -256,32 +258,30 @@ void CudaBackend::set_tensor_async(const Tensor& t, const void* data, size_t off
 }
 
 void CudaBackend::flush_writes() {
-    if (held_writes_.empty()) return;
+    if (held_dst_.empty()) return;
     const HostSpan span(host_sum(&ReplayTiming::copy_us));
-    const size_t count = held_writes_.size();
-    std::vector<void*> dsts(count);
-    std::vector<const void*> srcs(count);
-    std::vector<size_t> sizes(count);
-    for (size_t i = 0; i < count; ++i) {
-        dsts[i] = held_writes_[i].dst;
-        srcs[i] = held_bytes_.data() + held_writes_[i].at;
-        sizes[i] = held_writes_[i].n;
-    }
+    const size_t count = held_dst_.size();
+    held_src_.resize(count);
+    for (size_t i = 0; i < count; ++i) held_src_[i] = held_bytes_.data() + held_at_[i];
     // The driver reads the sources during the call (they are ours and are
     // reused right after); the writes still happen in stream order.
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
     size_t attr_at = 0;
-    const cudaError_t err = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), count, &attr, &attr_at, 1, stream_);
-    held_writes_.clear();
+    const cudaError_t err = cudaMemcpyBatchAsync(held_dst_.data(), held_src_.data(), held_size_.data(), count, &attr,
+                                                 &attr_at, 1, stream_);
     if (err != cudaSuccess) {
         // A driver without batched copies: one call each (pageable sources,
         // so each has left our memory when its call returns).
         cudaGetLastError();
         for (size_t i = 0; i < count; ++i) {
-            check(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (input)");
+            check(cudaMemcpyAsync(held_dst_[i], held_src_[i], held_size_[i], cudaMemcpyHostToDevice, stream_),
+                  "cudaMemcpyAsync (input)");
         }
     }
+    held_dst_.clear();
+    held_at_.clear();
+    held_size_.clear();
     held_bytes_.clear();
 }
 

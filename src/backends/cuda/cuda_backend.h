@@ -149,15 +149,14 @@ private:
         size_t n;
     };
     std::vector<PendingRead> pending_reads_;
-    // Small inputs not sent yet: their bytes, in order, and where they go.
+    // Small inputs not sent yet: their bytes, in order, and where they go,
+    // kept in the arrays cudaMemcpyBatchAsync takes (reused every step).
     static constexpr size_t kHeldWriteMax = 16 * 1024;
-    struct HeldWrite {
-        void* dst;
-        size_t at;  // in held_bytes_
-        size_t n;
-    };
     std::vector<uint8_t> held_bytes_;
-    std::vector<HeldWrite> held_writes_;
+    std::vector<void*> held_dst_;
+    std::vector<size_t> held_at_;  // offsets into held_bytes_ (it may move while filling)
+    std::vector<size_t> held_size_;
+    std::vector<const void*> held_src_;  // held_bytes_ + held_at_, made when sending
     // Host ranges registered by pin_host: reads into them skip the staging.
     struct Pinned {
         uint8_t* p;

@@ -171,17 +171,9 @@ void launch_matvec_general(const Ctx& ctx, const MvParams& p, DType t, const Ten
 }
 
 void init_matvec_general(int max_smem) {
-    // The dynamic limit excludes the kernel's static shared memory.
-    auto raise = [&]<DType T>() {
-        cudaFuncAttributes attr{};
-        check(cudaFuncGetAttributes(&attr, k_matvec<T>), "cudaFuncGetAttributes (k_matvec)");
-        check(cudaFuncSetAttribute(k_matvec<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   max_smem - static_cast<int>(attr.sharedSizeBytes)),
-              "cudaFuncSetAttribute (k_matvec)");
-    };
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                     DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-        dispatch_weight(t, raise);
+        dispatch_weight(t, [&]<DType T>() { raise_smem_limit(k_matvec<T>, max_smem); });
     }
 }
 

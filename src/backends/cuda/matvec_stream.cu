@@ -274,7 +274,7 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
         go(k_matvec_q<T, 16, D, false>);
     } else if (U == 1) {
         go(k_matvec_q<T, 32, 1, false>);
-    } else if (U == 2 && D > 2) {
+    } else if (U == 2) {  // only when D > 2 (units_per_stage)
         go(k_matvec_q<T, 32, std::min(2, D), false>);
     } else {
         go(k_matvec_q<T, 32, D, false>);
@@ -288,23 +288,16 @@ void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Te
 }
 
 void init_matvec_streamed(int max_smem) {
-    auto raise_q = [&](auto kernel) {
-        cudaFuncAttributes attr{};
-        check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes (k_matvec_q)");
-        check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   max_smem - static_cast<int>(attr.sharedSizeBytes)),
-              "cudaFuncSetAttribute (k_matvec_q)");
-    };
     for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         dispatch_quant(t, [&]<DType T>() {
             constexpr int D = kQUnits<T>;
-            raise_q(k_matvec_q<T, 8, D, false>);
-            raise_q(k_matvec_q<T, 16, D, false>);
-            raise_q(k_matvec_q<T, 32, D, false>);
-            raise_q(k_matvec_q<T, 32, 1, false>);
-            raise_q(k_matvec_q<T, 32, std::min(2, D), false>);
-            raise_q(k_matvec_q<T, 32, D, true>);
+            raise_smem_limit(k_matvec_q<T, 8, D, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 16, D, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, 1, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, true>, max_smem);
         });
     }
 }
