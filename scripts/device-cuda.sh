@@ -212,7 +212,7 @@ fi
 # `launches` kernels after 1,000 have run (a decode layer and more).
 if [ "$stage" = profile ]; then
   ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-  metrics="gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size"
+  metrics="gpu__time_duration.sum,smsp__inst_executed.sum,launch__grid_size,dram__bytes_read.sum,smsp__issue_active.avg.pct_of_peak_sustained_active"
   for r in long_scoreboard short_scoreboard barrier wait not_selected; do
     metrics="$metrics,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
   done
@@ -222,7 +222,7 @@ if [ "$stage" = profile ]; then
     f="$(model_file "$m")"
     if [ -z "$ncu" ]; then note "profile: no ncu on this machine"; break; fi
     timeout 240 "$ncu" --graph-profiling node --cache-control none --clock-control none --metrics "$metrics" \
-      --launch-skip 1000 --launch-count 8 --csv "$bin/lantern" bench -m "$f" --backend cuda --n-gpu-layers 99 \
+      --launch-skip 1000 --launch-count "${NCU_COUNT:-8}" --csv "$bin/lantern" bench -m "$f" --backend cuda --n-gpu-layers 99 \
       -p 0 -n 16 -r 1 > "/tmp/lantern-ncu-$shape-$type.csv" 2> /dev/null
     python3 - "/tmp/lantern-ncu-$shape-$type.csv" > "$out/profile-$shape-$type.txt" <<'PY'
 import csv, sys

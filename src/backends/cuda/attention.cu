@@ -263,14 +263,17 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
             for (int c = 0; c < KC; ++c) kraw[c] = krow[c];
         }
     };
+    // One opaque base for all of them: with the address rebuilt from the row
+    // index for each of the 32 loads, they took ~560 instructions per thread
+    // (128-wide heads), most of a short context's work. __ldcg: the opaque
+    // pointer is generic to the compiler, and an L2 load is coherent.
     auto load_v = [&](int j0, int n, int skip) {
-        const __half* vb = p.v + (kr.base + j0 + sl) * p.kv_row + kvh * HD + 2 * dp;
-        const int stride = NSL * static_cast<int>(p.kv_row);  // halves between its keys (< 2^31: checked at launch)
+        const __half2* vb = opaque(reinterpret_cast<const __half2*>(p.v + (kr.base + j0 + sl) * p.kv_row + kvh * HD) + dp);
+        const int64_t stride = NSL * p.kv_row / 2;  // half2s between its keys
 #pragma unroll
         for (int u = 0; u < KV; ++u) {
             const int j = sl + u * NSL;
-            vv[u] = j < n && j0 + j != skip ? *reinterpret_cast<const __half2*>(vb + u * stride)
-                                            : __floats2half2_rn(0.0f, 0.0f);
+            vv[u] = j < n && j0 + j != skip ? __ldcg(vb + u * stride) : __floats2half2_rn(0.0f, 0.0f);
         }
     };
     // Rope (one token): every cache row but the token's own was written by an

@@ -79,6 +79,15 @@ __device__ __forceinline__ uint16_t ld_co_u16(const uint8_t* p) {
     return r;
 }
 
+// p, hidden from the compiler's arithmetic: loads at p + constant then use
+// one register and immediate offsets (otherwise the compiler may rebuild
+// each address from the index expression that gave p, in 64 bits).
+template <class T>
+__device__ __forceinline__ const T* opaque(const T* p) {
+    asm("mov.b64 %0, %0;" : "+l"(p));
+    return p;
+}
+
 __device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 __device__ __forceinline__ float gelu_tanh_f(float x) {

@@ -72,47 +72,45 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
 
 template <DType T, int W, int U, bool Co = false>
 __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][U]) {
-    // A full stage of two rows (most stages) without a test per load: each
-    // row and plane needs one address and the loads immediate offsets. It
-    // pays for the types with four loads per block (H100 op bench, 4096 x
-    // 11008: Q6_K 69 -> 80% of the copy, Q5_K 55 -> 67%, Q3_K 44 -> 57%;
-    // tinyllama Q6_K decode step 717 -> 663 us); with two or three it cost
-    // time (decode step: 7B Q4_0 and Q8_0 +1%, tinyllama Q4_K +2.6%).
+    // One base per row and plane (qbase), the stage's blocks at immediate
+    // offsets. A full stage of two rows (most stages) loads without a test
+    // per load. That pays for the types with four loads per block (H100 op
+    // bench, 4096 x 11008: Q6_K 69 -> 80% of the copy, Q5_K 55 -> 67%, Q3_K
+    // 44 -> 57%; tinyllama Q6_K decode step 717 -> 663 us); with two or three
+    // it cost time (decode step: 7B Q4_0 and Q8_0 +1%, tinyllama Q4_K +2.6%).
+    // A block not loaded gets scales of 0, so q_dot adds 0 for it.
     constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
-    if (kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && b0 + W * (U - 1) < nb) {
-#pragma unroll
-        for (int s = 0; s < kRows; ++s) {
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                o[s][u] = qload<T, Co>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
-            }
-        }
-        return;
-    }
+    const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && b0 + W * (U - 1) < nb;
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
+        const QBase base = qbase<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0));
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-            if (r.r[s].q == nullptr || b0 + W * u >= nb) continue;
-            o[s][u] = qload<T, Co>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0) + W * u);
+            if (full || (r.r[s].q != nullptr && b0 + W * u < nb)) {
+                o[s][u] = qload_at<T, Co>(base, static_cast<size_t>(W * u));
+            } else {
+                o[s][u].dm = 0;
+            }
         }
     }
 }
 
 // Blocks b0 + W u of both rows into acc. The activation block is read once
-// for both rows.
+// for both rows. One straight run of code with no test per unit or row, so
+// the scheduler interleaves the stage's dot products (with a branch per
+// unit and row they ran one after another: H100, tinyllama decode step
+// 556 -> 519 us with the loads below). A block past the row has scales 0
+// (q_load) and reads the row's last activation block, so it adds 0. Units
+// past the row for a whole warp are rare (units_per_stage); skipping them
+// by a warp-uniform branch cost more than it saved (code generation: op
+// bench Q4_0 84 -> 81%, Q2_K 64 -> 54%; Q5_0/Q5_1 gained 8%).
 template <DType T, int W, int U>
-__device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], unsigned rows, const Act& a, int nb, int b0,
-                                      float (&acc)[kRows]) {
+__device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, int nb, int b0, float (&acc)[kRows]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const int b = b0 + W * u;
-        if (b >= nb) continue;
-        const ActBlk ab = act_blk(a, b);
+        const ActBlk ab = act_blk(a, min(b0 + W * u, nb - 1));
 #pragma unroll
-        for (int s = 0; s < kRows; ++s) {
-            if (rows & (1u << s)) acc[s] += qdot<T>(w[s][u], ab);
-        }
+        for (int s = 0; s < kRows; ++s) acc[s] += qdot<T>(w[s][u], ab);
     }
 }
 
@@ -171,7 +169,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, 
         if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
     }
     q_load<T, W, U>(next.rows, nb, next.b0, nxt);
-    q_dot<T, W, U>(cur, pos.valid, a, nb, pos.b0, acc);
+    q_dot<T, W, U>(cur, a, nb, pos.b0, acc);
     if (last) {
 #pragma unroll
         for (int s = 0; s < kRows; ++s) acc[s] = group_sum<W>(acc[s]);
@@ -245,11 +243,19 @@ int lanes_per_pair(int64_t nb, int64_t pairs, int64_t warps) {
 // blocks, 2 for up to 64). The stage's unrolled loads and sums then hold
 // no predicated-off units: smollm2's 576-wide rows (18 blocks) used one of
 // four, and a small launch's time is its warps' instruction chain.
+//
+// Two units also when that takes as many stages with fewer units in all: a
+// 4,096-wide row (128 blocks) is two stages either way for the types of
+// three units per stage, the second a third full with three (q_dot
+// computes every unit of a stage).
 template <DType T>
 int units_per_stage(int64_t nb, int W) {
-    if (W == 32 && nb <= 32 && kQUnits<T> > 1) return 1;
-    if (W == 32 && nb <= 64 && kQUnits<T> > 2) return 2;
-    return kQUnits<T>;
+    constexpr int D = kQUnits<T>;
+    if (W == 32 && nb <= 32 && D > 1) return 1;
+    if (W == 32 && nb <= 64 && D > 2) return 2;
+    auto stages = [&](int64_t u) { return (nb + W * u - 1) / (W * u); };
+    if (W == 32 && D == 3 && stages(2) == stages(3)) return 2;
+    return D;
 }
 
 template <DType T>

@@ -41,45 +41,87 @@ __device__ __forceinline__ QRow q_row(const WView& w, int64_t row) {
 
 __device__ __forceinline__ uint2 ld_u64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 
-// Block b of a row of nb blocks. 64-bit offsets: a caller loading blocks
-// b0 + 32u gets one base address and immediate offsets. Co: coherent loads
-// (a prologue's, before the grid wait: common.cuh).
+// Where a row's fields for block b0 are (one pointer per plane; the
+// K-quants' d/dmin words cover eight blocks, so their pointer is for block
+// b0 & ~7). qload_at(base, c) then reads block b0 + c with c a multiple of 8
+// known at compile time: every load is a base register plus an immediate
+// offset, and a stage of U blocks needs one address per plane, not one per
+// load (64-bit address arithmetic per load was ~60 of a Q4_0 stage's ~500
+// instructions).
+struct QBase {
+    const uint8_t* q;    // payload: the nibbles (Q8_0: bytes 0..15), block b0
+    const uint8_t* q1;   // Q8_0 bytes 16..31 / K-quant two-bit plane, block b0
+    const uint8_t* one;  // K-quant one-bit plane, block b0
+    const uint8_t* m;    // meta: scales (K-quants: scale bytes), block b0
+    const uint8_t* dm;   // K-quants: d/dmin of block b0's group of eight
+};
+
+template <DType T>
+constexpr size_t meta_stride() {  // meta bytes per block (K-quants: scale bytes)
+    return T == DType::Q4_1 ? 4 : T == DType::Q5_0 || T == DType::Q5_1 ? 8 : 2;
+}
+
+// The bases are opaque (common.cuh): the compiler would otherwise fold base
+// + immediate back into b0 + c and redo the 64-bit arithmetic per load.
+template <DType T>
+__device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
+    QBase k;
+    k.q = opaque(r.q + 16 * b0);
+    k.m = opaque(r.m + meta_stride<T>() * b0);
+    k.q1 = k.one = k.dm = nullptr;
+    if constexpr (T == DType::Q8_0) k.q1 = opaque(r.q + 16 * (nb + b0));
+    if constexpr (is_kquant(T)) {
+        constexpr size_t nib = kq_nibble_bytes(T), two = kq_two_bytes(T);
+        k.q = opaque(r.q + nib * b0);
+        k.q1 = opaque(r.q + nib * nb + two * b0);
+        k.one = opaque(r.q + (nib + two) * nb + kq_one_bytes(T) * b0);
+        k.dm = opaque(r.m + 2 * nb + kq_dm_bytes(T) * (b0 >> 3));
+    }
+    return k;
+}
+
+// Block b0 + c (c % 8 == 0 or b0 % 8 + c < 8) of the row qbase describes. Co:
+// coherent loads (a prologue's, before the grid wait: common.cuh).
 template <DType T, bool Co = false>
-__device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
+__device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
     auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
     auto l64 = [](const uint8_t* p) { return Co ? ld_co_u64(p) : ld_u64(p); };
     auto l32 = [](const uint8_t* p) { return Co ? ld_co_u32(p) : ld_u32(p); };
     auto l16 = [](const uint8_t* p) { return static_cast<uint32_t>(Co ? ld_co_u16(p) : ld_u16(p)); };
     QBlk k;
     if constexpr (T == DType::Q8_0) {
-        k.q0 = l128(r.q + 16 * b);
-        k.q1 = l128(r.q + 16 * (nb + b));
-        k.dm = l16(r.m + 2 * b);
+        k.q0 = l128(r.q + 16 * c);
+        k.q1 = l128(r.q1 + 16 * c);
+        k.dm = l16(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_0) {
-        k.q0 = l128(r.q + 16 * b);
-        k.dm = l16(r.m + 2 * b);
+        k.q0 = l128(r.q + 16 * c);
+        k.dm = l16(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_1) {
-        k.q0 = l128(r.q + 16 * b);
-        k.dm = l32(r.m + 4 * b);
+        k.q0 = l128(r.q + 16 * c);
+        k.dm = l32(r.m + 4 * c);
     } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
-        k.q0 = l128(r.q + 16 * b);
-        const uint2 m = l64(r.m + 8 * b);
+        k.q0 = l128(r.q + 16 * c);
+        const uint2 m = l64(r.m + 8 * c);
         k.one = m.x;
         k.dm = m.y;
     } else {  // K-quants: planes in the order nibbles, two bits, one bit
-        constexpr int nib = static_cast<int>(kq_nibble_bytes(T)), two = static_cast<int>(kq_two_bytes(T));
-        if constexpr (nib != 0) k.q0 = l128(r.q + 16 * b);
-        if constexpr (two != 0) k.two = l64(r.q + nib * nb + 8 * b);
-        if constexpr (kq_one_bytes(T) != 0) k.one = l32(r.q + (nib + two) * nb + 4 * b);
-        k.sc = l16(r.m + 2 * b);
-        const uint8_t* dm = r.m + 2 * nb;
+        if constexpr (kq_nibble_bytes(T) != 0) k.q0 = l128(r.q + 16 * c);
+        if constexpr (kq_two_bytes(T) != 0) k.two = l64(r.q1 + 8 * c);
+        if constexpr (kq_one_bytes(T) != 0) k.one = l32(r.one + 4 * c);
+        k.sc = l16(r.m + 2 * c);
         if constexpr (kq_dm_bytes(T) == 4) {
-            k.dm = l32(dm + 4 * (b >> 3));
+            k.dm = l32(r.dm + 4 * (c >> 3));
         } else {
-            k.dm = l16(dm + 2 * (b >> 3));
+            k.dm = l16(r.dm + 2 * (c >> 3));
         }
     }
     return k;
+}
+
+// Block b of a row of nb blocks.
+template <DType T, bool Co = false>
+__device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
+    return qload_at<T, Co>(qbase<T>(r, nb, b), 0);
 }
 
 // Quants of elements 16h + 4j .. 16h + 4j + 3, one per byte, before any
@@ -113,6 +155,13 @@ struct ActBlk {
     float d, s0, s1;
     int isum;
 };
+
+// dot(a, b) + c of four unsigned bytes of a with four signed bytes of b.
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
 
 // Offsets subtracted from a type's quants (0: none, or the type has a min).
 template <DType T>
@@ -156,16 +205,32 @@ __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
         }
     } else {
         int v = -q_offset<T>() * a.isum;
+        if constexpr (T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q4_K) {
+            // Nibbles only: the high ones stay in place (16 q, unsigned), so
+            // each word takes two masks instead of a mask, a shift and a mask
+            // (v16 = 16 v, exact in float: |v16| < 2^20).
+            const uint32_t w[4] = {k.q0.x, k.q0.y, k.q0.z, k.q0.w};
+            int vh = 0;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            v = __dp4a(static_cast<int>(qword<T>(k, 0, j)), lo[j], v);
-            v = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v);
+            for (int j = 0; j < 4; ++j) {
+                v = __dp4a(static_cast<int>(w[j] & kLow4), lo[j], v);
+                vh = dp4a_us(w[j] & ~kLow4, hi[j], vh);
+            }
+            v = 16 * v + vh;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                v = __dp4a(static_cast<int>(qword<T>(k, 0, j)), lo[j], v);
+                v = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v);
+            }
         }
+        constexpr bool kTimes16 = T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q4_K;
+        const float fv = kTimes16 ? static_cast<float>(v) * 0.0625f : static_cast<float>(v);
         if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
             const float sc = static_cast<float>(k.sc & 0xFFu), m = static_cast<float>(k.sc >> 8);
-            return fp16_lo(k.dm) * sc * a.d * static_cast<float>(v) - fp16_hi(k.dm) * m * (a.s0 + a.s1);
+            return fp16_lo(k.dm) * sc * a.d * fv - fp16_hi(k.dm) * m * (a.s0 + a.s1);
         } else {
-            float x = fp16_lo(k.dm) * a.d * static_cast<float>(v);
+            float x = fp16_lo(k.dm) * a.d * fv;
             if constexpr (T == DType::Q4_1 || T == DType::Q5_1) x += fp16_hi(k.dm) * (a.s0 + a.s1);
             return x;
         }
