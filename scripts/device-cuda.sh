@@ -16,6 +16,11 @@
 # `profile` (not part of `all`) runs Nsight Compute over a short decode of each
 # model and writes per-kernel times, instructions and stalls to $OUT/profile-*.txt.
 #
+# `trace` (not part of `all`) times every kernel of real decode steps, in the
+# graph and overlapped as they run (scripts/kernel-trace: a CUPTI injection
+# library, carried built in .devcarry/trace with libcupti.so.13), and writes
+# each kernel kind's share of a step to $OUT/trace-*.txt.
+#
 # The real default model (over one call's 64 MiB) travels in two parts: a
 # call that carries .devcarry/ma/part leaves it in /tmp/dm, one that carries
 # .devcarry/mb/part joins them into /tmp/dm/model.gguf (the machine keeps /tmp
@@ -104,7 +109,7 @@ fi
 need=(lantern_tests lantern)
 case "$stage" in
   test | memcheck | opbench) need=(lantern_tests) ;;
-  bench | tg | profile) need=(lantern) ;;
+  bench | tg | profile | trace) need=(lantern) ;;
 esac
 missing=0
 for b in "${need[@]}"; do [ -x "$bin/$b" ] || missing=1; done
@@ -242,6 +247,19 @@ for r in rows[1:]:
 print(line)
 PY
     note "profile: $shape-$type ($(wc -l < "$out/profile-$shape-$type.txt") kernels)"
+  done
+fi
+
+# --- kernel timeline of decode steps (only when asked) ------------------------------
+if [ "$stage" = trace ]; then
+  for m in "${models[@]}"; do
+    f="$(model_file "$m")"
+    name="${m%%:*}-${m##*:}"
+    CUDA_INJECTION64_PATH="$root/.devcarry/trace/libkernel_trace.so" KERNEL_TRACE_OUT="/tmp/trace-$name.csv" \
+      LD_LIBRARY_PATH="$root/.devcarry/trace:$LD_LIBRARY_PATH" timeout 120 "$bin/lantern" bench -m "$f" \
+      --backend cuda --n-gpu-layers 99 -p 0 -n 48 -r 1 > /dev/null 2> "$out/trace-$name.err"
+    python3 scripts/kernel-trace/summarize.py "/tmp/trace-$name.csv" --steps 20 > "$out/trace-$name.txt" 2>&1
+    note "trace: $name: $(head -1 "$out/trace-$name.txt")"
   done
 fi
 
