@@ -205,6 +205,24 @@ std::unique_ptr<OpCase> prenorm_chain(DType t) {
     return c;
 }
 
+// The first layer's RmsNorm (no residual yet) and the Q/K/V products that
+// read it. (Fusing the norm into their launch cost time on the H100: the
+// norm's own launch is when the products' weights start streaming.)
+std::unique_ptr<OpCase> norm_qkv(DType t) {
+    auto c = new_case("", 5e-4);
+    c->name = std::string("norm_qkv_") + dtype_name(t);
+    CaseLeaves b{*c, std::mt19937(93)};
+    Graph& g = c->graph;
+    const int64_t E = 1024;
+    Tensor* x = b.leaf(DType::F32, {E, 1}, "embedding");
+    Tensor* n = g.rms_norm(x, b.weight(DType::F32, {E}, "attn_norm"), 1e-5f);
+    Tensor* q = g.mul_mat(b.weight(t, {E, E}, "wq"), n);
+    Tensor* k = g.mul_mat(b.weight(t, {E, 256}, "wk"), n);
+    Tensor* v = g.mul_mat(b.weight(t, {E, 256}, "wv"), n);
+    c->outputs = {n, q, k, v};
+    return c;
+}
+
 struct Extra {
     std::string name;  // as the case names itself
     std::function<std::unique_ptr<OpCase>()> make;
@@ -257,8 +275,20 @@ const std::vector<Extra>& extras() {
             f.push_back({"gate_up_" + ty + "_" + std::to_string(narrow) + "x9001",
                          [t, s3, narrow] { return gate_up_case(t, narrow, 9001, s3); }});
         }
+        // Gate/up pairs at the 7B's width (more items than an H100's warps:
+        // a part-full last round), and an odd row count with an odd block
+        // count per row (a last stage of one block).
+        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+            const std::string ty = dtype_name(t);
+            const int64_t odd_k = dtype_block_size(t) == 256 ? 4352 : 4128;
+            const uint32_t s1 = ++seed, s2 = ++seed;
+            f.push_back({"gate_up_" + ty + "_4096x2200", [t, s1] { return gate_up_case(t, 4096, 2200, s1); }});
+            f.push_back({"mul_mat_" + ty + "_" + std::to_string(odd_k) + "x4401x1",
+                         [t, s2, odd_k] { return matvec_case(t, odd_k, 4401, 1, s2); }});
+        }
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
+            f.push_back({std::string("norm_qkv_") + dtype_name(t), [t] { return norm_qkv(t); }});
         }
         for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16}) {
             for (int64_t T : {1, 3, 12}) {

@@ -96,11 +96,6 @@ __device__ __forceinline__ float gelu_tanh_f(float x) {
     return 0.5f * x * (1.0f + tanhf(u));
 }
 
-// Bits 0..3 of x moved to bit 0 of bytes 0..3.
-__device__ __forceinline__ uint32_t spread4(uint32_t x) {
-    return (x & 1u) | ((x & 2u) << 7) | ((x & 4u) << 14) | ((x & 8u) << 21);
-}
-
 // Programmatic dependent launch (Hopper). Kernels are launched so that the
 // next kernel of the stream may start while this one runs (launch()); every
 // kernel calls pdl_wait() in every block before it reads anything an earlier

@@ -139,8 +139,7 @@ __device__ __forceinline__ uint32_t qword(const QBlk& k, int h, int j) {
         } else {
             q = (w[j] >> (4 * h)) & kLow4;
         }
-        if constexpr (T == DType::Q5_0 || T == DType::Q5_1) q |= spread4((k.one >> (16 * h + 4 * j)) & 0xFu) << 4;
-        if constexpr (T == DType::Q5_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 4;
+        if constexpr (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 4;
         if constexpr (T == DType::Q3_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 2;
         if constexpr (T == DType::Q6_K) q |= (((h == 0 ? k.two.x : k.two.y) >> (2 * j)) & kLow2) << 4;
         return q;

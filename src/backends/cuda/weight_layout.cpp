@@ -72,6 +72,14 @@ void put_one_bit(const uint8_t* v, uint8_t* o) {
     }
 }
 
+// Q5_0/Q5_1's high bits (GGUF: bit e of the little-endian qh, element e) as
+// put_one_bit's plane.
+void put_high_plane(uint8_t* o, const uint8_t* qh) {
+    uint8_t v[32];
+    for (int e = 0; e < 32; ++e) v[e] = static_cast<uint8_t>((qh[e / 8] >> (e % 8)) & 1);
+    put_one_bit(v, o);
+}
+
 // A K-quant weight into the planes of weight_layout.h. The quants and
 // scales come from the CPU's unpacker, so the bit layout of each GGUF block
 // is read in one place (kquant.h); d and dmin are copied as their fp16 bits.
@@ -156,14 +164,14 @@ void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out) {
         case DType::Q5_0:
             for_blocks<BlockQ5_0>(l, gguf, [&](int64_t r, int64_t b, const BlockQ5_0& x) {
                 std::memcpy(payload(r, b), x.qs, 16);
-                std::memcpy(meta_at(r, b), x.qh, 4);
+                put_high_plane(meta_at(r, b), x.qh);
                 std::memcpy(meta_at(r, b) + 4, &x.d, 2);
             });
             break;
         case DType::Q5_1:
             for_blocks<BlockQ5_1>(l, gguf, [&](int64_t r, int64_t b, const BlockQ5_1& x) {
                 std::memcpy(payload(r, b), x.qs, 16);
-                std::memcpy(meta_at(r, b), x.qh, 4);
+                put_high_plane(meta_at(r, b), x.qh);
                 std::memcpy(meta_at(r, b) + 4, &x.d, 2);
                 std::memcpy(meta_at(r, b) + 6, &x.m, 2);
             });

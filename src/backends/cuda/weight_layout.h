@@ -7,7 +7,11 @@
 //                            32-element block, contiguous ([N][blocks][16]);
 //                            meta: per row, per block, the scales (and Q5's
 //                            32 high bits): Q4_0 {d}, Q4_1 {d, m},
-//                            Q5_0 {qh, d, 0}, Q5_1 {qh, d, m}.
+//                            Q5_0 {qh, d, 0}, Q5_1 {qh, d, m}, qh laid out
+//                            as the K-quants' one-bit plane below (bit 4h + j
+//                            of byte k: element 16h + 4j + k; GGUF has bit e
+//                            for element e), so a word of four quants takes
+//                            its high bits with a shift and a mask.
 //   Q8_0                     payload: per row two planes, bytes 0..15 of every
 //                            block, then bytes 16..31 ([N][2][blocks][16]);
 //                            meta: {d} per block.
