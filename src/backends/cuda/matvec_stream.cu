@@ -236,13 +236,13 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     // The first stage itself is loaded before the wait too: the registers
     // are free until the activation is staged, and the dot products after
     // the wait then start without a memory round trip. Coherent loads: ptxas
-    // moves __ldg ones after the wait (until 2026-11-22 they were). Q8_0
-    // keeps __ldg (so its loads still follow the wait): with coherent ones
-    // its 7B decode step took 1.1% longer on two of three H100s (0.5% less
-    // on the third), while tinyllama's Q4_0 and Q4_K steps took 6-9% and
-    // the 7B Q4_0's 3% less.
+    // moves __ldg ones after the wait (until 2026-11-22 they were). For Q8_0
+    // they cost 1.1% of the 7B decode step on two of three H100s with the
+    // fourth session's kernels and save 0.3% with the fifth's (2,955 ->
+    // 2,947 us, twice in one call); tinyllama's Q4_0 and Q4_K steps took
+    // 6-9% and the 7B Q4_0's 3% less with them.
     QBlk buf0[kRows][U], buf1[kRows][U];
-    q_load<T, W, U, T != DType::Q8_0>(pos.rows, nb, pos.b0, buf0);
+    q_load<T, W, U, true>(pos.rows, nb, pos.b0, buf0);
 
     pdl_enter();
     stage_act<true>(p, smem, red);
