@@ -73,6 +73,37 @@ std::unique_ptr<OpCase> matmul_case(DType t, int64_t K, int64_t N, int64_t M, in
     }
     return c;
 }
+
+// A decode layer's fused matrix-vector launches, `copies` of each with
+// their own weights: Q/K/V side by side or gate/up + SiLU, with or without
+// the add + RMSNorm in front (the decode graph has it in front of both).
+std::unique_ptr<OpCase> layer_launch_case(DType t, bool gate_up, bool norm, int copies) {
+    auto c = std::make_unique<OpCase>();
+    const int64_t K = 4096, N = gate_up ? 11008 : 4096;
+    c->name = std::string(norm ? "norm+" : "") + (gate_up ? "gate/up " : "q/k/v ") + dtype_name(t);
+    CaseLeaves b{*c, std::mt19937(6)};
+    for (int i = 0; i < copies; ++i) {
+        Tensor* x = nullptr;
+        if (norm) {
+            Tensor* f = c->graph.add_rms_norm(b.leaf(DType::F32, {K, 1}, "residual"), b.leaf(DType::F32, {K, 1}, "add"),
+                                              b.weight(DType::F32, {K}, "norm"), 1e-5f);
+            x = c->graph.fused_slice(f, 1);
+            c->outputs.push_back(f);
+        } else {
+            x = b.leaf(DType::F32, {K, 1}, "x");
+        }
+        const int n_mats = gate_up ? 2 : 3;
+        std::vector<Tensor*> out;
+        for (int m = 0; m < n_mats; ++m) {
+            Tensor* w = b.repeated_weight(t, K, N, "w");
+            out.push_back(c->graph.mul_mat(w, x));
+            c->bytes += static_cast<double>(w->nbytes());
+        }
+        if (gate_up) out.push_back(c->graph.silu_mul(out[0], out[1]));
+        for (Tensor* o : out) c->outputs.push_back(o);
+    }
+    return c;
+}
 #endif
 
 TEST(CudaOpBench, MatVecBandwidth) {
@@ -109,6 +140,21 @@ TEST(CudaOpBench, MatVecBandwidth) {
         }
     }
     if (std::getenv("LANTERN_CUDA_BENCH_ONLY") != nullptr) return;
+    // The 7B's fused launches in isolation (the graph's trace gave gate/up
+    // 1.96 TB/s and Q/K/V 2.5): whether the paired rows or the norm in
+    // front cost the difference.
+    std::printf("[ bench ] %-22s %10s %10s %8s\n", "layer launch (7B)", "us/launch", "GB/s", "of copy");
+    for (bool gate_up : {false, true}) {
+        for (bool norm : {false, true}) {
+            auto c = layer_launch_case(DType::Q4_0, gate_up, norm, gate_up ? 6 : 10);
+            const int copies = gate_up ? 6 : 10;
+            const CaseResult r = run_case(*c, *gpu, 20);
+            ASSERT_TRUE(r.supported) << c->name;
+            const double gbs = c->bytes / r.seconds_per_run / 1e9;
+            std::printf("[ bench ] %-22s %10.2f %10.0f %7.0f%%\n", c->name.c_str(), r.seconds_per_run / copies * 1e6,
+                        gbs, 100.0 * gbs * 1e9 / copy);
+        }
+    }
     std::printf("[ bench ] %-22s %10s %10s\n", "prompt GEMM (M=512)", "ms", "TFLOP/s");
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16}) {
         auto c = matmul_case(t, 4096, 11008, 512, 2);
