@@ -14,6 +14,9 @@ struct RowMap {  // row r -> (i1, i2, i3) byte offset
     int64_t ne1, ne2;
     size_t nb1, nb2, nb3;
     __device__ size_t at(int64_t r) const {
+        // Row 0 (a decode step's only row) without the 64-bit divisions: four
+        // maps of them were most of a one-row launch's instructions.
+        if (r == 0) return 0;
         return (r % ne1) * nb1 + ((r / ne1) % ne2) * nb2 + (r / (ne1 * ne2)) * nb3;
     }
 };
