@@ -146,8 +146,8 @@ TEST(CudaOpBench, MatVecBandwidth) {
     std::printf("[ bench ] %-22s %10s %10s %8s\n", "layer launch (7B)", "us/launch", "GB/s", "of copy");
     for (bool gate_up : {false, true}) {
         for (bool norm : {false, true}) {
-            auto c = layer_launch_case(DType::Q4_0, gate_up, norm, gate_up ? 6 : 10);
             const int copies = gate_up ? 6 : 10;
+            auto c = layer_launch_case(DType::Q4_0, gate_up, norm, copies);
             const CaseResult r = run_case(*c, *gpu, 20);
             ASSERT_TRUE(r.supported) << c->name;
             const double gbs = c->bytes / r.seconds_per_run / 1e9;

@@ -132,9 +132,7 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, i
     }
 }
 
-// Sum over the W lanes of a group (aligned): every lane gets its group's.
-//
-// The two rows of a pair at once: the first exchange swaps halves, so lanes
+// Sums over the W lanes of a group (aligned), both rows of its pair at once: the first exchange swaps halves, so lanes
 // j < W / 2 go on with row 0 and the others with row 1, and each further
 // step sums one value (log2 W + 1 shuffles for both rows, not 2 log2 W).
 // Returns the sum of row hi = (j >= W / 2) to every lane of that half.
@@ -163,8 +161,8 @@ __device__ __forceinline__ unsigned q_valid(const QRows& r) {
 // row 1, from lane W / 2, and the product), lane j = W / 2 row 1 otherwise.
 template <int W>
 __device__ __forceinline__ void q_store(const MvParams& p, int pair, float sum, int j) {
-    const float other = __shfl_xor_sync(0xffffffffu, sum, W / 2);
-    if (p.silu != nullptr) {
+    if (p.silu != nullptr) {  // uniform: every lane takes part in the shuffle
+        const float other = __shfl_xor_sync(0xffffffffu, sum, W / 2);
         if (j != 0 || pair >= static_cast<int>(p.total_rows)) return;
         p.out[0][pair] = sum;
         p.out[1][pair] = other;

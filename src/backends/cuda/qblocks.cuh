@@ -56,23 +56,17 @@ struct QBase {
     const uint8_t* dm;   // K-quants: d/dmin of block b0's group of eight
 };
 
-template <DType T>
-constexpr size_t meta_stride() {  // meta bytes per block (K-quants: scale bytes)
-    return T == DType::Q4_1 ? 4 : T == DType::Q5_0 || T == DType::Q5_1 ? 8 : 2;
-}
-
 // The bases are opaque (common.cuh): the compiler would otherwise fold base
 // + immediate back into b0 + c and redo the 64-bit arithmetic per load.
 template <DType T>
 __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
     QBase k;
-    k.q = opaque(r.q + 16 * b0);
-    k.m = opaque(r.m + meta_stride<T>() * b0);
+    k.q = opaque(r.q + 16 * b0);            // a K-quant's nibble plane too (16 bytes a block)
+    k.m = opaque(r.m + q32_meta(T) * b0);  // K-quants: 2 scale bytes a block, as Q4_0's d
     k.q1 = k.one = k.dm = nullptr;
     if constexpr (T == DType::Q8_0) k.q1 = opaque(r.q + 16 * (nb + b0));
     if constexpr (is_kquant(T)) {
         constexpr size_t nib = kq_nibble_bytes(T), two = kq_two_bytes(T);
-        k.q = opaque(r.q + nib * b0);
         k.q1 = opaque(r.q + nib * nb + two * b0);
         k.one = opaque(r.q + (nib + two) * nb + kq_one_bytes(T) * b0);
         k.dm = opaque(r.m + 2 * nb + kq_dm_bytes(T) * (b0 >> 3));
@@ -204,7 +198,8 @@ __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
         }
     } else {
         int v = -q_offset<T>() * a.isum;
-        if constexpr (T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q4_K) {
+        constexpr bool kNibbles = T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q4_K;
+        if constexpr (kNibbles) {
             // Nibbles only: the high ones stay in place (16 q, unsigned), so
             // each word takes two masks instead of a mask, a shift and a mask
             // (v16 = 16 v, exact in float: |v16| < 2^20).
@@ -223,8 +218,7 @@ __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
                 v = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v);
             }
         }
-        constexpr bool kTimes16 = T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q4_K;
-        const float fv = kTimes16 ? static_cast<float>(v) * 0.0625f : static_cast<float>(v);
+        const float fv = kNibbles ? static_cast<float>(v) * 0.0625f : static_cast<float>(v);
         if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
             const float sc = static_cast<float>(k.sc & 0xFFu), m = static_cast<float>(k.sc >> 8);
             return fp16_lo(k.dm) * sc * a.d * fv - fp16_hi(k.dm) * m * (a.s0 + a.s1);
