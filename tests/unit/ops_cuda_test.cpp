@@ -264,8 +264,10 @@ const std::vector<Extra>& extras() {
         }
         // More row pairs than an H100's matrix-vector warps: short rows share
         // a warp (576-wide: 8 lanes per pair, 2048-wide: 16), alone and as
-        // gate/up/SiLU pairs; odd row counts leave pairs without rows.
-        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+        // gate/up/SiLU pairs; odd row counts leave pairs without rows. Q3_K:
+        // d words passed by shuffle within groups of 8 and 16 lanes (Q4_K
+        // keeps 32 lanes a pair).
+        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q3_K}) {
             const std::string ty = dtype_name(t);
             const int64_t narrow = dtype_block_size(t) == 256 ? 512 : 576;
             const uint32_t s1 = ++seed, s2 = ++seed, s3 = ++seed;

@@ -21,14 +21,28 @@ namespace {
 // (7B Q4_0), 9% (7B Q8_0) and 4% (tinyllama) in GPU time per decode step,
 // and lost 2.5% on smollm2's 576-wide rows (2026-11-22). The other types
 // take as many blocks per stage as keep a stage near 48 registers (two
-// stages and the rest within 128).
+// stages and the rest within 128); Q4_K takes four since its d/dmin words
+// come by shuffle (kSharedDm).
 
 constexpr int kQBlocksPerSM = 2;  // __launch_bounds__: at most 128 registers
 
 template <DType T>
-constexpr int kQUnits = T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q3_K || T == DType::Q2_K ? 4
-                       : T == DType::Q8_0 || T == DType::Q6_K                               ? 2
-                                                                                            : 3;
+constexpr int kQUnits =
+    T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ? 4
+    : T == DType::Q8_0 || T == DType::Q6_K                                                          ? 2
+                                                                                                    : 3;
+
+// The K-quants' d/dmin word covers a superblock of eight blocks: stages of
+// three or four units load each once (lane j of a group the j-th of the
+// stage's superblocks) and pass it by shuffle, not once per unit and row
+// (U - 1 fewer registers per row and buffer, which let Q4_K take four
+// units without spilling). H100, 2026-11-22: 7B Q4_K decode step 2,058 ->
+// 1,886 us with Q4_K at four units (2,005 with four units alone, 1,970
+// with the shuffle alone); op bench Q4_K 4096 x 11008 73 -> 78% of the
+// copy. With two units it cost time (tinyllama Q6_K 614 -> 641 us, Q4_K
+// +11 us), and Q2_K lost 63 -> 56% in the op bench with it.
+template <DType T, int U>
+constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3;
 
 // Rows too short for a stage can share a warp: with W lanes per row pair
 // (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
@@ -99,18 +113,36 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
     // A block not loaded gets scales of 0, so q_dot adds 0 for it.
     constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
     const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && b0 + W * (U - 1) < nb;
+    constexpr bool kShared = kSharedDm<T, U>;
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
         const QBase base = qbase<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0));
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (full || (r.r[s].q != nullptr && b0 + W * u < nb)) {
-                o[s][u] = qload_at<T, Co>(base, static_cast<size_t>(W * u));
+                o[s][u] = qload_at<T, Co, !kShared>(base, static_cast<size_t>(W * u));
             } else {
                 o[s][u].dm = 0;
             }
         }
+        if constexpr (kShared) {
+            // The stage's d/dmin words: lane j of the group takes superblock
+            // (b0 - j) / 8 + j; q_dot hands each unit its word (dm_lane).
+            const int j = b0 & (W - 1), sb = ((b0 - j) >> 3) + j;
+            o[s][0].dm = r.r[s].q != nullptr && j < W * U / 8 && sb < nb / 8
+                             ? qload_dm<T, Co>(r.r[s].m + 2 * static_cast<size_t>(nb) + kq_dm_bytes(T) * static_cast<size_t>(sb))
+                             : 0u;
+        }
     }
+}
+
+// The lane holding the d/dmin word of unit u's superblock (q_load): lane j
+// of a group of W, unit u is block b0 - j + j + W u, superblock
+// (b0 - j) / 8 + j / 8 + (W / 8) u.
+template <int W>
+__device__ __forceinline__ int dm_lane(int u) {
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    return (lane & ~(W - 1)) + ((lane & (W - 1)) >> 3) + (W / 8) * u;
 }
 
 // Blocks b0 + W u of both rows into acc. The activation block is read once
@@ -128,7 +160,11 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, i
     for (int u = 0; u < U; ++u) {
         const ActBlk ab = act_blk(a, min(b0 + W * u, nb - 1));
 #pragma unroll
-        for (int s = 0; s < kRows; ++s) acc[s] += qdot<T>(w[s][u], ab);
+        for (int s = 0; s < kRows; ++s) {
+            QBlk k = w[s][u];
+            if constexpr (kSharedDm<T, U>) k.dm = __shfl_sync(0xffffffffu, w[s][0].dm, dm_lane<W>(u));
+            acc[s] += qdot<T>(k, ab);
+        }
     }
 }
 
@@ -259,10 +295,15 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
 // loads and sums is the time, and more pairs per warp only lengthen it
 // (H100, 2026-11-22: narrowing every launch of smollm2, 576-wide rows, cost
 // 1.3% of its decode step; narrowing tinyllama's saved 1.8%).
+//
+// Not for Q4_K: at four units its tinyllama gate/up rows (64 blocks) would
+// take 16 lanes, and that cost 2% of the decode step (H100, 2026-11-22:
+// 551 -> 541 us with 32; the three-unit Q4_K before did not narrow them).
 template <DType T>
 int lanes_per_pair(int64_t nb, int64_t pairs, int64_t warps) {
+    constexpr bool kNarrow = T != DType::Q4_K;
     int w = 32;
-    while (w > 8 && pairs * w / 32 > warps && (w / 2) * kQUnits<T> >= nb) w /= 2;
+    while (kNarrow && w > 8 && pairs * w / 32 > warps && (w / 2) * kQUnits<T> >= nb) w /= 2;
     return w;
 }
 
@@ -272,17 +313,22 @@ int lanes_per_pair(int64_t nb, int64_t pairs, int64_t warps) {
 // no predicated-off units: smollm2's 576-wide rows (18 blocks) used one of
 // four, and a small launch's time is its warps' instruction chain.
 //
-// Two units also when that takes as many stages with fewer units in all: a
-// 4,096-wide row (128 blocks) is two stages either way for the types of
-// three units per stage, the second a third full with three (q_dot
-// computes every unit of a stage).
+// And the fewest units that take as many stages as the type's own (q_dot
+// computes every unit of a stage): a 4,096-wide row (128 blocks) is two
+// stages either way for the types of three units per stage, the second a
+// third full with three; tinyllama's 5,632-wide down rows (176 blocks) are
+// two stages of three units for the four-unit types.
 template <DType T>
 int units_per_stage(int64_t nb, int W) {
     constexpr int D = kQUnits<T>;
     if (W == 32 && nb <= 32 && D > 1) return 1;
     if (W == 32 && nb <= 64 && D > 2) return 2;
     auto stages = [&](int64_t u) { return (nb + W * u - 1) / (W * u); };
-    if (W == 32 && D == 3 && stages(2) == stages(3)) return 2;
+    if (W == 32) {
+        for (int u = 2; u < D; ++u) {
+            if (stages(u) == stages(D)) return u;
+        }
+    }
     return D;
 }
 
@@ -310,6 +356,8 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
         go(k_matvec_q<T, 32, 1, false>);
     } else if (U == 2) {  // only when D > 2 (units_per_stage)
         go(k_matvec_q<T, 32, std::min(2, D), false>);
+    } else if (U == 3) {  // only when D > 3
+        go(k_matvec_q<T, 32, std::min(3, D), false>);
     } else {
         go(k_matvec_q<T, 32, D, false>);
     }
@@ -331,6 +379,7 @@ void init_matvec_streamed(int max_smem) {
             raise_smem_limit(k_matvec_q<T, 32, D, false>, max_smem);
             raise_smem_limit(k_matvec_q<T, 32, 1, false>, max_smem);
             raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false>, max_smem);
             raise_smem_limit(k_matvec_q<T, 32, D, true>, max_smem);
         });
     }

@@ -74,9 +74,17 @@ __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
     return k;
 }
 
-// Block b0 + c (c % 8 == 0 or b0 % 8 + c < 8) of the row qbase describes. Co:
-// coherent loads (a prologue's, before the grid wait: common.cuh).
+// A K-quant's d/dmin word (Q3_K, Q6_K: d alone) at p.
 template <DType T, bool Co = false>
+__device__ __forceinline__ uint32_t qload_dm(const uint8_t* p) {
+    if constexpr (kq_dm_bytes(T) == 4) return Co ? ld_co_u32(p) : ld_u32(p);
+    return static_cast<uint32_t>(Co ? ld_co_u16(p) : ld_u16(p));
+}
+
+// Block b0 + c (c % 8 == 0 or b0 % 8 + c < 8) of the row qbase describes. Co:
+// coherent loads (a prologue's, before the grid wait: common.cuh). Dm: a
+// K-quant's d/dmin word too (without: the caller gets it another way).
+template <DType T, bool Co = false, bool Dm = true>
 __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
     auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
     auto l64 = [](const uint8_t* p) { return Co ? ld_co_u64(p) : ld_u64(p); };
@@ -103,11 +111,7 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
         if constexpr (kq_two_bytes(T) != 0) k.two = l64(r.q1 + 8 * c);
         if constexpr (kq_one_bytes(T) != 0) k.one = l32(r.one + 4 * c);
         k.sc = l16(r.m + 2 * c);
-        if constexpr (kq_dm_bytes(T) == 4) {
-            k.dm = l32(r.dm + 4 * (c >> 3));
-        } else {
-            k.dm = l16(r.dm + 2 * (c >> 3));
-        }
+        if constexpr (Dm) k.dm = qload_dm<T, Co>(r.dm + kq_dm_bytes(T) * (c >> 3));
     }
     return k;
 }
