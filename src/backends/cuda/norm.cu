@@ -28,9 +28,23 @@ RowMap map_of(const Tensor& t, const Tensor& shape) {
 // y = x * rsqrt(mean(x^2) + eps) * w; with `b`, x = a + b is first written to `sum`.
 __global__ void __launch_bounds__(kThreads) k_rms_norm(const uint8_t* a, RowMap ma, const uint8_t* b, RowMap mb,
                                                        float* sum, RowMap ms, float* y, RowMap my, const float* w,
-                                                       int64_t n, float eps) {
+                                                       bool w_early, int64_t n, float eps) {
     __shared__ float scratch[32];
+    // A model weight (w_early) is not an earlier kernel's output: it is read
+    // before the grid wait, so the normalisation after the block sum does not
+    // wait on memory (the first layer's RmsNorm is its own launch, and the
+    // Q/K/V launch behind it loads its weights at the same time).
+    float wv[kMaxPerThread];
+    auto load_w = [&] {
+#pragma unroll
+        for (int k = 0; k < kMaxPerThread; ++k) {
+            const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kThreads;
+            wv[k] = w != nullptr && i < n ? __uint_as_float(ld_co_u32(reinterpret_cast<const uint8_t*>(w + i))) : 1.0f;
+        }
+    };
+    if (w_early) load_w();
     pdl_enter();
+    if (!w_early) load_w();
     const int64_t r = blockIdx.x;
     const float* xa = reinterpret_cast<const float*>(a + ma.at(r));
     const float* xb = b != nullptr ? reinterpret_cast<const float*>(b + mb.at(r)) : nullptr;
@@ -64,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) k_rms_norm(const uint8_t* a, RowMap 
 #pragma unroll
     for (int k = 0; k < kMaxPerThread; ++k) {
         const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kThreads;
-        if (i < n) out[i] = w != nullptr ? v[k] * rs * w[i] : v[k] * rs;
+        if (i < n) out[i] = v[k] * rs * wv[k];
     }
     for (int64_t i = threadIdx.x + static_cast<int64_t>(kMaxPerThread) * kThreads; i < n; i += kThreads) {
         const float x = xb != nullptr ? out_sum[i] : xa[i];
@@ -101,6 +115,9 @@ bool weight_ok(const Tensor* w, int64_t n) {
     return w == nullptr || (w->type == DType::F32 && w->nb[0] == 4 && w->ne[0] == n);
 }
 
+// Whether a norm's weight is a model weight (no kernel writes it).
+bool is_model_weight(const Tensor* w) { return w != nullptr && (w->storage_root()->flags & kTensorWeight) != 0; }
+
 }  // namespace
 
 bool accepts_rms_norm(const Tensor& node) {
@@ -120,7 +137,8 @@ void run_rms_norm(const Ctx& ctx, const Tensor& node) {
     const float* w = node.src[1] != nullptr ? ptr<const float>(*node.src[1]) : nullptr;
     check(launch(ctx, k_rms_norm, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, ptr<const uint8_t>(x),
                  map_of(x, node), static_cast<const uint8_t*>(nullptr), RowMap{}, static_cast<float*>(nullptr),
-                 RowMap{}, ptr<float>(node), map_of(node, node), w, node.ne[0], node.param_f(0)),
+                 RowMap{}, ptr<float>(node), map_of(node, node), w, is_model_weight(node.src[1]), node.ne[0],
+                 node.param_f(0)),
           "k_rms_norm", node);
 }
 
@@ -136,7 +154,7 @@ void run_add_rms_norm(const Ctx& ctx, const Tensor& node) {
     const RowMap m2{node.ne[1], 1, node.nb[1], 0, 0};
     check(launch(ctx, k_rms_norm, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, ptr<const uint8_t>(a),
                  RowMap{node.ne[1], 1, a.nb[1], 0, 0}, ptr<const uint8_t>(b), RowMap{node.ne[1], 1, b.nb[1], 0, 0},
-                 base, m2, normed, m2, w, node.ne[0], node.param_f(0)),
+                 base, m2, normed, m2, w, is_model_weight(node.src[2]), node.ne[0], node.param_f(0)),
           "k_add_rms_norm", node);
 }
 
