@@ -136,9 +136,10 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
     }
 }
 
-// The lane holding the d/dmin word of unit u's superblock (q_load): lane j
-// of a group of W, unit u is block b0 - j + j + W u, superblock
-// (b0 - j) / 8 + j / 8 + (W / 8) u.
+// The lane holding the d/dmin word of unit u's superblock (q_load): for
+// lane j of a group of W, unit u is block base + j + W u (base = b0 - j, a
+// multiple of W U and so of 8), in superblock base / 8 + j / 8 + (W / 8) u,
+// whose word lane j / 8 + (W / 8) u of the group loaded.
 template <int W>
 __device__ __forceinline__ int dm_lane(int u) {
     const int lane = static_cast<int>(threadIdx.x & 31);
@@ -356,7 +357,7 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
         go(k_matvec_q<T, 32, 1, false>);
     } else if (U == 2) {  // only when D > 2 (units_per_stage)
         go(k_matvec_q<T, 32, std::min(2, D), false>);
-    } else if (U == 3) {  // only when D > 3
+    } else if (U == 3) {  // D = 3: the kernel of the else branch
         go(k_matvec_q<T, 32, std::min(3, D), false>);
     } else {
         go(k_matvec_q<T, 32, D, false>);
