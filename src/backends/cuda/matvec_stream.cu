@@ -114,6 +114,10 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
     constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
     const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && b0 + W * (U - 1) < nb;
     constexpr bool kShared = kSharedDm<T, U>;
+    // The stage's d/dmin words: lane j of the group takes superblock
+    // (b0 - j) / 8 + j; q_dot hands each unit its word (dm_lane).
+    const int j = b0 & (W - 1), sb = ((b0 - j) >> 3) + j;
+    const bool loads_dm = j < W * U / 8 && sb < nb / 8;
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
         const QBase base = qbase<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(b0));
@@ -126,11 +130,8 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
             }
         }
         if constexpr (kShared) {
-            // The stage's d/dmin words: lane j of the group takes superblock
-            // (b0 - j) / 8 + j; q_dot hands each unit its word (dm_lane).
-            const int j = b0 & (W - 1), sb = ((b0 - j) >> 3) + j;
-            o[s][0].dm = r.r[s].q != nullptr && j < W * U / 8 && sb < nb / 8
-                             ? qload_dm<T, Co>(r.r[s].m + 2 * static_cast<size_t>(nb) + kq_dm_bytes(T) * static_cast<size_t>(sb))
+            o[s][0].dm = r.r[s].q != nullptr && loads_dm
+                             ? qload_dm<T, Co>(q_dm_at<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(sb)))
                              : 0u;
         }
     }

@@ -56,6 +56,13 @@ struct QBase {
     const uint8_t* dm;   // K-quants: d/dmin of block b0's group of eight
 };
 
+// A K-quant row's d/dmin word of superblock sb (blocks 8 sb .. 8 sb + 7):
+// after the row's two scale bytes per block.
+template <DType T>
+__device__ __forceinline__ const uint8_t* q_dm_at(const QRow& r, size_t nb, size_t sb) {
+    return r.m + 2 * nb + kq_dm_bytes(T) * sb;
+}
+
 // The bases are opaque (common.cuh): the compiler would otherwise fold base
 // + immediate back into b0 + c and redo the 64-bit arithmetic per load.
 template <DType T>
@@ -69,7 +76,7 @@ __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
         constexpr size_t nib = kq_nibble_bytes(T), two = kq_two_bytes(T);
         k.q1 = opaque(r.q + nib * nb + two * b0);
         k.one = opaque(r.q + (nib + two) * nb + kq_one_bytes(T) * b0);
-        k.dm = opaque(r.m + 2 * nb + kq_dm_bytes(T) * (b0 >> 3));
+        k.dm = opaque(q_dm_at<T>(r, nb, b0 >> 3));
     }
     return k;
 }
