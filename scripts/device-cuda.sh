@@ -11,7 +11,7 @@
 # `tg` (not part of `all`) compares decode settings: tg128 of each model under
 # each variant of $VARIANTS ("label:VAR=value,VAR=value label2:..."; BIN=path
 # runs another carried `lantern` binary), with the GPU time per step
-# (LANTERN_CUDA_TIMING=1), into the summary.
+# (LANTERN_CUDA_TIMING=1; TG_TIMING=0 runs without it), into the summary.
 #
 # `profile` (not part of `all`) runs Nsight Compute over a short decode of each
 # model and writes per-kernel times, instructions and stalls to $OUT/profile-*.txt.
@@ -194,7 +194,7 @@ if [ "$stage" = tg ]; then
       for kv in "${parts[@]}"; do
         if [ "${kv%%=*}" = BIN ]; then exe="$root/${kv#BIN=}"; else sets+=("$kv"); fi
       done
-      r="$(env "${sets[@]}" LANTERN_CUDA_TIMING=1 timeout 120 "$exe" bench -m "$f" --backend cuda \
+      r="$(env "${sets[@]}" LANTERN_CUDA_TIMING="${TG_TIMING:-1}" timeout 120 "$exe" bench -m "$f" --backend cuda \
         --n-gpu-layers 99 -p 0 -n 128 -r 2 -o json 2> /tmp/lantern-tg.err)"
       ts="$(python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])[0]["avg_ts"]))' "$r" 2> /dev/null)"
       gpu="$(grep -o 'GPU time per step [0-9.]* us' /tmp/lantern-tg.err | tail -1)"

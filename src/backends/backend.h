@@ -57,6 +57,11 @@ private:
 struct ComputeHints {
     // Some sequence contributes more than one token (prompt processing).
     bool prefill = false;
+    // Nonzero: the caller promises that every compute() with this key passes
+    // the same node list with the same properties (a scheduler's plan is
+    // immutable), so a backend may skip comparing them. Keys come from
+    // Backend::new_step_key() and are never reused.
+    uint64_t step_key = 0;
 };
 
 // Graph-capture and memory counters, printed with --verbose.
@@ -119,9 +124,13 @@ public:
     // earlier node of the group while the kernel may still read it.
     virtual int fusion_window() const { return 0; }
 
+    // A key for ComputeHints::step_key, unique among this backend's keys.
+    uint64_t new_step_key() { return next_step_key_++; }
+
 private:
     friend class Buffer;
     uint64_t next_buffer_uid_ = 1;
+    uint64_t next_step_key_ = 1;
 };
 
 // Address of a tensor's first byte for backends whose buffer base is an

@@ -156,18 +156,11 @@ void Scheduler::compute(Graph& g, const ComputeHints& hints) {
     } else if (it->second.generation != buffers_generation_) {
         throw Error(ErrorCode::InvalidArgument, "scheduler: the graph's plan is stale (a compute buffer grew); rebuild it");
     }
-    const Plan& plan = it->second;
-    const Assignment& a = plan.assignment;
-    const int n = static_cast<int>(a.nodes.size());
-    std::vector<Tensor*> split;
-    for (int i = 0; i < n;) {
-        Backend* b = a.backends[static_cast<size_t>(i)];
-        for (const Transfer& t : plan.transfers_at[static_cast<size_t>(i)]) transfer(t, *b);
-        split.clear();
-        int j = i;
-        for (; j < n && a.backends[static_cast<size_t>(j)] == b; ++j) split.push_back(a.nodes[static_cast<size_t>(j)]);
-        b->compute(split, hints);
-        i = j;
+    for (const Split& split : it->second.splits) {
+        for (const Transfer& t : split.transfers) transfer(t, *split.backend);
+        ComputeHints h = hints;
+        h.step_key = split.key;
+        split.backend->compute(split.nodes, h);
     }
 }
 
@@ -219,8 +212,7 @@ Scheduler::Plan Scheduler::prepare(Graph& g) {
         }
     };
     std::unordered_map<CopyKey, Tensor*, CopyKeyHash> copies;
-    std::vector<std::vector<Transfer>>& transfers_at = plan.transfers_at;
-    transfers_at.resize(static_cast<size_t>(n));
+    std::vector<std::vector<Transfer>> transfers_at(static_cast<size_t>(n));  // by node: before its split
 
     for (int i = 0; i < n; ++i) {
         Tensor* node = a.nodes[static_cast<size_t>(i)];
@@ -310,6 +302,16 @@ Scheduler::Plan Scheduler::prepare(Graph& g) {
         for (Tensor* s : node->src) resolve_view(s);
     }
     for (Tensor* out : g.outputs()) resolve_view(out);
+    for (int i = 0; i < n; ++i) {
+        if (split_start[static_cast<size_t>(i)] == i) {
+            Split s;
+            s.backend = a.backends[static_cast<size_t>(i)];
+            s.transfers = std::move(transfers_at[static_cast<size_t>(i)]);
+            s.key = s.backend->new_step_key();
+            plan.splits.push_back(std::move(s));
+        }
+        plan.splits.back().nodes.push_back(a.nodes[static_cast<size_t>(i)]);
+    }
     plan.generation = buffers_generation_;
     return plan;
 }

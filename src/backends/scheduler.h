@@ -73,10 +73,18 @@ private:
         const Tensor* src;                  // null for a graph input
         const std::vector<uint8_t>* bytes;  // a graph input's host bytes
     };
+    // A run of nodes on one backend, the copies it needs first, and the
+    // step key the backend knows it by (ComputeHints::step_key).
+    struct Split {
+        Backend* backend = nullptr;
+        std::vector<Tensor*> nodes;
+        std::vector<Transfer> transfers;
+        uint64_t key = 0;
+    };
     struct Plan {
         Assignment assignment;
-        std::vector<std::vector<Transfer>> transfers_at;  // by node index: before that split
-        uint64_t generation = 0;                          // buffers_generation_ when made
+        std::vector<Split> splits;
+        uint64_t generation = 0;  // buffers_generation_ when made
     };
     Plan prepare(Graph& g);
     Buffer& ensure_buffer(Backend& b, size_t bytes);

@@ -103,5 +103,45 @@ TEST_F(GraphCacheTest, OtherTensorsWithSameProperties) {
     EXPECT_EQ(cache.lookup(other.nodes), nullptr);
 }
 
+// A keyed step (ComputeHints::step_key) is served without the comparison
+// while its key is the armed one; verify() compares afterwards and drops the
+// key when the nodes no longer match, so the next step is compared in full.
+TEST_F(GraphCacheTest, KeyedStepsCompareInVerify) {
+    const uint64_t key = 42;
+    ASSERT_NE(cache.lookup(step.nodes, key), nullptr);  // compared in full, arms the key
+    EXPECT_TRUE(cache.verify());
+    step.w->offset = 4096;
+    // Served by the key alone: the change is not seen here...
+    EXPECT_NE(cache.lookup(step.nodes, key), nullptr);
+    // ...but by verify(), which drops the key.
+    EXPECT_FALSE(cache.verify());
+    EXPECT_EQ(cache.lookup(step.nodes, key), nullptr);
+    step.w->offset = 128;
+    ASSERT_NE(cache.lookup(step.nodes, key), nullptr);
+    EXPECT_EQ(cache.stats().graph_replays, 3u);
+    EXPECT_EQ(cache.stats().graph_misses, 1u);
+    EXPECT_TRUE(cache.verify());
+}
+
+TEST_F(GraphCacheTest, KeyServesOnlyItsRecording) {
+    Step other;
+    other.d->op = Op::Add;  // a different step
+    cache.insert(other.nodes, std::make_unique<Recording>(Recording{8}), 5);
+    const Recording* r = cache.lookup(other.nodes, 5);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->id, 8);
+    // Another key (or none) is compared in full and finds the first step.
+    r = cache.lookup(step.nodes, 6);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->id, 7);
+    // Key 5 is no longer armed: its step is compared again.
+    other.c->ne[0] = 8;
+    EXPECT_EQ(cache.lookup(other.nodes, 5), nullptr);
+    // clear() forgets the armed key with the recordings.
+    ASSERT_NE(cache.lookup(step.nodes, 6), nullptr);
+    cache.clear();
+    EXPECT_EQ(cache.lookup(step.nodes, 6), nullptr);
+}
+
 }  // namespace
 }  // namespace lantern

@@ -159,9 +159,11 @@ void CudaBackend::release() {
             const double period = timing_->period_us / (n - 1), comp = timing_->compute_us / n,
                          copy = timing_->copy_us / n, sync = timing_->sync_us / n;
             std::fprintf(stderr,
-                         "cuda: host, per step between replays: %.1f us = compute() %.1f (cudaGraphLaunch %.1f) + "
-                         "copy calls %.1f + synchronize() %.1f + elsewhere %.1f\n",
-                         period, comp, timing_->launch_us / n, copy, sync, period - comp - copy - sync);
+                         "cuda: host, per step between replays: %.1f us = compute() %.1f (graph lookup %.1f, "
+                         "cudaGraphLaunch %.1f) + copy calls %.1f + synchronize() %.1f (matching the keyed step "
+                         "%.1f) + elsewhere %.1f\n",
+                         period, comp, timing_->lookup_us / n, timing_->launch_us / n, copy, sync,
+                         timing_->verify_us / n, period - comp - copy - sync);
         }
         cudaEventDestroy(timing_->begin);
         cudaEventDestroy(timing_->end);
@@ -279,6 +281,10 @@ void CudaBackend::flush_writes() {
                   "cudaMemcpyAsync (input)");
         }
     }
+    clear_held();
+}
+
+void CudaBackend::clear_held() {
     held_dst_.clear();
     held_at_.clear();
     held_size_.clear();
@@ -328,6 +334,18 @@ void CudaBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, s
 void CudaBackend::synchronize() {
     flush_writes();
     const HostSpan span(host_sum(&ReplayTiming::sync_us));
+    {
+        // While the device runs a keyed replay (GraphCache::lookup).
+        const HostSpan in_verify(host_sum(&ReplayTiming::verify_us));
+        graphs_.verify();
+    }
+    drain();
+    for (const PendingRead& r : pending_reads_) std::memcpy(r.dst, staging_ + r.offset, r.n);
+    pending_reads_.clear();
+    staging_used_ = 0;
+}
+
+void CudaBackend::drain() {
     const cudaError_t err = cudaStreamSynchronize(stream_);
     if (err != cudaSuccess) {
         pending_reads_.clear();
@@ -335,9 +353,7 @@ void CudaBackend::synchronize() {
         fail("cudaStreamSynchronize (queued work)", cudaGetErrorString(err),
              "set LANTERN_CUDA_SYNC=1 to find the failing op");
     }
-    for (const PendingRead& r : pending_reads_) std::memcpy(r.dst, staging_ + r.offset, r.n);
-    pending_reads_.clear();
-    staging_used_ = 0;
+    ++syncs_;
 }
 
 BackendStats CudaBackend::stats() const {
@@ -352,8 +368,9 @@ BackendStats CudaBackend::stats() const {
 bool CudaBackend::grow(Region& r, size_t bytes, bool zero) {
     if (bytes <= r.size) return false;
     if (r.block.ptr != nullptr) {
-        // Queued (or recorded) work may still use the old region.
-        synchronize();
+        // Queued (or recorded) work may still use the old region (the held
+        // inputs stay held: the step being planned may record them).
+        drain();
         pool_.release(r.block);
         r = Region{};
     }
@@ -396,32 +413,46 @@ void CudaBackend::run(const std::vector<Launch>& launches) {
 void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) {
     if (nodes.empty()) return;
     check(cudaSetDevice(device_), "cudaSetDevice");
-    flush_writes();  // first: the copies run while the host looks the step up
     const bool record = graph_config_.wants(hints) && !debug_sync_;
-    if (record) {
+    if (!record) {
+        flush_writes();  // first: the copies run while the host plans the step
+        plan(nodes);
+        run(launches_);
+        ++eager_steps_;
+        return;
+    }
+    {
         const HostSpan in_compute(host_sum(&ReplayTiming::compute_us));
-        const auto t0 = timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-        if (CudaGraph* g = graphs_.lookup(nodes)) {
-            if (timing_) {
-                collect_timing();
-                if (timing_->replays > 0) {
-                    timing_->period_us += std::chrono::duration<double, std::micro>(t0 - timing_->last_replay).count();
-                }
-                ++timing_->replays;
-                timing_->last_replay = t0;
-                check(cudaEventRecord(timing_->begin, stream_), "cudaEventRecord");
-            }
-            {
-                const HostSpan in_launch(host_sum(&ReplayTiming::launch_us));
-                g->launch(stream_);
-            }
-            if (timing_) {
-                check(cudaEventRecord(timing_->end, stream_), "cudaEventRecord");
-                timing_->pending = true;
-            }
+        CudaGraph* found = nullptr;
+        {
+            const HostSpan in_lookup(host_sum(&ReplayTiming::lookup_us));
+            found = graphs_.lookup(nodes, hints.step_key);
+        }
+        // A recording that copies its inputs takes only writes that go where
+        // its own went; else a new one is recorded (rare: a step's inputs are
+        // the same tensors every time).
+        if (found != nullptr &&
+            (found->inputs().empty() ||
+             found->inputs().same_layout(held_dst_.data(), held_size_.data(), held_dst_.size()))) {
+            replay(*found);
             return;
         }
     }
+    plan(nodes);
+    auto inputs = std::make_unique<GraphInputs>(held_dst_.data(), held_size_.data(), held_dst_.size());
+    if (inputs->empty()) flush_writes();
+    const InputCopies copies = inputs->copies();
+    std::unique_ptr<CudaGraph> g = CudaGraph::capture(
+        stream_,
+        [&] {
+            if (copies.n > 0) run_load_inputs(ctx_, copies);
+            run(launches_);
+        },
+        std::move(inputs));
+    replay(*graphs_.insert(nodes, std::move(g), hints.step_key));
+}
+
+void CudaBackend::plan(const std::vector<Tensor*>& nodes) {
     plan_launches(nodes, launches_);
     WorkspaceNeeds needs;
     // A fused launch needs what its nodes would need on their own (the
@@ -433,12 +464,37 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
         }
     }
     reserve(needs);
-    if (record) {
-        std::unique_ptr<CudaGraph> g = CudaGraph::capture(stream_, [&] { run(launches_); });
-        graphs_.insert(nodes, std::move(g))->launch(stream_);
+}
+
+void CudaBackend::replay(CudaGraph& g) {
+    GraphInputs& in = g.inputs();
+    if (in.empty()) {
+        flush_writes();
     } else {
-        run(launches_);
-        ++eager_steps_;
+        if (in.launched_at == syncs_) drain();  // its last replay may not have read the memory yet
+        held_src_.resize(held_dst_.size());
+        for (size_t i = 0; i < held_dst_.size(); ++i) held_src_[i] = held_bytes_.data() + held_at_[i];
+        in.fill(reinterpret_cast<const uint8_t* const*>(held_src_.data()));
+        clear_held();
+    }
+    if (timing_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        collect_timing();
+        if (timing_->replays > 0) {
+            timing_->period_us += std::chrono::duration<double, std::micro>(t0 - timing_->last_replay).count();
+        }
+        ++timing_->replays;
+        timing_->last_replay = t0;
+        check(cudaEventRecord(timing_->begin, stream_), "cudaEventRecord");
+    }
+    {
+        const HostSpan in_launch(host_sum(&ReplayTiming::launch_us));
+        g.launch(stream_);
+    }
+    in.launched_at = syncs_;
+    if (timing_) {
+        check(cudaEventRecord(timing_->end, stream_), "cudaEventRecord");
+        timing_->pending = true;
     }
 }
 

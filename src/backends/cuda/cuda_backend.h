@@ -4,14 +4,15 @@
 // and replayed while every node matches (GraphCache, shared with the other
 // GPU backends).
 //
-// Host transfers: small inputs are held back and sent together by one
-// cudaMemcpyBatchAsync before the next launch, read, or synchronize (a
-// decode step's three inputs cost one driver call, not three); larger ones
-// go through a pinned staging area. Outputs land in the staging area and
-// reach the caller's memory in synchronize(), or go straight into the
-// caller's memory when it was pinned (pin_host: the context's logits). A
-// decode step thus costs one upload call, one graph launch and one read of
-// the logits.
+// Host transfers: small inputs are held back. A recorded step copies them in
+// its first kernel from host memory it owns (CudaGraph's GraphInputs), so a
+// replay costs a memcpy and no copy call; otherwise they are sent together
+// by one cudaMemcpyBatchAsync before the next launch, read, or synchronize.
+// Larger ones go through a pinned staging area. Outputs land in the staging
+// area and reach the caller's memory in synchronize(), or go straight into
+// the caller's memory when it was pinned (pin_host: the context's logits).
+// A replayed decode step thus costs one graph launch and one read of the
+// logits.
 //
 // Environment: LANTERN_GRAPHS / LANTERN_GRAPHS_PREFILL / LANTERN_GRAPH_CACHE_SIZE
 // (graph_cache.h); LANTERN_CUDA_SYNC=1 synchronises after every launch and
@@ -83,8 +84,15 @@ private:
     void reserve(const WorkspaceNeeds& needs);
     bool grow(Region& r, size_t bytes, bool zero);
     void run(const std::vector<Launch>& launches);
+    void plan(const std::vector<Tensor*>& nodes);  // launches_ for nodes, workspaces grown
+    void replay(CudaGraph& g);                     // its inputs from the held writes, then the launch
     void* staging_slot(size_t n);
     void flush_writes();  // sends the held-back small inputs
+    void clear_held();
+    // Waits for the stream (not sending held inputs, not finishing staged
+    // reads: synchronize() does both around it) and counts the wait in syncs_.
+    void drain();
+    uint64_t syncs_ = 0;
 
     int device_;
     DevicePool pool_;  // first: outlives every block below
@@ -114,7 +122,7 @@ private:
         double total_ms = 0, min_ms = 1e30;
         std::chrono::steady_clock::time_point last_replay{};
         uint64_t replays = 0;
-        double period_us = 0, compute_us = 0, launch_us = 0, copy_us = 0, sync_us = 0;
+        double period_us = 0, compute_us = 0, lookup_us = 0, launch_us = 0, copy_us = 0, sync_us = 0, verify_us = 0;
     };
     // Adds the host time until it leaves scope to one of ReplayTiming's sums;
     // reads no clock unless timing (from the first replay on).

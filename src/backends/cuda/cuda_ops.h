@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backends/backend.h"
 
@@ -51,6 +52,19 @@ struct Ctx {
     MatVecKernel matvec = MatVecKernel::Streamed;
     Workspace ws;
 };
+
+// A recorded step's inputs (inputs.cu): n copies of size[i] bytes from
+// src + at[i] (page-locked host memory the device reads, 16-byte aligned
+// offsets) to dst[i] (device memory).
+struct InputCopies {
+    static constexpr int kMax = 8;
+    int n = 0;
+    const uint8_t* src = nullptr;
+    uint8_t* dst[kMax] = {};
+    uint32_t at[kMax] = {};
+    uint32_t size[kMax] = {};
+};
+void run_load_inputs(const Ctx& ctx, const InputCopies& copies);
 
 // Whether two tensors start at the same bytes of the same buffer.
 inline bool same_address(const Tensor& a, const Tensor& b) { return a.buffer == b.buffer && a.offset == b.offset; }

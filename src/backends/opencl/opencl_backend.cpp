@@ -211,7 +211,7 @@ void OpenClBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHint
         step_launches_ = d.launches();
         return;  // d's scratch blocks go back to the pool: later uses queue after these launches
     }
-    if (Recording* r = cache_->lookup(nodes)) {
+    if (Recording* r = cache_->lookup(nodes, hints.step_key)) {
         step_launches_ = r->launches.size();
         replay(*r);
         return;
@@ -221,7 +221,7 @@ void OpenClBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHint
     dispatch_nodes(d, nodes);
     rec->keep = std::move(d.keep());
     record(*rec);
-    Recording* kept = cache_->insert(nodes, std::move(rec));
+    Recording* kept = cache_->insert(nodes, std::move(rec), hints.step_key);
     step_launches_ = kept->launches.size();
     replay(*kept);
 }
@@ -234,11 +234,15 @@ void OpenClBackend::set_tensor_async(const Tensor& t, const void* data, size_t o
 
 void OpenClBackend::get_tensor_async(const Tensor& t, void* data, size_t offset, size_t n) {
     if (n == 0) return;
+    cache_->verify();  // while the device runs a keyed replay (GraphCache::lookup)
     check(clEnqueueReadBuffer(queue_.get(), mem_of(t), CL_TRUE, t.offset + offset, n, data, 0, nullptr, nullptr),
           "clEnqueueReadBuffer");
 }
 
-void OpenClBackend::synchronize() { check(clFinish(queue_.get()), "clFinish"); }
+void OpenClBackend::synchronize() {
+    cache_->verify();
+    check(clFinish(queue_.get()), "clFinish");
+}
 
 BackendStats OpenClBackend::stats() const {
     BackendStats s = cache_->stats();
