@@ -108,6 +108,16 @@ __device__ __forceinline__ void pdl_enter() {
     pdl_wait();
     pdl_trigger();
 }
+// The same for the small kernels that open a step (its inputs, the row
+// lookup, the first RmsNorm): the next kernel may launch before this one
+// waits, so that the first matrix-vector launch's blocks are resident, and
+// their weights in flight, from the step's start. Completion stays
+// transitive: a kernel that launched early still waits for this one, which
+// waited for its own predecessor.
+__device__ __forceinline__ void pdl_enter_early() {
+    pdl_trigger();
+    pdl_wait();
+}
 
 // Launches kernel<<<grid, block, smem, ctx.stream>>>(args...) allowing
 // programmatic dependent launch (unless ctx.pdl is off).

@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) k_copy(const uint8_t* a, Dims da, DT
 template <DType T>
 __global__ void __launch_bounds__(kThreads) k_get_rows_q(const WView w, int64_t n_rows, const int32_t* ids,
                                                          uint8_t* y, size_t y_nb1) {
-    pdl_enter();
+    pdl_enter_early();
     const int64_t r = blockIdx.x;
     const int32_t id = ids[r];
     float* out = reinterpret_cast<float*>(y + r * y_nb1);
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) k_get_rows_q(const WView w, int64_t 
 __global__ void __launch_bounds__(kThreads) k_get_rows_plain(const uint8_t* table, size_t nb1, int64_t n_rows,
                                                              DType t, int64_t K, const int32_t* ids, uint8_t* y,
                                                              size_t y_nb1) {
-    pdl_enter();
+    pdl_enter_early();
     const int64_t r = blockIdx.x;
     const int32_t id = ids[r];
     float* out = reinterpret_cast<float*>(y + r * y_nb1);

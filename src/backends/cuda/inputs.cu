@@ -13,7 +13,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) k_load_inputs(const InputCopies c) {
-    pdl_enter();
+    pdl_enter_early();
     for (int e = 0; e < c.n; ++e) {
         const uint8_t* src = c.src + c.at[e];
         uint8_t* dst = c.dst[e];

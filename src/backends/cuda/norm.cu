@@ -42,8 +42,12 @@ __global__ void __launch_bounds__(kThreads) k_rms_norm(const uint8_t* a, RowMap 
             wv[k] = w != nullptr && i < n ? __uint_as_float(ld_co_u32(reinterpret_cast<const uint8_t*>(w + i))) : 1.0f;
         }
     };
-    if (w_early) load_w();
-    pdl_enter();
+    if (w_early) {
+        load_w();
+        pdl_enter_early();
+    } else {
+        pdl_enter();
+    }
     if (!w_early) load_w();
     const int64_t r = blockIdx.x;
     const float* xa = reinterpret_cast<const float*>(a + ma.at(r));
