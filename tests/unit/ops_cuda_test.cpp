@@ -6,7 +6,9 @@
 // Skipped when no CUDA device is present (CI compiles, the device runs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "backends/cpu/cpu_backend.h"
@@ -364,6 +366,56 @@ TEST(CudaBackend, HeldInputWritesLandInOrder) {
     int32_t last = 0;
     buf->read(63 * sizeof(int32_t), &last, sizeof(last));
     EXPECT_EQ(last, 42);
+}
+
+// A recorded step copies its held inputs in its first kernel, from host
+// memory of its own: every replay computes with that replay's inputs, and a
+// step whose inputs reached the device some other way (a blocking write,
+// nothing held) is recorded anew rather than replayed with the last held
+// bytes.
+TEST(CudaBackend, RecordedStepCopiesItsInputs) {
+    Backend* gpu = cuda_backend();
+    if (gpu == nullptr) GTEST_SKIP() << "no CUDA device";
+    if (const char* v = std::getenv("LANTERN_GRAPHS"); v != nullptr && std::string(v) == "0") {
+        GTEST_SKIP() << "graphs are off (LANTERN_GRAPHS=0)";
+    }
+    Graph g;
+    Tensor* x = g.new_tensor(DType::F32, {64}, "x");
+    Tensor* c = g.new_tensor(DType::F32, {64}, "c");
+    Tensor* y = g.add(x, c);
+    std::unique_ptr<Buffer> buf = gpu->alloc(3 * 256, BufferKind::Compute);
+    for (Tensor* t : {x, c, y}) t->buffer = buf.get();
+    c->offset = 256;
+    y->offset = 512;
+    std::vector<float> cv(64), xv(64), back(64);
+    for (int i = 0; i < 64; ++i) cv[static_cast<size_t>(i)] = 0.25f * static_cast<float>(i);
+    buf->write(256, cv.data(), c->nbytes());
+    ComputeHints hints;
+    hints.step_key = gpu->new_step_key();
+    const BackendStats before = gpu->stats();
+    auto step = [&](float base, bool held) {
+        for (int i = 0; i < 64; ++i) xv[static_cast<size_t>(i)] = base + static_cast<float>(i);
+        if (held) {
+            gpu->set_tensor_async(*x, xv.data(), 0, x->nbytes());
+        } else {
+            buf->write(0, xv.data(), x->nbytes());
+        }
+        std::fill(xv.begin(), xv.end(), -1.0f);  // held bytes are the backend's own copy
+        gpu->compute({y}, hints);
+        gpu->get_tensor_async(*y, back.data(), 0, y->nbytes());
+        gpu->synchronize();
+        for (int i = 0; i < 64; ++i) {
+            ASSERT_EQ(back[static_cast<size_t>(i)], base + static_cast<float>(i) + cv[static_cast<size_t>(i)])
+                << "base " << base << ", element " << i;
+        }
+    };
+    for (float base : {1.0f, 100.0f, -50.0f}) step(base, true);
+    EXPECT_EQ(gpu->stats().graph_captures - before.graph_captures, 1u);
+    EXPECT_EQ(gpu->stats().graph_replays - before.graph_replays, 2u);
+    step(7.0f, false);  // nothing held: a new recording, not the last held bytes
+    EXPECT_EQ(gpu->stats().graph_captures - before.graph_captures, 2u);
+    step(9.0f, true);
+    step(-3.0f, true);
 }
 
 class CudaExtraOps : public ::testing::TestWithParam<size_t> {};
