@@ -449,6 +449,9 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
             run(launches_);
         },
         std::move(inputs));
+    // The recording this insert evicts may still be running, reading its
+    // inputs' host memory: that memory is freed with it.
+    if (graphs_.size() >= graphs_.capacity()) drain();
     replay(*graphs_.insert(nodes, std::move(g), hints.step_key));
 }
 
