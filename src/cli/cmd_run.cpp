@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -30,10 +29,6 @@ struct RunOptions {
     bool no_display_prompt = false;
     std::vector<std::string> reverse_prompts;  // stop when the text ends with one
 };
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Decodes `tokens` at the end of sequence 0, asking for the last logits.
 void feed(Context& ctx, const std::vector<int32_t>& tokens) {

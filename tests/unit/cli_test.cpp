@@ -78,8 +78,8 @@ TEST(Cli, CorruptModelGivesOneLineError) {
     std::ofstream(garbage, std::ios::binary) << "GGUF\x03\x00\x00\x00 this is not a model";
     const std::string missing = temp_path("missing.gguf").string();
     for (const std::string& f : {bad, garbage, missing}) {
-        for (const std::string& cmd : {"run -n 4 -p hi -m ", "bench -r 1 -p 8 -n 2 -m ", "tokenize -p hi -m "}) {
-            const CliOutput o = run_lantern(cmd + shell_quote(f));
+        for (const char* cmd : {"run -n 4 -p hi -m ", "bench -r 1 -p 8 -n 2 -m ", "tokenize -p hi -m "}) {
+            const CliOutput o = run_lantern(std::string(cmd) + shell_quote(f));
             EXPECT_EQ(o.exit_code, 1) << cmd << f << ": " << o.err;
             EXPECT_EQ(o.err.rfind("error: ", 0), 0u) << o.err;
             EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;

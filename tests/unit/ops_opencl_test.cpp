@@ -178,10 +178,14 @@ TEST_P(OpenclLayer, FusedLaunchesMatchCpu) {
         std::unique_ptr<Backend> gpu_norm = opencl();
         expect_matches_cpu(*c, *gpu_norm, "norm unfused");
         // Both norms after a product are split: two launches fewer.
-        if (type != DType::F16) EXPECT_EQ(gpu->stats().step_launches + 2, gpu_norm->stats().step_launches);
+        if (type != DType::F16) {
+            EXPECT_EQ(gpu->stats().step_launches + 2, gpu_norm->stats().step_launches);
+        }
         // add + norm, Q/K/V, RoPE + cache writes + attention, output product
         // + add + norm, gate/up/SiLU, down + add + norm, Q/K/V.
-        if (type != DType::F16) EXPECT_EQ(gpu->stats().step_launches, 7u);
+        if (type != DType::F16) {
+            EXPECT_EQ(gpu->stats().step_launches, 7u);
+        }
     }
 }
 
