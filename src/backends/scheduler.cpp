@@ -166,8 +166,7 @@ void Scheduler::compute(Graph& g, const ComputeHints& hints) {
 
 Scheduler::Plan Scheduler::prepare(Graph& g) {
     Plan plan;
-    plan.assignment = assign(g);
-    Assignment& a = plan.assignment;
+    Assignment a = assign(g);
     const int n = static_cast<int>(a.nodes.size());
 
     // Split boundaries: a split is a run of nodes on one backend.

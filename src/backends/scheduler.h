@@ -82,7 +82,6 @@ private:
         uint64_t key = 0;
     };
     struct Plan {
-        Assignment assignment;
         std::vector<Split> splits;
         uint64_t generation = 0;  // buffers_generation_ when made
     };

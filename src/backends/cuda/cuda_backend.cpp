@@ -263,25 +263,30 @@ void CudaBackend::flush_writes() {
     if (held_dst_.empty()) return;
     const HostSpan span(host_sum(&ReplayTiming::copy_us));
     const size_t count = held_dst_.size();
-    held_src_.resize(count);
-    for (size_t i = 0; i < count; ++i) held_src_[i] = held_bytes_.data() + held_at_[i];
+    const void** src = held_sources();
     // The driver reads the sources during the call (they are ours and are
     // reused right after); the writes still happen in stream order.
     cudaMemcpyAttributes attr{};
     attr.srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
     size_t attr_at = 0;
-    const cudaError_t err = cudaMemcpyBatchAsync(held_dst_.data(), held_src_.data(), held_size_.data(), count, &attr,
-                                                 &attr_at, 1, stream_);
+    const cudaError_t err =
+        cudaMemcpyBatchAsync(held_dst_.data(), src, held_size_.data(), count, &attr, &attr_at, 1, stream_);
     if (err != cudaSuccess) {
         // A driver without batched copies: one call each (pageable sources,
         // so each has left our memory when its call returns).
         cudaGetLastError();
         for (size_t i = 0; i < count; ++i) {
-            check(cudaMemcpyAsync(held_dst_[i], held_src_[i], held_size_[i], cudaMemcpyHostToDevice, stream_),
+            check(cudaMemcpyAsync(held_dst_[i], src[i], held_size_[i], cudaMemcpyHostToDevice, stream_),
                   "cudaMemcpyAsync (input)");
         }
     }
     clear_held();
+}
+
+const void** CudaBackend::held_sources() {
+    held_src_.resize(held_dst_.size());
+    for (size_t i = 0; i < held_dst_.size(); ++i) held_src_[i] = held_bytes_.data() + held_at_[i];
+    return held_src_.data();
 }
 
 void CudaBackend::clear_held() {
@@ -475,9 +480,7 @@ void CudaBackend::replay(CudaGraph& g) {
         flush_writes();
     } else {
         if (in.launched_at == syncs_) drain();  // its last replay may not have read the memory yet
-        held_src_.resize(held_dst_.size());
-        for (size_t i = 0; i < held_dst_.size(); ++i) held_src_[i] = held_bytes_.data() + held_at_[i];
-        in.fill(reinterpret_cast<const uint8_t* const*>(held_src_.data()));
+        in.fill(held_sources());
         clear_held();
     }
     if (timing_) {

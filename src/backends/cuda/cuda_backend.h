@@ -89,6 +89,7 @@ private:
     void* staging_slot(size_t n);
     void flush_writes();  // sends the held-back small inputs
     void clear_held();
+    const void** held_sources();  // held_src_, made from held_bytes_ and held_at_
     // Waits for the stream (not sending held inputs, not finishing staged
     // reads: synchronize() does both around it) and counts the wait in syncs_.
     void drain();

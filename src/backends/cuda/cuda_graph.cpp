@@ -38,7 +38,7 @@ bool GraphInputs::same_layout(void* const* dst, const size_t* size, size_t n) co
     return true;
 }
 
-void GraphInputs::fill(const uint8_t* const* src) {
+void GraphInputs::fill(const void* const* src) {
     for (int i = 0; i < copies_.n; ++i) std::memcpy(host_ + copies_.at[i], src[i], copies_.size[i]);
 }
 

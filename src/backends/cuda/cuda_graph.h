@@ -34,7 +34,7 @@ public:
     // destinations and sizes).
     bool same_layout(void* const* dst, const size_t* size, size_t n) const;
     // The bytes of the next replay's inputs (src[i]: copies().size[i] bytes).
-    void fill(const uint8_t* const* src);
+    void fill(const void* const* src);
     const InputCopies& copies() const { return copies_; }
 
     // The backend's synchronisation count when the recording was last

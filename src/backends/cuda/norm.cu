@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kThreads) k_rms_norm(const uint8_t* a, RowMap 
         pdl_enter_early();
     } else {
         pdl_enter();
+        load_w();
     }
-    if (!w_early) load_w();
     const int64_t r = blockIdx.x;
     const float* xa = reinterpret_cast<const float*>(a + ma.at(r));
     const float* xb = b != nullptr ? reinterpret_cast<const float*>(b + mb.at(r)) : nullptr;
