@@ -128,7 +128,32 @@ __global__ void __launch_bounds__(kThreads) k_get_rows_plain(const uint8_t* tabl
     float* out = reinterpret_cast<float*>(y + r * y_nb1);
     const bool ok = id >= 0 && id < n_rows;
     const uint8_t* row = table + (ok ? id : 0) * nb1;
-    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) out[i] = ok ? load_as_float(row, i, t) : 0.0f;
+    // kBatch loads before their stores: `out` may alias the table for all
+    // the compiler knows, so one element per iteration was one memory round
+    // trip each (sixteen per 4,096-wide row).
+    constexpr int kBatch = 8;
+    const int64_t step = blockDim.x;
+    auto copy = [&](auto load) {
+        for (int64_t i0 = threadIdx.x; i0 < K; i0 += kBatch * step) {
+            float v[kBatch];
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                const int64_t i = i0 + k * step;
+                v[k] = ok && i < K ? load(i) : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                if (i0 + k * step < K) out[i0 + k * step] = v[k];
+            }
+        }
+    };
+    if (t == DType::F16) {
+        copy([&](int64_t i) { return load_as_float(row, i, DType::F16); });
+    } else if (t == DType::BF16) {
+        copy([&](int64_t i) { return load_as_float(row, i, DType::BF16); });
+    } else {
+        copy([&](int64_t i) { return load_as_float(row, i, DType::F32); });
+    }
 }
 
 }  // namespace

@@ -92,17 +92,20 @@ __device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
 // Half a 32-block of the activation (16 values), held by one thread, its
 // other half by the neighbouring lane; quantized as quantize_q8_0 does on
 // the CPU: d = fp16(amax / 127), q = rint(clamp(x / d)) (x / d as x * (1/d)).
-// The thread writes its plane's 16 bytes and its 16-group sum, the even lane
-// the scale and the block's quant sum. Two lanes per block need one shuffle
-// per reduction (a float4 per lane, as before, needed three, and staging was
-// half of a launch's instructions: every block of a matrix-vector launch
-// stages the row). Both lanes of a pair call this.
+// Exact: d stays f32 (the fused AddRmsNorm's row, quantized before it is
+// scaled by 1/rms, whose magnitude fp16 may not hold). The thread writes
+// its plane's 16 bytes and its 16-group sum, the even lane the scale and
+// the block's quant sum. Two lanes per block need one shuffle per reduction
+// (a float4 per lane, as before, needed three, and staging was half of a
+// launch's instructions: every block of a matrix-vector launch stages the
+// row). Both lanes of a pair call this.
+template <bool Exact = false>
 __device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, bool valid, int64_t K, uint8_t* smem) {
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    const float dd = __half2float(__float2half_rn(amax / 127.0f));
+    const float dd = Exact ? amax / 127.0f : __half2float(__float2half_rn(amax / 127.0f));
     const float inv = dd != 0.0f ? 1.0f / dd : 0.0f;
     uint32_t w[4];
     int sh = 0;
@@ -139,24 +142,48 @@ __device__ __forceinline__ void to_floats(float4 v, float (&x)[N], int at) {
     x[at + 3] = v.w;
 }
 
+// 1/rms of a fused AddRmsNorm's row from the warps' sums of squares.
+__device__ __forceinline__ float rms_scale(const MvParams& p, const float* red) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMvWarps; ++i) ss += red[i];
+    return 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
+}
+
 // The activation row quantized into shared memory, 16 values per thread
 // and round; rounds are whole warps (a warp past the row skips them).
+// With a fused AddRmsNorm the row quantized is (a + b) * w, not yet scaled
+// by 1/rms: the block reduction of the squares then runs beside the
+// quantization, behind the barrier both need, where the scaled row waited
+// for it (two barriers and a reduction before the first dot product of
+// every block). The launch multiplies its sums by act_scale. Ends with the
+// block's barrier.
 inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red) {
     const int64_t nh = p.K / 16;  // half-blocks
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
+        // kQBatch rounds' loads at once: a loop of one round per iteration
+        // made each round its own L2 round trip (three for a 11,008-wide row).
+        constexpr int kQBatch = 3;
         const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
-        for (int64_t base = 0; base < nh; base += kMvThreads) {
-            if (base + (tid & ~31) >= nh) break;  // warp-uniform
-            const int64_t hb = base + tid;
-            const bool valid = hb < nh;
-            float x[16];
+        for (int64_t base = 0; base < nh; base += kQBatch * kMvThreads) {
+            float x[kQBatch][16];
 #pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                to_floats(valid ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x, 4 * c);
+            for (int r = 0; r < kQBatch; ++r) {
+                const int64_t hb = base + r * kMvThreads + tid;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    to_floats(hb < nh ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x[r], 4 * c);
+                }
             }
-            quant_half(x, hb, valid, p.K, smem);
+#pragma unroll
+            for (int r = 0; r < kQBatch; ++r) {
+                const int64_t hb = base + r * kMvThreads + tid;
+                if (base + r * kMvThreads + (tid & ~31) >= nh) break;  // warp-uniform
+                quant_half(x[r], hb, hb < nh, p.K, smem);
+            }
         }
+        __syncthreads();
         return;
     }
     // Fused AddRmsNorm: K <= kMaxPrenormK = 2 rounds, the row in registers.
@@ -166,41 +193,63 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
         const int64_t hb = r * kMvThreads + tid;
-        if (hb >= nh) continue;
-        const float4* a = reinterpret_cast<const float4*>(p.a) + 4 * hb;
-        const float4* b = reinterpret_cast<const float4*>(p.b) + 4 * hb;
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const float4 x0 = a[c], x1 = b[c];
-            const float4 v = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
-            to_floats(v, x[r], 4 * c);
-            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[4 * hb + c] = v;
-        }
-    }
-    ss = block_sum(ss, red);
-    const float rn = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) {
-        const int64_t hb = r * kMvThreads + tid;
         if (r * kMvThreads + (tid & ~31) >= nh) break;  // warp-uniform
         const bool valid = hb < nh;
+        const int64_t at = valid ? 4 * hb : 0;
+        const float4* a = reinterpret_cast<const float4*>(p.a) + at;
+        const float4* b = reinterpret_cast<const float4*>(p.b) + at;
+        const float4* w = reinterpret_cast<const float4*>(p.nw) + at;
+        // Every load of the round before the first store: sum_out may alias
+        // a or b for all the compiler knows, so a store between them made
+        // each float4 its own L2 round trip (four per launch, not one).
+        // (The weight, in L1 since prefetch_norm_weight, is read after.)
+        float4 x0[4], x1[4];
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
-            float4 w = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-            if (valid && p.nw != nullptr) w = reinterpret_cast<const float4*>(p.nw)[4 * hb + c];
-            const float4 y = make_float4(x[r][4 * c] * rn * w.x, x[r][4 * c + 1] * rn * w.y,
-                                         x[r][4 * c + 2] * rn * w.z, x[r][4 * c + 3] * rn * w.w);
-            to_floats(y, x[r], 4 * c);
-            if (valid && blockIdx.x == 0) reinterpret_cast<float4*>(p.norm_out)[4 * hb + c] = y;
+            x0[c] = a[c];
+            x1[c] = b[c];
         }
-        quant_half(x[r], hb, valid, p.K, smem);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const float4 v = make_float4(x0[c].x + x1[c].x, x0[c].y + x1[c].y, x0[c].z + x1[c].z, x0[c].w + x1[c].w);
+            if (valid) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            if (valid && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[4 * hb + c] = v;
+            to_floats(v, x[r], 4 * c);
+        }
+        if (p.nw != nullptr) {
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const float4 wc = w[c];
+                x[r][4 * c] *= wc.x;
+                x[r][4 * c + 1] *= wc.y;
+                x[r][4 * c + 2] *= wc.z;
+                x[r][4 * c + 3] *= wc.w;
+            }
+        }
+        quant_half<true>(x[r], hb, valid, p.K, smem);
+    }
+    ss = warp_sum(ss);
+    if ((tid & 31) == 0) red[tid >> 5] = ss;
+    __syncthreads();
+    if (blockIdx.x == 0) {  // the normed row, for the node's other readers
+        const float rn = rms_scale(p, red);
+#pragma unroll
+        for (int r = 0; r < kRounds; ++r) {
+            const int64_t hb = r * kMvThreads + tid;
+            if (hb >= nh) break;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                reinterpret_cast<float4*>(p.norm_out)[4 * hb + c] =
+                    make_float4(x[r][4 * c] * rn, x[r][4 * c + 1] * rn, x[r][4 * c + 2] * rn, x[r][4 * c + 3] * rn);
+            }
+        }
     }
 }
 
 // The activation row into shared memory: quantized (stage_act_q8) for the
 // quantized weight types, as f32 for the plain ones. All loads of a batch are
-// issued before any is used (one round trip per batch).
+// issued before any is used (one round trip per batch). Ends with the
+// block's barrier.
 template <bool Quant>
 inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     if constexpr (Quant) {
@@ -227,22 +276,28 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
                 put4(v[k], i, i < nv);
             }
         }
+        __syncthreads();
         return;
     }
     // Fused AddRmsNorm: K <= kMaxPrenormK, so the row fits in registers.
-    float4 v[kStageBatch];
+    // Every load before the first store (stage_act_q8 says why).
+    float4 v[kStageBatch], b[kStageBatch];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kStageBatch; ++k) {
         const int64_t i = tid + k * kMvThreads;
-        v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[k] = b[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (i < nv) {
-            const float4 x0 = reinterpret_cast<const float4*>(p.a)[i];
-            const float4 x1 = reinterpret_cast<const float4*>(p.b)[i];
-            v[k] = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
-            ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
+            v[k] = reinterpret_cast<const float4*>(p.a)[i];
+            b[k] = reinterpret_cast<const float4*>(p.b)[i];
         }
+    }
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+        const int64_t i = tid + k * kMvThreads;
+        v[k] = make_float4(v[k].x + b[k].x, v[k].y + b[k].y, v[k].z + b[k].z, v[k].w + b[k].w);
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+        if (i < nv && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
     }
     ss = block_sum(ss, red);
     const float r = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
@@ -258,6 +313,18 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
         }
         put4(y, i, valid);
     }
+    __syncthreads();
+}
+
+// What a launch multiplies its sums by, after stage_act: a quantized row
+// with a fused AddRmsNorm was staged unscaled (stage_act_q8), so its 1/rms;
+// 1 otherwise. Computed from the warps' partial sums where a sum is stored
+// (a few shared loads per item), not held in a register through the loop:
+// one more live register made the Q4_1 kernel spill.
+template <bool Quant>
+__device__ __forceinline__ float act_scale(const MvParams& p, const float* red) {
+    if (!Quant || p.a == nullptr) return 1.0f;
+    return rms_scale(p, red);
 }
 
 __device__ __forceinline__ ActBlk act_blk(const Act& a, int64_t b) {

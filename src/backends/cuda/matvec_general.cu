@@ -109,7 +109,6 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
 
     pdl_enter();
     stage_act<!is_plain(T)>(p, smem, red);
-    __syncthreads();
     Act a{};
     if constexpr (is_plain(T)) {
         a.x = reinterpret_cast<const float*>(smem);
@@ -140,7 +139,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
         }
         if (item + step < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
 #pragma unroll
-        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]);
+        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]) * act_scale<!is_plain(T)>(p, red);
         if (lane == 0) {
             if (p.silu != nullptr) {
                 p.out[0][item] = acc[0];

@@ -198,7 +198,8 @@ __device__ __forceinline__ unsigned q_valid(const QRows& r) {
 // Stores a pair's sums (pair_sum): lane j = 0 row 0 (and in paired mode
 // row 1, from lane W / 2, and the product), lane j = W / 2 row 1 otherwise.
 template <int W>
-__device__ __forceinline__ void q_store(const MvParams& p, int pair, float sum, int j) {
+__device__ __forceinline__ void q_store(const MvParams& p, const float* red, int pair, float sum, int j) {
+    sum *= act_scale<true>(p, red);
     if (p.silu != nullptr) {  // uniform: every lane takes part in the shuffle
         const float other = __shfl_xor_sync(0xffffffffu, sum, W / 2);
         if (j != 0 || pair >= static_cast<int>(p.total_rows)) return;
@@ -221,7 +222,7 @@ __device__ __forceinline__ void q_store(const MvParams& p, int pair, float sum, 
 // stage into `nxt`. False when the warp has no stage left (warp-uniform:
 // a lane whose pair has no rows still takes part in the sums).
 template <DType T, int W, int U, bool Prefetch>
-__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, int step, int g, int j, QPos& pos,
+__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const float* red, int nb, int step, int g, int j, QPos& pos,
                                        const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U], float (&acc)[kRows]) {
     constexpr int G = 32 / W;
     if (pos.item * G >= p.n_items) return false;
@@ -239,7 +240,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, int nb, 
     q_dot<T, W, U>(cur, a, nb, pos.b0, acc);
     if (last) {
         const float sum = pair_sum<W>(acc, j >= W / 2);
-        if (pos.valid != 0) q_store<W>(p, pos.item * G + g, sum, j);
+        if (pos.valid != 0) q_store<W>(p, red, pos.item * G + g, sum, j);
 #pragma unroll
         for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
     }
@@ -282,12 +283,11 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
 
     pdl_enter();
     stage_act<true>(p, smem, red);
-    __syncthreads();
     const Act a = act_view(smem, p.K);
 
     float acc[kRows] = {0.0f, 0.0f};
-    while (q_step<T, W, U, Prefetch>(p, a, nb, step, g, j, pos, buf0, buf1, acc) &&
-           q_step<T, W, U, Prefetch>(p, a, nb, step, g, j, pos, buf1, buf0, acc)) {
+    while (q_step<T, W, U, Prefetch>(p, a, red, nb, step, g, j, pos, buf0, buf1, acc) &&
+           q_step<T, W, U, Prefetch>(p, a, red, nb, step, g, j, pos, buf1, buf0, acc)) {
     }
 }
 

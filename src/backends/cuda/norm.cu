@@ -54,20 +54,23 @@ __global__ void __launch_bounds__(kThreads) k_rms_norm(const uint8_t* a, RowMap 
     const float* xb = b != nullptr ? reinterpret_cast<const float*>(b + mb.at(r)) : nullptr;
     float* out_sum = sum != nullptr ? reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sum) + ms.at(r)) : nullptr;
     float* out = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(y) + my.at(r));
-    float v[kMaxPerThread];
+    // Every load before the first store: out_sum may alias a or b for all
+    // the compiler knows, and a store between them made each element its
+    // own memory round trip (sixteen per 4,096-wide row, not one).
+    float v[kMaxPerThread], vb[kMaxPerThread];
+#pragma unroll
+    for (int k = 0; k < kMaxPerThread; ++k) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kThreads;
+        v[k] = i < n ? xa[i] : 0.0f;
+        vb[k] = i < n && xb != nullptr ? xb[i] : 0.0f;
+    }
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kMaxPerThread; ++k) {
         const int64_t i = threadIdx.x + static_cast<int64_t>(k) * kThreads;
-        if (i < n) {
-            float x = xa[i];
-            if (xb != nullptr) {
-                x += xb[i];
-                out_sum[i] = x;
-            }
-            v[k] = x;
-            ss += x * x;
-        }
+        v[k] += vb[k];
+        ss += v[k] * v[k];
+        if (xb != nullptr && i < n) out_sum[i] = v[k];
     }
     for (int64_t i = threadIdx.x + static_cast<int64_t>(kMaxPerThread) * kThreads; i < n; i += kThreads) {
         float x = xa[i];
