@@ -177,6 +177,9 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
     const int tid = threadIdx.x;
     const int2 ix = pair_index(tid % (HD / 2), r.n_rot, r.neox);
     const int32_t pos = p.pos[0];
+    // Read before the stores below: they might alias it for all the compiler
+    // knows, and after them it was an L2 round trip before the barrier.
+    const int64_t cell = static_cast<int64_t>(p.seq[0]) * p.n_ctx + pos;
     const float cs = angle.x, sn = angle.y;
     auto rotate = [&](float2 x) { return make_float2(x.x * cs - x.y * sn, x.x * sn + x.y * cs); };
 #pragma unroll
@@ -203,7 +206,6 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
     vnew[ix.x] = __float2half_rn(in.v.x);
     vnew[ix.y] = __float2half_rn(in.v.y);
     // Same cell test as the unfused KvStore.
-    const int64_t cell = static_cast<int64_t>(p.seq[0]) * p.n_ctx + pos;
     if (pos >= 0 && pos < p.n_ctx && cell >= 0 && cell < p.n_cells) {
         __half* kr = const_cast<__half*>(p.k) + cell * p.kv_row + kvh * HD;
         kr[ix.x] = knew[ix.x];

@@ -14,18 +14,35 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) k_load_inputs(const InputCopies c) {
     pdl_enter_early();
+    // Volatile loads: host memory is read again at every replay, never from
+    // a cache. Each is a PCIe round trip, so a thread's first word of every
+    // input is loaded before any is stored (a decode step's inputs are one
+    // word each): loads and stores in turn waited on one round trip per
+    // input. Longer inputs (prompts) and unaligned ones follow.
+    auto words = [&](int e) {
+        const bool w = c.size[e] % 4 == 0 && reinterpret_cast<uintptr_t>(c.dst[e]) % 4 == 0;
+        return w ? c.size[e] / 4 : 0u;
+    };
+    const uint32_t t = threadIdx.x;
+    uint32_t first[InputCopies::kMax];
+#pragma unroll
+    for (int e = 0; e < InputCopies::kMax; ++e) {
+        if (e < c.n && t < words(e)) first[e] = reinterpret_cast<const volatile uint32_t*>(c.src + c.at[e])[t];
+    }
+#pragma unroll
+    for (int e = 0; e < InputCopies::kMax; ++e) {
+        if (e < c.n && t < words(e)) reinterpret_cast<uint32_t*>(c.dst[e])[t] = first[e];
+    }
     for (int e = 0; e < c.n; ++e) {
         const uint8_t* src = c.src + c.at[e];
         uint8_t* dst = c.dst[e];
-        const uint32_t n = c.size[e];
-        // Volatile loads: host memory is read again at every replay, never
-        // from a cache.
-        if (n % 4 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0) {
+        const uint32_t nw = words(e);
+        if (nw != 0) {
             const volatile uint32_t* s = reinterpret_cast<const volatile uint32_t*>(src);
-            for (uint32_t i = threadIdx.x; i < n / 4; i += kThreads) reinterpret_cast<uint32_t*>(dst)[i] = s[i];
+            for (uint32_t i = t + kThreads; i < nw; i += kThreads) reinterpret_cast<uint32_t*>(dst)[i] = s[i];
         } else {
             const volatile uint8_t* s = src;
-            for (uint32_t i = threadIdx.x; i < n; i += kThreads) dst[i] = s[i];
+            for (uint32_t i = t; i < c.size[e]; i += kThreads) dst[i] = s[i];
         }
     }
 }
