@@ -44,12 +44,12 @@ struct MvParams {
 
 // The activation row as a kernel reads it.
 // Shared memory of a quantized row: q [K bytes], d [K/32 floats], s [K/16
-// floats], isum [K/32 ints] (K % 32 == 0, so every array is 4-byte aligned).
+// floats], isum [K/32 words] (K % 32 == 0, so every array is 4-byte aligned).
 struct Act {
     const int8_t* q;     // two planes: q[h * K/2 + 16b + i] = element 32b + 16h + i
     const float* d;      // scale per 32-block
     const float* s;      // d * sum of the quants, per 16-group
-    const int* isum;     // sum of the quants, per 32-block
+    const int* isum;     // per 32-block: each 16-group's sum of the quants, int16 (low half: elements 0..15)
     int64_t half_k;
     const float* x;      // plain types: the f32 row
 };
@@ -120,7 +120,7 @@ __device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, boo
         }
         w[j] = word;
     }
-    const int sum32 = sh + __shfl_xor_sync(0xffffffffu, sh, 1);
+    const int other = __shfl_xor_sync(0xffffffffu, sh, 1);
     if (!valid) return;
     const int64_t b = hb >> 1;
     const int h = static_cast<int>(hb & 1);
@@ -130,7 +130,8 @@ __device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, boo
     s[2 * b + h] = dd * static_cast<float>(sh);
     if (h == 0) {
         d[b] = dd;
-        reinterpret_cast<int*>(s + K / 16)[b] = sum32;
+        const uint32_t halves = (static_cast<uint32_t>(sh) & 0xFFFFu) | (static_cast<uint32_t>(other) << 16);
+        reinterpret_cast<int*>(s + K / 16)[b] = static_cast<int>(halves);
     }
 }
 
