@@ -19,8 +19,9 @@ constexpr uint32_t kLow1 = 0x01010101u;
 // are never read, so they cost no registers):
 //   q0       16 payload bytes (the nibbles; Q8_0: bytes 0..15)
 //   q1       Q8_0: bytes 16..31
-//   two      the two-bit fields (word h: elements 16h .. 16h + 15)
-//   one      the one-bit fields (Q3_K, Q5_K), or Q5_0/Q5_1's 32 high bits
+//   two      the two-bit fields (word h: elements 16h .. 16h + 15; Q3_K:
+//            words A and B of its three-bit packing, put_three_bits)
+//   one      the one-bit fields (Q5_K; Q3_K: word C), or Q5_0/Q5_1's 32 high bits
 //   sc       the K-quants' two scale bytes
 //   dm       fp16 bits: d (low half) and dmin / m (high half)
 struct QBlk {
@@ -137,15 +138,20 @@ __device__ __forceinline__ uint32_t qword(const QBlk& k, int h, int j) {
     if constexpr (T == DType::Q8_0) {
         const uint32_t w1[4] = {k.q1.x, k.q1.y, k.q1.z, k.q1.w};
         return h == 0 ? w[j] : w1[j];
+    } else if constexpr (T == DType::Q3_K) {
+        // Words A, B (two) and C (one) of put_three_bits (weight_layout.cpp).
+        const uint32_t a = k.two.x, b = k.two.y, c = k.one;
+        if (h == 0) return ((j < 2 ? a : b) >> (3 * (j & 1))) & 0x07070707u;
+        if (j < 2) return (c >> (3 * j)) & 0x07070707u;
+        return (((j == 2 ? a : b) >> 6) & kLow2) | ((c >> (j == 2 ? 4 : 5)) & 0x04040404u);
     } else {
         uint32_t q = 0;
-        if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+        if constexpr (T == DType::Q2_K) {
             q = ((h == 0 ? k.two.x : k.two.y) >> (2 * j)) & kLow2;
         } else {
             q = (w[j] >> (4 * h)) & kLow4;
         }
         if constexpr (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 4;
-        if constexpr (T == DType::Q3_K) q |= ((k.one >> (4 * h + j)) & kLow1) << 2;
         if constexpr (T == DType::Q6_K) q |= (((h == 0 ? k.two.x : k.two.y) >> (2 * j)) & kLow2) << 4;
         return q;
     }

@@ -72,6 +72,22 @@ void put_one_bit(const uint8_t* v, uint8_t* o) {
     }
 }
 
+// Q3_K's 32 three-bit quants (< 8) in its two planes' 12 bytes as three
+// words A, B (the two-bit plane) and C (the one-bit plane), byte k of each:
+//   A: q[k] | q[4 + k] << 3 | (q[24 + k] & 3) << 6
+//   B: q[8 + k] | q[12 + k] << 3 | (q[28 + k] & 3) << 6
+//   C: q[16 + k] | q[20 + k] << 3 | (q[24 + k] >> 2) << 6 | (q[28 + k] >> 2) << 7
+// so that six of a block's eight words of quants (qword) are a shift and a
+// mask, and the other two four operations (about 17 in all, where separate
+// two- and one-bit fields took ~40).
+void put_three_bits(const uint8_t* q, uint8_t* two, uint8_t* one) {
+    for (int k = 0; k < 4; ++k) {
+        two[k] = static_cast<uint8_t>(q[k] | q[4 + k] << 3 | (q[24 + k] & 3) << 6);
+        two[4 + k] = static_cast<uint8_t>(q[8 + k] | q[12 + k] << 3 | (q[28 + k] & 3) << 6);
+        one[k] = static_cast<uint8_t>(q[16 + k] | q[20 + k] << 3 | (q[24 + k] >> 2) << 6 | (q[28 + k] >> 2) << 7);
+    }
+}
+
 // Q5_0/Q5_1's high bits (GGUF: bit e of the little-endian qh, element e) as
 // put_one_bit's plane.
 void put_high_plane(uint8_t* o, const uint8_t* qh) {
@@ -108,7 +124,9 @@ void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
                 }
                 // The low field is the nibble (or, without one, the two bits);
                 // the rest of each quant goes to the next plane.
-                if (nib != 0) {
+                if constexpr (t == DType::Q3_K) {
+                    put_three_bits(q, row + 8 * b, row + two * l.blocks + 4 * b);
+                } else if (nib != 0) {
                     put_nibbles(lo, row + 16 * b);
                     if (two != 0) put_two_bits(hi, row + nib * l.blocks + 8 * b);
                     if (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);

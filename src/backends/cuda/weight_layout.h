@@ -22,7 +22,9 @@
 //                            Q4_K, Q5_K, Q6_K), two bits (bits 2j of byte k of
 //                            word h: element 16h + 4j + k; Q2_K, Q3_K and
 //                            Q6_K's high bits), one bit (bit 4h + j of byte k;
-//                            Q3_K, Q5_K's high bit), in that order;
+//                            Q5_K's high bit), in that order; Q3_K's three
+//                            bits fill its two- and one-bit planes' 12 bytes
+//                            as put_three_bits (weight_layout.cpp) says;
 //                            meta: per row, two scale bytes per block (Q4_K,
 //                            Q5_K: the sub-block's 6-bit scale and min; Q2_K:
 //                            its two groups' packed scale bytes; Q3_K, Q6_K:
