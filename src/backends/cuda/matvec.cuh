@@ -163,26 +163,24 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
     const int64_t nh = p.K / 16;  // half-blocks
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
-        // kQBatch rounds' loads at once: a loop of one round per iteration
-        // made each round its own L2 round trip (three for a 11,008-wide row).
-        constexpr int kQBatch = 3;
+        // One round per iteration: each round is its own L2 round trip
+        // (three for an 11,008-wide row). Three rounds' loads at once cost
+        // the one-round rows more than they saved (H100, same calls: op bench
+        // 4096 x 11008 Q4_K 80 -> 73-74% of the copy, Q2_K 67 -> 64%; 7B
+        // Q4_0 decode step within noise; tinyllama +7 us), in one kernel or as
+        // a second instantiation for long rows (7B decode step +100 us: two
+        // large kernels alternating in the step).
         const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
-        for (int64_t base = 0; base < nh; base += kQBatch * kMvThreads) {
-            float x[kQBatch][16];
+        for (int64_t base = 0; base < nh; base += kMvThreads) {
+            if (base + (tid & ~31) >= nh) break;  // warp-uniform
+            const int64_t hb = base + tid;
+            const bool valid = hb < nh;
+            float x[16];
 #pragma unroll
-            for (int r = 0; r < kQBatch; ++r) {
-                const int64_t hb = base + r * kMvThreads + tid;
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    to_floats(hb < nh ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x[r], 4 * c);
-                }
+            for (int c = 0; c < 4; ++c) {
+                to_floats(valid ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x, 4 * c);
             }
-#pragma unroll
-            for (int r = 0; r < kQBatch; ++r) {
-                const int64_t hb = base + r * kMvThreads + tid;
-                if (base + r * kMvThreads + (tid & ~31) >= nh) break;  // warp-uniform
-                quant_half(x[r], hb, hb < nh, p.K, smem);
-            }
+            quant_half(x, hb, valid, p.K, smem);
         }
         __syncthreads();
         return;
