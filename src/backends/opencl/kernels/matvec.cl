@@ -106,7 +106,19 @@ inline float gelu_g(float x) {
         const global float* sv = LT_CPTR(float, ns, ns_off);                                         \
         const global float* wt = LT_CPTR(float, nw, nw_off);                                         \
         global float* out = LT_PTR(float, nn, nn_off);                                               \
-        for (int i = lid; i < K; i += (WG)) out[i] = has_w ? sv[i] * sc * wt[i] : sv[i] * sc;        \
+        /* Eight loads before their stores: out may alias sv and wt for all */                      \
+        /* the compiler knows, so one element per iteration was one round */                        \
+        /* trip each (sixteen per 4,096-wide row) at the end of group 0. */                         \
+        for (int i0 = lid; i0 < K; i0 += 8 * (WG)) {                                                 \
+            float v_[8];                                                                             \
+            for (int u_ = 0; u_ < 8; ++u_) {                                                         \
+                const int i_ = i0 + u_ * (WG);                                                       \
+                v_[u_] = i_ < K ? (has_w ? sv[i_] * sc * wt[i_] : sv[i_] * sc) : 0.0f;               \
+            }                                                                                        \
+            for (int u_ = 0; u_ < 8; ++u_) {                                                         \
+                if (i0 + u_ * (WG) < K) out[i0 + u_ * (WG)] = v_[u_];                                \
+            }                                                                                        \
+        }                                                                                            \
     }
 
 // Result stores of the 2..8-row kernels.
@@ -326,13 +338,20 @@ inline void q8_quantize_warp(float x, int lane, global char* q, global float2* d
         ulong parts_off
 #define MV1_OUT_ADDNORM(RPT)                                                                        \
     if (lane == 0) {                                                                                 \
+        /* The residual and norm weight loads before the stores (which may */                       \
+        /* alias them for all the compiler knows: one round trip each). */                          \
+        float rx_[RPT], rw_[RPT];                                                                    \
+        for (int j = 0; j < (RPT); ++j) {                                                            \
+            rx_[j] = LT_CPTR(float, rx, rx_off)[row0 + j];                                           \
+            rw_[j] = r_has_w ? LT_CPTR(float, rw, rw_off)[row0 + j] : 1.0f;                          \
+        }                                                                                            \
         for (int j = 0; j < (RPT); ++j) {                                                            \
             const int row = row0 + j;                                                                \
             const float v = act_scale * acc[j];                                                      \
             LT_PTR(float, d, o)[row] = v;                                                            \
-            const float sum = LT_CPTR(float, rx, rx_off)[row] + v;                                   \
+            const float sum = rx_[j] + v;                                                            \
             LT_PTR(float, so, so_off)[row] = sum;                                                    \
-            lrow[slot * (RPT) + j] = r_has_w ? sum * LT_CPTR(float, rw, rw_off)[row] : sum;          \
+            lrow[slot * (RPT) + j] = r_has_w ? sum * rw_[j] : sum;                                   \
             lrow[32 + slot * (RPT) + j] = sum * sum;                                                 \
         }                                                                                            \
     }                                                                                                \

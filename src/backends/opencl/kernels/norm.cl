@@ -30,7 +30,18 @@ kernel void rms_norm_f32(const global uchar* a, ulong a_off, ulong a_nb1, ulong 
     for (int i = get_local_id(0); i < ne0; i += LT_RED_WG) ss += x[i] * x[i];
     ss = wg_sum(ss, tmp);
     const float scale = 1.0f / sqrt(ss / (float)ne0 + eps);
-    for (int i = get_local_id(0); i < ne0; i += LT_RED_WG) y[i] = has_w ? x[i] * scale * wt[i] : x[i] * scale;
+    // Eight loads before their stores (y may alias x and wt for all the
+    // compiler knows: one round trip per element otherwise).
+    for (int i0 = get_local_id(0); i0 < ne0; i0 += 8 * LT_RED_WG) {
+        float v[8];
+        for (int u = 0; u < 8; ++u) {
+            const int i = i0 + u * LT_RED_WG;
+            v[u] = i < ne0 ? (has_w ? x[i] * scale * wt[i] : x[i] * scale) : 0.0f;
+        }
+        for (int u = 0; u < 8; ++u) {
+            if (i0 + u * LT_RED_WG < ne0) y[i0 + u * LT_RED_WG] = v[u];
+        }
+    }
     if (want_q8) quantize_row_q8(y, q, q_off, ds_off, r, ne0);
 }
 
@@ -50,16 +61,32 @@ kernel void add_rms_norm_f32(const global uchar* a, ulong a_off, ulong a_nb1,
     global float* y = LT_PTR(float, d, d_off + d_nb2 + r * d_nb1);
     const global float* wt = LT_CPTR(float, w, w_off);
     float ss = 0.0f;
-    for (int i = get_local_id(0); i < ne0; i += LT_RED_WG) {
-        const float s = x0[i] + x1[i];
-        sum[i] = s;
-        ss += s * s;
+    // Eight elements' loads before their stores: sum and y may alias the
+    // inputs for all the compiler knows, and a store between the loads made
+    // each element its own round trip (sixteen per 4,096-wide row).
+    for (int i0 = get_local_id(0); i0 < ne0; i0 += 8 * LT_RED_WG) {
+        float s[8];
+        for (int u = 0; u < 8; ++u) {
+            const int i = i0 + u * LT_RED_WG;
+            s[u] = i < ne0 ? x0[i] + x1[i] : 0.0f;
+        }
+        for (int u = 0; u < 8; ++u) {
+            if (i0 + u * LT_RED_WG < ne0) sum[i0 + u * LT_RED_WG] = s[u];
+            ss += s[u] * s[u];
+        }
     }
     ss = wg_sum(ss, tmp);
     const float scale = 1.0f / sqrt(ss / (float)ne0 + eps);
-    for (int i = get_local_id(0); i < ne0; i += LT_RED_WG) {
+    for (int i0 = get_local_id(0); i0 < ne0; i0 += 8 * LT_RED_WG) {
         // Each item reads back only the sums it wrote itself.
-        y[i] = has_w ? sum[i] * scale * wt[i] : sum[i] * scale;
+        float v[8];
+        for (int u = 0; u < 8; ++u) {
+            const int i = i0 + u * LT_RED_WG;
+            v[u] = i < ne0 ? (has_w ? sum[i] * scale * wt[i] : sum[i] * scale) : 0.0f;
+        }
+        for (int u = 0; u < 8; ++u) {
+            if (i0 + u * LT_RED_WG < ne0) y[i0 + u * LT_RED_WG] = v[u];
+        }
     }
     if (want_q8) quantize_row_q8(y, q, q_off, ds_off, r, ne0);
 }
