@@ -143,12 +143,15 @@ __device__ __forceinline__ void to_floats(float4 v, float (&x)[N], int at) {
     x[at + 3] = v.w;
 }
 
-// 1/rms of a fused AddRmsNorm's row from the warps' sums of squares.
+// 1/rms of a fused AddRmsNorm's row from the warps' sums of squares (red:
+// 16-byte aligned). Every item's store computes it (act_scale), so it is
+// two vector loads and an approximate reciprocal square root (within 2 ulp),
+// not a division with its slow path.
 __device__ __forceinline__ float rms_scale(const MvParams& p, const float* red) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kMvWarps; ++i) ss += red[i];
-    return 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
+    static_assert(kMvWarps == 8, "two float4 of partial sums");
+    const float4 a = reinterpret_cast<const float4*>(red)[0], b = reinterpret_cast<const float4*>(red)[1];
+    const float ss = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+    return rsqrtf(ss / static_cast<float>(p.K) + p.eps);
 }
 
 // The activation row quantized into shared memory, 16 values per thread

@@ -91,7 +91,7 @@ __device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[k
 template <DType T>
 __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float red[32];
+    __shared__ __align__(16) float red[32];
     constexpr int U = kUnroll<T>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t units = units_per_row<T>(p.K);

@@ -251,7 +251,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
 template <DType T, int W, int U, bool Prefetch>
 __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
-    __shared__ float red[32];
+    __shared__ __align__(16) float red[32];
     constexpr int G = 32 / W;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane / W, j = lane % W;
