@@ -138,8 +138,9 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
             sl[s] = slot_of(p, item + step, s);
         }
         if (item + step < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
+        const float scale = act_scale<!is_plain(T)>(p, red);
 #pragma unroll
-        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]) * act_scale<!is_plain(T)>(p, red);
+        for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]) * scale;
         if (lane == 0) {
             if (p.silu != nullptr) {
                 p.out[0][item] = acc[0];

@@ -222,8 +222,9 @@ __device__ __forceinline__ void q_store(const MvParams& p, const float* red, int
 // stage into `nxt`. False when the warp has no stage left (warp-uniform:
 // a lane whose pair has no rows still takes part in the sums).
 template <DType T, int W, int U, bool Prefetch>
-__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const float* red, int nb, int step, int g, int j, QPos& pos,
-                                       const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U], float (&acc)[kRows]) {
+__device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const float* red, int nb, int step, int g, int j,
+                                       QPos& pos, const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U],
+                                       float (&acc)[kRows]) {
     constexpr int G = 32 / W;
     if (pos.item * G >= p.n_items) return false;
     QPos next = pos;

@@ -103,7 +103,7 @@ template <DType t, class KQ>
 void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
     const auto* in = static_cast<const typename KQ::Block*>(gguf);
     const int64_t n_sb = l.K / quant::kQKK;
-    const size_t nib = kq_nibble_bytes(t), two = kq_two_bytes(t), one = kq_one_bytes(t);
+    constexpr size_t nib = kq_nibble_bytes(t), two = kq_two_bytes(t), one = kq_one_bytes(t);
     quant::kquant::Unpacked u;
     for (int64_t r = 0; r < l.N; ++r) {
         uint8_t* row = out + static_cast<size_t>(r) * l.row_bytes;
@@ -117,22 +117,20 @@ void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
             for (int i = 0; i < 8; ++i) {
                 const int64_t b = sb * 8 + i;
                 const uint8_t* q = u.q + 32 * i;
-                uint8_t lo[32], hi[32];
-                for (int e = 0; e < 32; ++e) {
-                    lo[e] = static_cast<uint8_t>(q[e] & (nib != 0 ? 0xF : two != 0 ? 0x3 : 0x1));
-                    hi[e] = static_cast<uint8_t>(q[e] >> (nib != 0 ? 4 : 2));
-                }
-                // The low field is the nibble (or, without one, the two bits);
-                // the rest of each quant goes to the next plane.
                 if constexpr (t == DType::Q3_K) {
                     put_three_bits(q, row + 8 * b, row + two * l.blocks + 4 * b);
-                } else if (nib != 0) {
-                    put_nibbles(lo, row + 16 * b);
-                    if (two != 0) put_two_bits(hi, row + nib * l.blocks + 8 * b);
-                    if (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);
+                } else if constexpr (nib == 0) {  // Q2_K: the two bits alone
+                    put_two_bits(q, row + 8 * b);
                 } else {
-                    put_two_bits(lo, row + 8 * b);
-                    if (one != 0) put_one_bit(hi, row + two * l.blocks + 4 * b);
+                    // The nibble; the rest of each quant goes to the next plane.
+                    uint8_t lo[32], hi[32];
+                    for (int e = 0; e < 32; ++e) {
+                        lo[e] = static_cast<uint8_t>(q[e] & 0xF);
+                        hi[e] = static_cast<uint8_t>(q[e] >> 4);
+                    }
+                    put_nibbles(lo, row + 16 * b);
+                    if constexpr (two != 0) put_two_bits(hi, row + nib * l.blocks + 8 * b);
+                    if constexpr (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);
                 }
                 // Scale bytes of the block: its two groups of 16.
                 uint8_t* s = meta + 2 * b;

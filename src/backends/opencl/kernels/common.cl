@@ -80,6 +80,26 @@
 // Stands for -infinity: fast math lets the compiler assume finite values.
 #define LT_NEG_BIG (-3.0e38f)
 
+// ---- row stores --------------------------------------------------------------------
+// y[i] = src[i] * scale (times wt[i] when has_w) for this work-item's
+// elements i = first, first + step, ... below n. Eight elements' loads go
+// before their stores: y may alias src and wt for all the compiler knows,
+// and a store between the loads made each element its own round trip
+// (sixteen per 4,096-wide row).
+inline void store_scaled_row(global float* y, const global float* src, const global float* wt, int has_w,
+                             float scale, int n, int first, int step) {
+    for (int i0 = first; i0 < n; i0 += 8 * step) {
+        float v[8];
+        for (int u = 0; u < 8; ++u) {
+            const int i = i0 + u * step;
+            v[u] = i < n ? (has_w ? src[i] * scale * wt[i] : src[i] * scale) : 0.0f;
+        }
+        for (int u = 0; u < 8; ++u) {
+            if (i0 + u * step < n) y[i0 + u * step] = v[u];
+        }
+    }
+}
+
 // ---- reductions over a work-group (1-D launches) ----------------------------------
 // Every work-item passes one value and gets the total. `tmp` holds at least
 // get_local_size(0) floats; the local size is a power of two.

@@ -103,22 +103,8 @@ inline float gelu_g(float x) {
         barrier(CLK_LOCAL_MEM_FENCE);                                                                \
         const float sc = red[0];                                                                     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                \
-        const global float* sv = LT_CPTR(float, ns, ns_off);                                         \
-        const global float* wt = LT_CPTR(float, nw, nw_off);                                         \
-        global float* out = LT_PTR(float, nn, nn_off);                                               \
-        /* Eight loads before their stores: out may alias sv and wt for all */                      \
-        /* the compiler knows, so one element per iteration was one round */                        \
-        /* trip each (sixteen per 4,096-wide row) at the end of group 0. */                         \
-        for (int i0 = lid; i0 < K; i0 += 8 * (WG)) {                                                 \
-            float v_[8];                                                                             \
-            for (int u_ = 0; u_ < 8; ++u_) {                                                         \
-                const int i_ = i0 + u_ * (WG);                                                       \
-                v_[u_] = i_ < K ? (has_w ? sv[i_] * sc * wt[i_] : sv[i_] * sc) : 0.0f;               \
-            }                                                                                        \
-            for (int u_ = 0; u_ < 8; ++u_) {                                                         \
-                if (i0 + u_ * (WG) < K) out[i0 + u_ * (WG)] = v_[u_];                                \
-            }                                                                                        \
-        }                                                                                            \
+        store_scaled_row(LT_PTR(float, nn, nn_off), LT_CPTR(float, ns, ns_off), LT_CPTR(float, nw, nw_off), \
+                         has_w, sc, K, lid, (WG));                                                   \
     }
 
 // Result stores of the 2..8-row kernels.

@@ -30,18 +30,7 @@ kernel void rms_norm_f32(const global uchar* a, ulong a_off, ulong a_nb1, ulong 
     for (int i = get_local_id(0); i < ne0; i += LT_RED_WG) ss += x[i] * x[i];
     ss = wg_sum(ss, tmp);
     const float scale = 1.0f / sqrt(ss / (float)ne0 + eps);
-    // Eight loads before their stores (y may alias x and wt for all the
-    // compiler knows: one round trip per element otherwise).
-    for (int i0 = get_local_id(0); i0 < ne0; i0 += 8 * LT_RED_WG) {
-        float v[8];
-        for (int u = 0; u < 8; ++u) {
-            const int i = i0 + u * LT_RED_WG;
-            v[u] = i < ne0 ? (has_w ? x[i] * scale * wt[i] : x[i] * scale) : 0.0f;
-        }
-        for (int u = 0; u < 8; ++u) {
-            if (i0 + u * LT_RED_WG < ne0) y[i0 + u * LT_RED_WG] = v[u];
-        }
-    }
+    store_scaled_row(y, x, wt, has_w, scale, ne0, get_local_id(0), LT_RED_WG);
     if (want_q8) quantize_row_q8(y, q, q_off, ds_off, r, ne0);
 }
 
@@ -61,9 +50,7 @@ kernel void add_rms_norm_f32(const global uchar* a, ulong a_off, ulong a_nb1,
     global float* y = LT_PTR(float, d, d_off + d_nb2 + r * d_nb1);
     const global float* wt = LT_CPTR(float, w, w_off);
     float ss = 0.0f;
-    // Eight elements' loads before their stores: sum and y may alias the
-    // inputs for all the compiler knows, and a store between the loads made
-    // each element its own round trip (sixteen per 4,096-wide row).
+    // Eight elements' loads before their stores (store_scaled_row says why).
     for (int i0 = get_local_id(0); i0 < ne0; i0 += 8 * LT_RED_WG) {
         float s[8];
         for (int u = 0; u < 8; ++u) {
@@ -77,17 +64,8 @@ kernel void add_rms_norm_f32(const global uchar* a, ulong a_off, ulong a_nb1,
     }
     ss = wg_sum(ss, tmp);
     const float scale = 1.0f / sqrt(ss / (float)ne0 + eps);
-    for (int i0 = get_local_id(0); i0 < ne0; i0 += 8 * LT_RED_WG) {
-        // Each item reads back only the sums it wrote itself.
-        float v[8];
-        for (int u = 0; u < 8; ++u) {
-            const int i = i0 + u * LT_RED_WG;
-            v[u] = i < ne0 ? (has_w ? sum[i] * scale * wt[i] : sum[i] * scale) : 0.0f;
-        }
-        for (int u = 0; u < 8; ++u) {
-            if (i0 + u * LT_RED_WG < ne0) y[i0 + u * LT_RED_WG] = v[u];
-        }
-    }
+    // Each item reads back only the sums it wrote itself.
+    store_scaled_row(y, sum, wt, has_w, scale, ne0, get_local_id(0), LT_RED_WG);
     if (want_q8) quantize_row_q8(y, q, q_off, ds_off, r, ne0);
 }
 
