@@ -11,8 +11,8 @@
 // 32-element blocks (qblocks.cuh decodes every type's device layout and
 // accumulates with dp4a), each warp walks its rows in stages of about 128
 // bytes per lane and issues the next stage's loads before it computes the
-// current one (two stages in registers, up to 128 registers, 2 blocks per
-// SM), and optionally asks L2 for a whole item's rows when it starts one.
+// current one (two stages in registers, up to 128 registers, one block of
+// 16 warps per SM), and optionally asks L2 for a whole item's rows when it starts one.
 // Offsets such as Q4_0's -8 are folded into the staged activation sums:
 //     sum_i (q_i - 8) a_i = sum_i q_i a_i - 8 sum_i a_i,
 // so raw quants go straight into dp4a. F32/F16/BF16 weights (and every type

@@ -14,12 +14,13 @@
 
 namespace lantern::cuda::mv {
 
+// The general kernel's blocks (k_matvec; the streamed kernel's: kQWarps).
 constexpr int kMvWarps = 8;
 constexpr int kMvThreads = kMvWarps * 32;
 constexpr int kMvBlocksPerSM = 4;
 constexpr int kRows = 2;           // rows a warp works on at once
 constexpr int kStageBatch = 8;     // float4 loads in flight per thread while staging
-constexpr int kMaxPrenormK = kMvThreads * 4 * kStageBatch;
+constexpr int kMaxPrenormK = 8 * 32 * 4 * kStageBatch;  // 8 warps' registers (the plain types' staging)
 
 struct MvParams {
     WView w[3];
@@ -144,13 +145,18 @@ __device__ __forceinline__ void to_floats(float4 v, float (&x)[N], int at) {
 }
 
 // 1/rms of a fused AddRmsNorm's row from the warps' sums of squares (red:
-// 16-byte aligned). Every item's store computes it (act_scale), so it is
-// two vector loads and an approximate reciprocal square root (within 2 ulp),
-// not a division with its slow path.
+// 16-byte aligned, one per warp of the block). Every item's store computes
+// it (act_scale), so it is Warps / 4 vector loads and an approximate
+// reciprocal square root (within 2 ulp), not a division with its slow path.
+template <int Warps>
 __device__ __forceinline__ float rms_scale(const MvParams& p, const float* red) {
-    static_assert(kMvWarps == 8, "two float4 of partial sums");
-    const float4 a = reinterpret_cast<const float4*>(red)[0], b = reinterpret_cast<const float4*>(red)[1];
-    const float ss = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w));
+    static_assert(Warps % 4 == 0, "whole float4 of partial sums");
+    float4 v[Warps / 4];
+#pragma unroll
+    for (int i = 0; i < Warps / 4; ++i) v[i] = reinterpret_cast<const float4*>(red)[i];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Warps / 4; ++i) ss += (v[i].x + v[i].y) + (v[i].z + v[i].w);
     return rsqrtf(ss / static_cast<float>(p.K) + p.eps);
 }
 
@@ -162,7 +168,9 @@ __device__ __forceinline__ float rms_scale(const MvParams& p, const float* red) 
 // for it (two barriers and a reduction before the first dot product of
 // every block). The launch multiplies its sums by act_scale. Ends with the
 // block's barrier.
+template <int Warps>
 inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red) {
+    constexpr int kThreads = Warps * 32;
     const int64_t nh = p.K / 16;  // half-blocks
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
@@ -174,7 +182,7 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
         // a second instantiation for long rows (7B decode step +100 us: two
         // large kernels alternating in the step).
         const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
-        for (int64_t base = 0; base < nh; base += kMvThreads) {
+        for (int64_t base = 0; base < nh; base += kThreads) {
             if (base + (tid & ~31) >= nh) break;  // warp-uniform
             const int64_t hb = base + tid;
             const bool valid = hb < nh;
@@ -188,14 +196,14 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
         __syncthreads();
         return;
     }
-    // Fused AddRmsNorm: K <= kMaxPrenormK = 2 rounds, the row in registers.
-    constexpr int kRounds = kMaxPrenormK / 16 / kMvThreads;
+    // Fused AddRmsNorm: K <= kMaxPrenormK, one or two rounds, the row in registers.
+    constexpr int kRounds = kMaxPrenormK / 16 / kThreads;
     float x[kRounds][16];
     float ss = 0.0f;
 #pragma unroll
     for (int r = 0; r < kRounds; ++r) {
-        const int64_t hb = r * kMvThreads + tid;
-        if (r * kMvThreads + (tid & ~31) >= nh) break;  // warp-uniform
+        const int64_t hb = r * kThreads + tid;
+        if (r * kThreads + (tid & ~31) >= nh) break;  // warp-uniform
         const bool valid = hb < nh;
         const int64_t at = valid ? 4 * hb : 0;
         const float4* a = reinterpret_cast<const float4*>(p.a) + at;
@@ -234,10 +242,10 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
     if ((tid & 31) == 0) red[tid >> 5] = ss;
     __syncthreads();
     if (blockIdx.x == 0) {  // the normed row, for the node's other readers
-        const float rn = rms_scale(p, red);
+        const float rn = rms_scale<Warps>(p, red);
 #pragma unroll
         for (int r = 0; r < kRounds; ++r) {
-            const int64_t hb = r * kMvThreads + tid;
+            const int64_t hb = r * kThreads + tid;
             if (hb >= nh) break;
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
@@ -252,10 +260,11 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
 // quantized weight types, as f32 for the plain ones. All loads of a batch are
 // issued before any is used (one round trip per batch). Ends with the
 // block's barrier.
-template <bool Quant>
+template <bool Quant, int Warps>
 inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
+    constexpr int kThreads = Warps * 32;
     if constexpr (Quant) {
-        stage_act_q8(p, smem, red);
+        stage_act_q8<Warps>(p, smem, red);
         return;
     }
     auto put4 = [&](float4 v, int64_t i, bool valid) {
@@ -265,16 +274,16 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
         const bool vec = (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
-        for (int64_t base = 0; base < nv; base += kMvThreads * kStageBatch) {
+        for (int64_t base = 0; base < nv; base += kThreads * kStageBatch) {
             float4 v[kStageBatch];
 #pragma unroll
             for (int k = 0; k < kStageBatch; ++k) {
-                const int64_t i = base + tid + k * kMvThreads;
+                const int64_t i = base + tid + k * kThreads;
                 v[k] = i < nv ? load4(p.x, i, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
 #pragma unroll
             for (int k = 0; k < kStageBatch; ++k) {
-                const int64_t i = base + tid + k * kMvThreads;
+                const int64_t i = base + tid + k * kThreads;
                 put4(v[k], i, i < nv);
             }
         }
@@ -291,7 +300,7 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kStageBatch; ++k) {
-        const int64_t i = tid + k * kMvThreads;
+        const int64_t i = tid + k * kThreads;
         v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (i < nv) {
             const float4 x0 = reinterpret_cast<const float4*>(p.a)[i];
@@ -305,7 +314,7 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     const float r = 1.0f / sqrtf(ss / static_cast<float>(p.K) + p.eps);
 #pragma unroll
     for (int k = 0; k < kStageBatch; ++k) {
-        const int64_t i = tid + k * kMvThreads;
+        const int64_t i = tid + k * kThreads;
         const bool valid = i < nv;
         float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (valid) {
@@ -323,10 +332,10 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
 // 1 otherwise. Computed from the warps' partial sums where a sum is stored
 // (two shared loads per item), not held in a register through the loop:
 // that made the 7B Q4_0 decode step 11 us longer (H100).
-template <bool Quant>
+template <bool Quant, int Warps>
 __device__ __forceinline__ float act_scale(const MvParams& p, const float* red) {
     if (!Quant || p.a == nullptr) return 1.0f;
-    return rms_scale(p, red);
+    return rms_scale<Warps>(p, red);
 }
 
 __device__ __forceinline__ ActBlk act_blk(const Act& a, int64_t b) {

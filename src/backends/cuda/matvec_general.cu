@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
     prefetch_norm_weight(p);
 
     pdl_enter();
-    stage_act<!is_plain(T)>(p, smem, red);
+    stage_act<!is_plain(T), kMvWarps>(p, smem, red);
     Act a{};
     if constexpr (is_plain(T)) {
         a.x = reinterpret_cast<const float*>(smem);
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
             sl[s] = slot_of(p, item + step, s);
         }
         if (item + step < p.n_items) load_chunk<T>(p, sl, lane, units, raw);
-        const float scale = act_scale<!is_plain(T)>(p, red);
+        const float scale = act_scale<!is_plain(T), kMvWarps>(p, red);
 #pragma unroll
         for (int s = 0; s < kRows; ++s) acc[s] = warp_sum(acc[s]) * scale;
         if (lane == 0) {

@@ -24,7 +24,19 @@ namespace {
 // stages and the rest within 128); Q4_K takes four since its d/dmin words
 // come by shuffle (kSharedDm).
 
-constexpr int kQBlocksPerSM = 2;  // __launch_bounds__: at most 128 registers
+// Every block stages the whole activation row from L2 after the grid wait,
+// all blocks of the launch at once: that read is bound by L2 serving the
+// same few kilobytes to every block, not by its latency (H100, 7B Q4_0
+// decode with half the blocks skipping it as a timing test: GPU time per
+// step -120 us of the -172 us that skipping it everywhere gave). So a block
+// is as large as an SM holds at 128 registers a thread, 16 warps, and each
+// SM stages the row once: 7B Q4_0 1,822 -> 1,768 us per step, Q8_0 2,942 ->
+// 2,865, tinyllama Q4_0 515 -> 495, Q4_K 536 -> 514, smollm2 411 -> 403
+// (against two blocks of 8 warps per SM, same call). The general kernel
+// keeps 8: at 16 its tinyllama F16 step took 1,221 -> 1,269 us.
+constexpr int kQWarps = 16;
+constexpr int kQThreads = kQWarps * 32;
+constexpr int kQBlocksPerSM = 1;  // __launch_bounds__: at most 128 registers
 
 template <DType T>
 constexpr int kQUnits =
@@ -199,7 +211,7 @@ __device__ __forceinline__ unsigned q_valid(const QRows& r) {
 // row 1, from lane W / 2, and the product), lane j = W / 2 row 1 otherwise.
 template <int W>
 __device__ __forceinline__ void q_store(const MvParams& p, const float* red, int pair, float sum, int j) {
-    sum *= act_scale<true>(p, red);
+    sum *= act_scale<true, kQWarps>(p, red);
     if (p.silu != nullptr) {  // uniform: every lane takes part in the shuffle
         const float other = __shfl_xor_sync(0xffffffffu, sum, W / 2);
         if (j != 0 || pair >= static_cast<int>(p.total_rows)) return;
@@ -250,14 +262,14 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
 }
 
 template <DType T, int W, int U, bool Prefetch>
-__global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
+__global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ __align__(16) float red[32];
     constexpr int G = 32 / W;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane / W, j = lane % W;
     const int nb = static_cast<int>(p.K / 32);
-    const int step = static_cast<int>(gridDim.x) * kMvWarps;
+    const int step = static_cast<int>(gridDim.x) * kQWarps;
 
     // The first item's weights do not depend on earlier kernels: ask L2 for
     // them while the previous kernel finishes and the activation is staged
@@ -265,7 +277,7 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     // first stage below covers the whole item this pays: without it the 7B
     // Q4_0 decode step took 2.3% longer (H100, 2026-11-22).
     QPos pos;
-    pos.item = static_cast<int>(blockIdx.x) * kMvWarps + warp;
+    pos.item = static_cast<int>(blockIdx.x) * kQWarps + warp;
     pos.b0 = j;
     pos.rows = q_rows(p, pos.item * G + g);
     pos.valid = q_valid(pos.rows);
@@ -283,7 +295,7 @@ __global__ void __launch_bounds__(kMvThreads, kQBlocksPerSM) k_matvec_q(const Mv
     q_load<T, W, U, true>(pos.rows, nb, pos.b0, buf0);
 
     pdl_enter();
-    stage_act<true>(p, smem, red);
+    stage_act<true, kQWarps>(p, smem, red);
     const Act a = act_view(smem, p.K);
 
     float acc[kRows] = {0.0f, 0.0f};
@@ -338,15 +350,15 @@ int units_per_stage(int64_t nb, int W) {
 template <DType T>
 void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const size_t smem = mv_smem_bytes(T, p.K);
-    const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kMvWarps;
+    const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kQWarps;
     const bool pf = ctx.matvec == MatVecKernel::StreamedPrefetch;
     const int W = pf ? 32 : lanes_per_pair<T>(p.K / 32, p.n_items, warps);
     const int U = pf ? kQUnits<T> : units_per_stage<T>(p.K / 32, W);
     const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
-    const int64_t groups = (items + kMvWarps - 1) / kMvWarps;
+    const int64_t groups = (items + kQWarps - 1) / kQWarps;
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
     auto go = [&](auto kernel) {
-        check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec_q", node);
+        check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kQThreads), smem, p), "k_matvec_q", node);
     };
     constexpr int D = kQUnits<T>;
     if (pf) {
