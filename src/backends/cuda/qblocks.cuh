@@ -52,7 +52,7 @@ __device__ __forceinline__ uint2 ld_u64(const uint8_t* p) { return __ldg(reinter
 struct QBase {
     const uint8_t* q;    // payload: the nibbles (Q8_0: bytes 0..15), block b0
     const uint8_t* q1;   // Q8_0 bytes 16..31 / K-quant two-bit plane, block b0
-    const uint8_t* one;  // K-quant one-bit plane, block b0
+    const uint8_t* one;  // K-quant one-bit plane / Q5_0's high bits, block b0
     const uint8_t* m;    // meta: scales (K-quants: scale bytes), block b0
     const uint8_t* dm;   // K-quants: d/dmin of block b0's group of eight
 };
@@ -72,6 +72,10 @@ __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
     k.q = opaque(r.q + 16 * b0);            // a K-quant's nibble plane too (16 bytes a block)
     k.m = opaque(r.m + q32_meta(T) * b0);  // K-quants: 2 scale bytes a block, as Q4_0's d
     k.q1 = k.one = k.dm = nullptr;
+    if constexpr (T == DType::Q5_0) {  // the high bits' plane, then the scales'
+        k.one = opaque(r.m + 4 * b0);
+        k.m = opaque(r.m + 4 * nb + 2 * b0);
+    }
     if constexpr (T == DType::Q8_0) k.q1 = opaque(r.q + 16 * (nb + b0));
     if constexpr (is_kquant(T)) {
         constexpr size_t nib = kq_nibble_bytes(T), two = kq_two_bytes(T);
@@ -109,7 +113,11 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
     } else if constexpr (T == DType::Q4_1) {
         k.q0 = l128(r.q + 16 * c);
         k.dm = l32(r.m + 4 * c);
-    } else if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    } else if constexpr (T == DType::Q5_0) {
+        k.q0 = l128(r.q + 16 * c);
+        k.one = l32(r.one + 4 * c);
+        k.dm = l16(r.m + 2 * c);
+    } else if constexpr (T == DType::Q5_1) {
         k.q0 = l128(r.q + 16 * c);
         const uint2 m = l64(r.m + 8 * c);
         k.one = m.x;

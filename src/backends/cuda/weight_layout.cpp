@@ -20,7 +20,7 @@ WeightLayout weight_layout(DType t, int64_t K, int64_t N) {
     l.blocks = K / dtype_block_size(t);
     if (is_q32(t)) {
         l.row_bytes = static_cast<size_t>(l.blocks) * q32_payload(t);
-        l.meta_row_bytes = static_cast<size_t>(l.blocks) * q32_meta(t);
+        l.meta_row_bytes = (static_cast<size_t>(l.blocks) * q32_meta(t) + 3) / 4 * 4;
         l.meta_offset = (l.row_bytes * static_cast<size_t>(N) + 255) / 256 * 256;
         l.total = l.meta_offset + l.meta_row_bytes * static_cast<size_t>(N);
     } else {
@@ -180,8 +180,9 @@ void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out) {
         case DType::Q5_0:
             for_blocks<BlockQ5_0>(l, gguf, [&](int64_t r, int64_t b, const BlockQ5_0& x) {
                 std::memcpy(payload(r, b), x.qs, 16);
-                put_high_plane(meta_at(r, b), x.qh);
-                std::memcpy(meta_at(r, b) + 4, &x.d, 2);
+                uint8_t* m = meta + static_cast<size_t>(r) * l.meta_row_bytes;
+                put_high_plane(m + 4 * b, x.qh);
+                std::memcpy(m + 4 * l.blocks + 2 * b, &x.d, 2);
             });
             break;
         case DType::Q5_1:

@@ -7,7 +7,9 @@
 //                            32-element block, contiguous ([N][blocks][16]);
 //                            meta: per row, per block, the scales (and Q5's
 //                            32 high bits): Q4_0 {d}, Q4_1 {d, m},
-//                            Q5_0 {qh, d, 0}, Q5_1 {qh, d, m}, qh laid out
+//                            Q5_1 {qh, d, m}; Q5_0: every block's qh, then
+//                            every block's d (its 22 bytes a block, not 24:
+//                            the row padded to 4 bytes), qh laid out
 //                            as the K-quants' one-bit plane below (bit 4h + j
 //                            of byte k: element 16h + 4j + k; GGUF has bit e
 //                            for element e), so a word of four quants takes
@@ -61,7 +63,7 @@ constexpr bool is_device_weight_type(DType t) { return is_plain(t) || is_q32(t) 
 constexpr size_t q32_payload(DType t) { return t == DType::Q8_0 ? 32 : 16; }
 // Meta bytes per 32-element block.
 constexpr size_t q32_meta(DType t) {
-    return t == DType::Q4_1 ? 4 : (t == DType::Q5_0 || t == DType::Q5_1) ? 8 : 2;
+    return t == DType::Q4_1 ? 4 : t == DType::Q5_0 ? 6 : t == DType::Q5_1 ? 8 : 2;
 }
 // K-quant bit planes per 32-element block: bytes of low nibbles, of two-bit
 // fields, of one-bit fields.
