@@ -330,8 +330,8 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
 // What a launch multiplies its sums by, after stage_act: a quantized row
 // with a fused AddRmsNorm was staged unscaled (stage_act_q8), so its 1/rms;
 // 1 otherwise. Computed from the warps' partial sums where a sum is stored
-// (two shared loads per item), not held in a register through the loop:
-// that made the 7B Q4_0 decode step 11 us longer (H100).
+// (Warps / 4 shared vector loads per item), not held in a register through
+// the loop: that made the 7B Q4_0 decode step 11 us longer (H100).
 template <bool Quant, int Warps>
 __device__ __forceinline__ float act_scale(const MvParams& p, const float* red) {
     if (!Quant || p.a == nullptr) return 1.0f;
