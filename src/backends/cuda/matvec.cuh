@@ -15,9 +15,14 @@
 namespace lantern::cuda::mv {
 
 // The general kernel's blocks (k_matvec; the streamed kernel's: kQWarps).
+// Its grid is the blocks an SM holds at its ~125 registers, two: at four
+// (two waves, every block staging the row) the tinyllama F16 decode step
+// took 1,219 us, at two 1,187 (H100, same call; op bench F16 81 -> 82-84%).
+// Unlike the streamed kernel's, one block of 16 warps per SM was slower
+// still (tinyllama F16 1,211 us, smollm2 F16 483 -> 517).
 constexpr int kMvWarps = 8;
 constexpr int kMvThreads = kMvWarps * 32;
-constexpr int kMvBlocksPerSM = 4;
+constexpr int kMvBlocksPerSM = 2;
 constexpr int kRows = 2;           // rows a warp works on at once
 constexpr int kStageBatch = 8;     // float4 loads in flight per thread while staging
 constexpr int kMaxPrenormK = 8 * 32 * 4 * kStageBatch;  // 8 warps' registers (the plain types' staging)
