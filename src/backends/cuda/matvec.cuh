@@ -19,7 +19,7 @@ namespace lantern::cuda::mv {
 // (two waves, every block staging the row) the tinyllama F16 decode step
 // took 1,219 us, at two 1,187 (H100, same call; op bench F16 81 -> 82-84%).
 // Unlike the streamed kernel's, one block of 16 warps per SM was slower
-// still (tinyllama F16 1,211 us, smollm2 F16 483 -> 517).
+// than two of 8 (tinyllama F16 1,187 -> 1,211 us, smollm2 F16 483 -> 517).
 constexpr int kMvWarps = 8;
 constexpr int kMvThreads = kMvWarps * 32;
 constexpr int kMvBlocksPerSM = 2;
