@@ -208,8 +208,7 @@ std::unique_ptr<OpCase> prenorm_chain(DType t) {
 }
 
 // The first layer's RmsNorm (no residual yet) and the Q/K/V products that
-// read it. (Fusing the norm into their launch cost time on the H100: the
-// norm's own launch is when the products' weights start streaming.)
+// read it, in one launch (cuda_fusion.h).
 std::unique_ptr<OpCase> norm_qkv(DType t) {
     auto c = new_case("", 5e-4);
     c->name = std::string("norm_qkv_") + dtype_name(t);

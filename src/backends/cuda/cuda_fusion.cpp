@@ -72,19 +72,25 @@ Launch plan_one(const std::vector<Tensor*>& nodes, size_t i) {
     return l;
 }
 
-// Whether AddRmsNorm `norm` can run inside launch `l` (which follows it).
+// Whether AddRmsNorm (or RmsNorm) `norm` can run inside launch `l` (which
+// follows it).
 bool takes_norm(const Tensor& norm, const Launch& l) {
     const bool matvec = l.kind == Launch::Kind::MatVecGroup || l.kind == Launch::Kind::GateUpSilu ||
                         (l.kind == Launch::Kind::Single && l.nodes[0]->op == Op::MulMat);
     if (!matvec || !can_prenorm(norm, *l.nodes[0])) return false;
-    // The launch reads norm's inputs and writes norm's slices and its own outputs.
-    for (int k = 0; k < l.n; ++k) {
-        for (const Tensor* in : {norm.src[0], norm.src[1]}) {
-            if (!disjoint({l.nodes[static_cast<size_t>(k)], in})) return false;
+    // The launch reads norm's row inputs (an RmsNorm's weight is its src[1])
+    // and writes norm's output and its own outputs.
+    const int n_in = norm.op == Op::RmsNorm ? 1 : 2;
+    for (int i = 0; i < n_in; ++i) {
+        if (!disjoint({&norm, norm.src[i]})) return false;
+        for (int k = 0; k < l.n; ++k) {
+            if (!disjoint({l.nodes[static_cast<size_t>(k)], norm.src[i]})) return false;
         }
+    }
+    for (int k = 0; k < l.n; ++k) {
         if (!disjoint({l.nodes[static_cast<size_t>(k)], &norm})) return false;
     }
-    return disjoint({&norm, norm.src[0]}) && disjoint({&norm, norm.src[1]});
+    return true;
 }
 
 }  // namespace
@@ -94,7 +100,7 @@ void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out) 
     const size_t n = nodes.size();
     for (size_t i = 0; i < n;) {
         const Tensor& a = *nodes[i];
-        if (a.op == Op::AddRmsNorm && i + 1 < n) {
+        if ((a.op == Op::AddRmsNorm || a.op == Op::RmsNorm) && i + 1 < n) {
             Launch next = plan_one(nodes, i + 1);
             if (takes_norm(a, next)) {
                 if (next.kind == Launch::Kind::Single) next.kind = Launch::Kind::MatVecGroup;

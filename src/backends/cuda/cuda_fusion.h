@@ -8,7 +8,8 @@
 //                                                    and writing the new rows first
 //   RopeQK, KvStore(K rows), KvStore(V rows)      -> one RoPE + cache-write launch
 //   AddRmsNorm (one row) before a matrix-vector launch that reads its normed
-//   slice                                         -> computed inside that launch
+//   slice, or RmsNorm (one row: the first layer's) before one that reads it
+//                                                 -> computed inside that launch
 // A decode layer is then 5 launches: add+norm+QKV, rope+store+attention, wo,
 // add+norm+gate/up/silu, down. The backend's fusion_window() (4) keeps every
 // input of a group intact until the group's last node, so no output of a
@@ -31,7 +32,7 @@ struct Launch {
     std::array<const Tensor*, 4> nodes{};  // Single: [0]; MatVecGroup: the MulMats;
                                             // GateUpSilu: gate, up, silu; RopeStore: rope, k, v;
                                             // RopeStoreAttention: rope, k, v, attention
-    const Tensor* norm = nullptr;           // MatVecGroup / GateUpSilu: a fused AddRmsNorm before them
+    const Tensor* norm = nullptr;           // MatVecGroup / GateUpSilu: a fused AddRmsNorm or RmsNorm before them
 };
 
 // Fills `out` (cleared first) for `nodes`, every node supported by the CUDA

@@ -152,7 +152,8 @@ bool can_group_mul_mat(const Tensor& a, const Tensor& b);
 // activation), the launch computes the sum and the norm itself and writes
 // both slices of `norm` too.
 void run_mul_mat_group(const Ctx&, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm);
-// Whether AddRmsNorm `norm` can be computed inside the launch of `mm`'s group.
+// Whether AddRmsNorm or RmsNorm `norm` can be computed inside the launch of
+// `mm`'s group.
 bool can_prenorm(const Tensor& norm, const Tensor& mm);
 
 }  // namespace lantern::cuda

@@ -166,10 +166,17 @@ bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
 }
 
 bool can_prenorm(const Tensor& norm, const Tensor& mm) {
-    if (norm.op != Op::AddRmsNorm || mm.op != Op::MulMat || !use_matvec(mm) || norm.ne[1] != 1) return false;
+    const bool plain = norm.op == Op::RmsNorm;
+    if ((!plain && norm.op != Op::AddRmsNorm) || mm.op != Op::MulMat || !use_matvec(mm) || norm.ne[1] != 1) return false;
     const Tensor& x = *mm.src[1];
     const int64_t K = norm.ne[0];
     auto aligned = [](const Tensor* t) { return t == nullptr || reinterpret_cast<uintptr_t>(tensor_address(*t)) % 16 == 0; };
+    if (plain) {  // x is the normed row itself
+        const Tensor& in = *norm.src[0];
+        return x.buffer == norm.buffer && x.offset == norm.offset && x.ne[0] == K && K % 32 == 0 &&
+               K <= kMaxPrenormK && in.type == DType::F32 && in.nb[0] == sizeof(float) && in.ne[0] == K &&
+               aligned(&norm) && aligned(&in) && aligned(norm.src[1]);
+    }
     return x.buffer == norm.buffer && x.offset == norm.offset + norm.nb[2] && x.ne[0] == K && K % 32 == 0 &&
            K <= kMaxPrenormK && aligned(&norm) && aligned(norm.src[0]) && aligned(norm.src[1]) &&
            aligned(norm.src[2]) && norm.nb[2] % 16 == 0;
@@ -196,7 +203,12 @@ void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const T
         p.total_rows = mats[0]->src[0]->ne[1];
         p.n_items = p.total_rows;
     }
-    if (norm != nullptr) {
+    if (norm != nullptr && norm->op == Op::RmsNorm) {
+        p.a = ptr<const float>(*norm->src[0]);
+        p.nw = norm->src[1] != nullptr ? ptr<const float>(*norm->src[1]) : nullptr;
+        p.eps = norm->param_f(0);
+        p.norm_out = ptr<float>(*norm);
+    } else if (norm != nullptr) {
         p.a = ptr<const float>(*norm->src[0]);
         p.b = ptr<const float>(*norm->src[1]);
         p.nw = norm->src[2] != nullptr ? ptr<const float>(*norm->src[2]) : nullptr;

@@ -39,7 +39,8 @@ struct MvParams {
     int64_t n_items;    // warp work items: row pairs (joint space), or rows (paired mode)
     int64_t total_rows;
     // Fused AddRmsNorm (a null: none): x = norm(a + b) * w; block 0 writes
-    // the sum and the normed row to sum_out / norm_out.
+    // the sum and the normed row to sum_out / norm_out. A fused RmsNorm
+    // (the first layer's): b and sum_out null, x = norm(a) * w.
     const float* a;
     const float* b;
     const float* nw;
@@ -219,16 +220,17 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
         // each float4 its own L2 round trip (four per launch, not one).
         // (The weight, in L1 since prefetch_norm_weight, is read after.)
         float4 x0[4], x1[4];
+        const bool add = p.b != nullptr;
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             x0[c] = a[c];
-            x1[c] = b[c];
+            x1[c] = add ? b[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const float4 v = make_float4(x0[c].x + x1[c].x, x0[c].y + x1[c].y, x0[c].z + x1[c].z, x0[c].w + x1[c].w);
             if (valid) ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-            if (valid && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[4 * hb + c] = v;
+            if (valid && add && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[4 * hb + c] = v;
             to_floats(v, x[r], 4 * c);
         }
         if (p.nw != nullptr) {
@@ -309,10 +311,10 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
         v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (i < nv) {
             const float4 x0 = reinterpret_cast<const float4*>(p.a)[i];
-            const float4 x1 = reinterpret_cast<const float4*>(p.b)[i];
+            const float4 x1 = p.b != nullptr ? reinterpret_cast<const float4*>(p.b)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             v[k] = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
             ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-            if (blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
+            if (p.b != nullptr && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
         }
     }
     ss = block_sum(ss, red);
