@@ -294,6 +294,11 @@ TEST(CudaModel, ThousandDecodeStepsCaptureOnce) {
     // attention, wo, add+norm+gate/up/SiLU, down; before them the inputs and
     // the token rows, after them add+norm+output.
     EXPECT_LE(cb->last_launch_count(), static_cast<size_t>(5 * n_layer + 2));
+    // Every add + RMSNorm's residual was written two launches or more before
+    // it (gate/up: by Q/K/V's launch, or the token rows; Q/K/V and the
+    // output: by the gate/up launch), behind a launch that waits first: all
+    // 2 n_layer of them read it before their grid wait.
+    EXPECT_EQ(cb->last_settled_count(), static_cast<size_t>(2 * n_layer));
 #endif
 }
 

@@ -404,8 +404,12 @@ void CudaBackend::run(const std::vector<Launch>& launches) {
     for (const Launch& l : launches) {
         switch (l.kind) {
             case Launch::Kind::Single: ops().find(l.nodes[0]->op)->run.run(ctx_, *l.nodes[0]); break;
-            case Launch::Kind::MatVecGroup: run_mul_mat_group(ctx_, l.nodes.data(), l.n, nullptr, l.norm); break;
-            case Launch::Kind::GateUpSilu: run_mul_mat_group(ctx_, l.nodes.data(), 2, l.nodes[2], l.norm); break;
+            case Launch::Kind::MatVecGroup:
+                run_mul_mat_group(ctx_, l.nodes.data(), l.n, nullptr, l.norm, l.residual_settled);
+                break;
+            case Launch::Kind::GateUpSilu:
+                run_mul_mat_group(ctx_, l.nodes.data(), 2, l.nodes[2], l.norm, l.residual_settled);
+                break;
             case Launch::Kind::RopeStore: run_rope_qk_store(ctx_, *l.nodes[0], *l.nodes[1], *l.nodes[2]); break;
             case Launch::Kind::RopeStoreAttention:
                 run_rope_store_attention(ctx_, *l.nodes[0], *l.nodes[1], *l.nodes[2], *l.nodes[3]);

@@ -65,6 +65,13 @@ public:
 
     // Kernel launches of the last planned step (fusion included).
     size_t last_launch_count() const { return launches_.size(); }
+    // Of those, the launches whose fused add + RMSNorm reads its residual
+    // before the grid wait (Launch::residual_settled).
+    size_t last_settled_count() const {
+        size_t n = 0;
+        for (const Launch& l : launches_) n += l.residual_settled ? 1 : 0;
+        return n;
+    }
     const GraphConfig& graph_config() const { return graph_config_; }
     int device() const { return device_; }
 

@@ -115,6 +115,18 @@ void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out) 
         out.push_back(l);
         i += static_cast<size_t>(l.count);
     }
+    for (size_t k = 1; k < out.size(); ++k) {
+        Launch& l = out[k];
+        if (l.norm == nullptr || l.norm->op != Op::AddRmsNorm) continue;
+        const Launch& prev = out[k - 1];
+        // Kernels that let the next one start before their own grid wait
+        // (pdl_enter_early: the step's input, row lookup and row-0 norm
+        // kernels) are Single launches of other ops.
+        if (prev.kind == Launch::Kind::Single && prev.nodes[0]->op != Op::MulMat) continue;
+        bool written = prev.norm != nullptr && !disjoint({prev.norm, l.norm->src[0]});
+        for (int j = 0; j < prev.n && !written; ++j) written = !disjoint({prev.nodes[static_cast<size_t>(j)], l.norm->src[0]});
+        l.residual_settled = !written;
+    }
 }
 
 }  // namespace lantern::cuda

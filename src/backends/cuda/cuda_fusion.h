@@ -33,6 +33,10 @@ struct Launch {
                                             // GateUpSilu: gate, up, silu; RopeStore: rope, k, v;
                                             // RopeStoreAttention: rope, k, v, attention
     const Tensor* norm = nullptr;           // MatVecGroup / GateUpSilu: a fused AddRmsNorm or RmsNorm before them
+    // The fused AddRmsNorm's residual (norm->src[0]) was written before the
+    // previous launch, which waits for its own predecessors before it lets
+    // this one start: the launch may read it before its grid wait.
+    bool residual_settled = false;
 };
 
 // Fills `out` (cleared first) for `nodes`, every node supported by the CUDA

@@ -151,7 +151,9 @@ bool can_group_mul_mat(const Tensor& a, const Tensor& b);
 // With `norm` (an AddRmsNorm of one row whose normed slice is the MulMats'
 // activation), the launch computes the sum and the norm itself and writes
 // both slices of `norm` too.
-void run_mul_mat_group(const Ctx&, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm);
+// residual_settled: Launch::residual_settled (cuda_fusion.h).
+void run_mul_mat_group(const Ctx&, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm,
+                       bool residual_settled = false);
 // Whether AddRmsNorm or RmsNorm `norm` can be computed inside the launch of
 // `mm`'s group.
 bool can_prenorm(const Tensor& norm, const Tensor& mm);

@@ -182,7 +182,8 @@ bool can_prenorm(const Tensor& norm, const Tensor& mm) {
            aligned(norm.src[2]) && norm.nb[2] % 16 == 0;
 }
 
-void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm) {
+void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm,
+                       bool residual_settled) {
     MvParams p{};
     p.n_jobs = n;
     p.x = ptr<const float>(*mats[0]->src[1]);
@@ -215,6 +216,7 @@ void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const T
         p.eps = norm->param_f(0);
         p.sum_out = ptr<float>(*norm);
         p.norm_out = reinterpret_cast<float*>(ptr<uint8_t>(*norm) + norm->nb[2]);
+        p.a_settled = residual_settled;
     }
     const DType t = mats[0]->src[0]->type;
     if (!is_plain(t) && ctx.matvec != MatVecKernel::General) {

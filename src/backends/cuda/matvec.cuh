@@ -47,6 +47,7 @@ struct MvParams {
     float eps;
     float* sum_out;
     float* norm_out;
+    bool a_settled;  // a may be read before the grid wait (Launch::residual_settled)
 };
 
 // The activation row as a kernel reads it.
@@ -87,12 +88,15 @@ __device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
 
 // A fused AddRmsNorm's weight is a model weight, not an earlier kernel's
 // output: ask L1 for it before the grid wait, so the normalisation after
-// the block reduction does not wait on a second memory round trip.
+// the block reduction does not wait on a second memory round trip. The
+// same for the residual when it is settled (p.a_settled): the staging then
+// waits on L2 for the new sum's other input alone.
 __device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
-    if (p.a == nullptr || p.nw == nullptr) return;
+    if (p.a == nullptr) return;
     const int64_t lines = (p.K * 4 + 127) / 128;
     for (int64_t i = threadIdx.x; i < lines; i += blockDim.x) {
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(p.nw) + 128 * i));
+        if (p.nw != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(p.nw) + 128 * i));
+        if (p.a_settled) asm volatile("prefetch.global.L1 [%0];" ::"l"(reinterpret_cast<const char*>(p.a) + 128 * i));
     }
 }
 
