@@ -72,6 +72,16 @@ Launch plan_one(const std::vector<Tensor*>& nodes, size_t i) {
     return l;
 }
 
+// Whether launch `l` writes any of t's bytes (its nodes' outputs and a fused
+// norm's).
+bool writes(const Launch& l, const Tensor* t) {
+    if (l.norm != nullptr && !disjoint({l.norm, t})) return true;
+    for (int k = 0; k < l.n; ++k) {
+        if (!disjoint({l.nodes[static_cast<size_t>(k)], t})) return true;
+    }
+    return false;
+}
+
 // Whether AddRmsNorm (or RmsNorm) `norm` can run inside launch `l` (which
 // follows it).
 bool takes_norm(const Tensor& norm, const Launch& l) {
@@ -82,15 +92,9 @@ bool takes_norm(const Tensor& norm, const Launch& l) {
     // and writes norm's output and its own outputs.
     const int n_in = norm.op == Op::RmsNorm ? 1 : 2;
     for (int i = 0; i < n_in; ++i) {
-        if (!disjoint({&norm, norm.src[i]})) return false;
-        for (int k = 0; k < l.n; ++k) {
-            if (!disjoint({l.nodes[static_cast<size_t>(k)], norm.src[i]})) return false;
-        }
+        if (!disjoint({&norm, norm.src[i]}) || writes(l, norm.src[i])) return false;
     }
-    for (int k = 0; k < l.n; ++k) {
-        if (!disjoint({l.nodes[static_cast<size_t>(k)], &norm})) return false;
-    }
-    return true;
+    return !writes(l, &norm);
 }
 
 }  // namespace
@@ -123,9 +127,7 @@ void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out) 
         // (pdl_enter_early: the step's input, row lookup and row-0 norm
         // kernels) are Single launches of other ops.
         if (prev.kind == Launch::Kind::Single && prev.nodes[0]->op != Op::MulMat) continue;
-        bool written = prev.norm != nullptr && !disjoint({prev.norm, l.norm->src[0]});
-        for (int j = 0; j < prev.n && !written; ++j) written = !disjoint({prev.nodes[static_cast<size_t>(j)], l.norm->src[0]});
-        l.residual_settled = !written;
+        l.residual_settled = !writes(prev, l.norm->src[0]);
     }
 }
 

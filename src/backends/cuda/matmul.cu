@@ -204,19 +204,18 @@ void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const T
         p.total_rows = mats[0]->src[0]->ne[1];
         p.n_items = p.total_rows;
     }
-    if (norm != nullptr && norm->op == Op::RmsNorm) {
+    if (norm != nullptr) {
+        // RmsNorm (x, w): its output is the normed row. AddRmsNorm (a, b, w):
+        // slice 0 the sum, slice 1 the normed row.
+        const bool add = norm->op == Op::AddRmsNorm;
+        const Tensor* w = norm->src[add ? 2 : 1];
         p.a = ptr<const float>(*norm->src[0]);
-        p.nw = norm->src[1] != nullptr ? ptr<const float>(*norm->src[1]) : nullptr;
+        p.b = add ? ptr<const float>(*norm->src[1]) : nullptr;
+        p.nw = w != nullptr ? ptr<const float>(*w) : nullptr;
         p.eps = norm->param_f(0);
-        p.norm_out = ptr<float>(*norm);
-    } else if (norm != nullptr) {
-        p.a = ptr<const float>(*norm->src[0]);
-        p.b = ptr<const float>(*norm->src[1]);
-        p.nw = norm->src[2] != nullptr ? ptr<const float>(*norm->src[2]) : nullptr;
-        p.eps = norm->param_f(0);
-        p.sum_out = ptr<float>(*norm);
-        p.norm_out = reinterpret_cast<float*>(ptr<uint8_t>(*norm) + norm->nb[2]);
-        p.a_settled = residual_settled;
+        p.sum_out = add ? ptr<float>(*norm) : nullptr;
+        p.norm_out = reinterpret_cast<float*>(ptr<uint8_t>(*norm) + (add ? norm->nb[2] : 0));
+        p.a_settled = add && residual_settled;
     }
     const DType t = mats[0]->src[0]->type;
     if (!is_plain(t) && ctx.matvec != MatVecKernel::General) {

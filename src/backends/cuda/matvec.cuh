@@ -25,7 +25,7 @@ constexpr int kMvThreads = kMvWarps * 32;
 constexpr int kMvBlocksPerSM = 2;
 constexpr int kRows = 2;           // rows a warp works on at once
 constexpr int kStageBatch = 8;     // float4 loads in flight per thread while staging
-constexpr int kMaxPrenormK = 8 * 32 * 4 * kStageBatch;  // 8 warps' registers (the plain types' staging)
+constexpr int kMaxPrenormK = kMvThreads * 4 * kStageBatch;  // the general kernel's registers (plain types' staging)
 
 struct MvParams {
     WView w[3];
@@ -91,7 +91,7 @@ __device__ __forceinline__ float4 load4(const float* p, int64_t i, bool vec) {
 // the block reduction does not wait on a second memory round trip. The
 // same for the residual when it is settled (p.a_settled): the staging then
 // waits on L2 for the new sum's other input alone.
-__device__ __forceinline__ void prefetch_norm_weight(const MvParams& p) {
+__device__ __forceinline__ void prefetch_norm_inputs(const MvParams& p) {
     if (p.a == nullptr) return;
     const int64_t lines = (p.K * 4 + 127) / 128;
     for (int64_t i = threadIdx.x; i < lines; i += blockDim.x) {
@@ -222,7 +222,7 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
         // Every load of the round before the first store: sum_out may alias
         // a or b for all the compiler knows, so a store between them made
         // each float4 its own L2 round trip (four per launch, not one).
-        // (The weight, in L1 since prefetch_norm_weight, is read after.)
+        // (The weight, in L1 since prefetch_norm_inputs, is read after.)
         float4 x0[4], x1[4];
         const bool add = p.b != nullptr;
 #pragma unroll
@@ -309,16 +309,17 @@ inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     // copy); storing the sums after the reduction still spilled.
     float4 v[kStageBatch];
     float ss = 0.0f;
+    const bool add = p.b != nullptr;
 #pragma unroll
     for (int k = 0; k < kStageBatch; ++k) {
         const int64_t i = tid + k * kThreads;
         v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (i < nv) {
             const float4 x0 = reinterpret_cast<const float4*>(p.a)[i];
-            const float4 x1 = p.b != nullptr ? reinterpret_cast<const float4*>(p.b)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float4 x1 = add ? reinterpret_cast<const float4*>(p.b)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             v[k] = make_float4(x0.x + x1.x, x0.y + x1.y, x0.z + x1.z, x0.w + x1.w);
             ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-            if (p.b != nullptr && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
+            if (add && blockIdx.x == 0) reinterpret_cast<float4*>(p.sum_out)[i] = v[k];
         }
     }
     ss = block_sum(ss, red);

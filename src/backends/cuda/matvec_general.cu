@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
 #pragma unroll
     for (int s = 0; s < kRows; ++s) sl[s] = slot_of(p, item, s);
     if (item < p.n_items) load_chunk<T, true>(p, sl, lane, units, raw);
-    prefetch_norm_weight(p);
+    prefetch_norm_inputs(p);
 
     pdl_enter();
     stage_act<!is_plain(T), kMvWarps>(p, smem, red);

@@ -282,7 +282,7 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     pos.rows = q_rows(p, pos.item * G + g);
     pos.valid = q_valid(pos.rows);
     q_prefetch<W>(p, pos.rows, j);
-    prefetch_norm_weight(p);
+    prefetch_norm_inputs(p);
     // The first stage itself is loaded before the wait too: the registers
     // are free until the activation is staged, and the dot products after
     // the wait then start without a memory round trip. Coherent loads: ptxas

@@ -180,7 +180,7 @@ void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out) {
         case DType::Q5_0:
             for_blocks<BlockQ5_0>(l, gguf, [&](int64_t r, int64_t b, const BlockQ5_0& x) {
                 std::memcpy(payload(r, b), x.qs, 16);
-                uint8_t* m = meta + static_cast<size_t>(r) * l.meta_row_bytes;
+                uint8_t* m = meta_at(r, 0);  // the row's meta: two planes
                 put_high_plane(m + 4 * b, x.qh);
                 std::memcpy(m + 4 * l.blocks + 2 * b, &x.d, 2);
             });
