@@ -289,6 +289,13 @@ const std::vector<Extra>& extras() {
             f.push_back({"mul_mat_" + ty + "_" + std::to_string(odd_k) + "x4401x1",
                          [t, s2, odd_k] { return matvec_case(t, odd_k, 4401, 1, s2); }});
         }
+        // Q3_K's paired blocks over rows of several stages, the last part-full
+        // (344 blocks: stages of 128).
+        for (DType t : {DType::Q3_K, DType::Q2_K}) {
+            const uint32_t s1 = ++seed;
+            f.push_back({std::string("mul_mat_") + dtype_name(t) + "_11008x300x1",
+                         [t, s1] { return matvec_case(t, 11008, 300, 1, s1); }});
+        }
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
             f.push_back({std::string("norm_qkv_") + dtype_name(t), [t] { return norm_qkv(t); }});

@@ -11,7 +11,7 @@ namespace {
 // A warp's work is a sequence of stages: item (a row pair, matvec.cuh's
 // slots), then U blocks per lane of each of its two rows, lane l taking
 // blocks c + l + 32u (U = kQUnits, or fewer for short rows: units_per_stage;
-// narrower lane groups: below). Each lane holds two stages of raw blocks;
+// narrower lane groups and Q3_K's pairs of blocks: below). Each lane holds two stages of raw blocks;
 // q_step() issues the loads of the next stage (possibly the next item's
 // first) before it computes the current one, so a warp always has a stage in
 // flight while it works, and finishes an item (warp sums, stores) with the
@@ -53,8 +53,19 @@ constexpr int kQUnits =
 // with the shuffle alone); op bench Q4_K 4096 x 11008 73 -> 78% of the
 // copy. With two units it cost time (tinyllama Q6_K 614 -> 641 us, Q4_K
 // +11 us), and Q2_K lost 63 -> 56% in the op bench with it.
+//
+// Q3_K with an even U takes its blocks in pairs (kPaired): lane j of W has
+// blocks c + 2j + (u & 1) + 2W (u >> 1) of a stage from block c, so a
+// pair's fields are three loads, not six (qload_pair_at), and its d one
+// load where the shared word took a shuffle per unit. H100, same call: op
+// bench Q3_K 4096 x 11008 68-69 -> 70% of the copy, 11008 x 4096 52 -> 56%,
+// 4096 x 32000 81 -> 85%; tinyllama Q3_K decode step 510 -> 486 us. Q2_K
+// (two loads a block, not four) gained 1% on 4096 x 11008 and lost 3% on
+// 4096 x 32000 and 1% of tinyllama's step.
 template <DType T, int U>
-constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3;
+constexpr bool kPaired = T == DType::Q3_K && U % 2 == 0;
+template <DType T, int U>
+constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3 && !kPaired<T, U>;
 
 // Rows too short for a stage can share a warp: with W lanes per row pair
 // (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
@@ -129,6 +140,24 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
     // it cost time (decode step: 7B Q4_0 and Q8_0 +1%, tinyllama Q4_K +2.6%).
     // A block not loaded gets scales of 0, so q_dot adds 0 for it.
     constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
+    if constexpr (kPaired<T, U>) {
+        // b0 includes j: the lane's first block is b0 + j (even, as nb is).
+        const int first = b0 + (b0 & (W - 1));
+        const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && first + 2 * W * (U / 2 - 1) < nb;
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+            const QBase base = qbase<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(first));
+#pragma unroll
+            for (int v = 0; v < U / 2; ++v) {
+                if (full || (r.r[s].q != nullptr && first + 2 * W * v < nb)) {
+                    qload_pair_at<T, Co>(base, static_cast<size_t>(2 * W * v), o[s][2 * v], o[s][2 * v + 1]);
+                } else {
+                    o[s][2 * v].dm = o[s][2 * v + 1].dm = 0;
+                }
+            }
+        }
+        return;
+    }
     const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && b0 + W * (U - 1) < nb;
     constexpr bool kShared = kSharedDm<T, U>;
     // The stage's d/dmin words: lane j of the group takes superblock
@@ -177,12 +206,14 @@ template <DType T, int W, int U>
 __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, int nb, int b0, float (&acc)[kRows]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const ActBlk ab = act_blk(a, min(b0 + W * u, nb - 1));
+        // kPaired: b0 includes j, the lane's first block is b0 + j (q_load).
+        const int b = kPaired<T, U> ? b0 + (b0 & (W - 1)) + (u & 1) + 2 * W * (u >> 1) : b0 + W * u;
+        const ActBlk ab = act_blk(a, min(b, nb - 1));
 #pragma unroll
         for (int s = 0; s < kRows; ++s) {
             QBlk k = w[s][u];
             if constexpr (kSharedDm<T, U>) k.dm = __shfl_sync(0xffffffffu, w[s][0].dm, dm_lane<W>(u));
-            acc[s] += qdot<T>(k, ab);
+            acc[s] += kPaired<T, U> && (u & 1) != 0 ? qdot<T, true>(k, ab) : qdot<T>(k, ab);
         }
     }
 }
@@ -237,8 +268,12 @@ __device__ __forceinline__ void q_store(const MvParams& p, const float* red, int
 
 // One stage: computes `cur` (at pos) after issuing the loads of the next
 // stage into `nxt`. False when the warp has no stage left (warp-uniform:
-// a lane whose pair has no rows still takes part in the sums).
-template <DType T, int W, int U, bool Prefetch>
+// a lane whose pair has no rows still takes part in the sums). Single: the
+// launch's rows are one stage each (W U >= nb), so every stage is an item's
+// last and starts at block j, and the compiler keeps what depends on the
+// stage's blocks (the activation's addresses, which units are in the row)
+// out of the loop.
+template <DType T, int W, int U, bool Prefetch, bool Single>
 __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const float* red, int nb, int step, int g, int j,
                                        QPos& pos, const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U],
                                        float (&acc)[kRows]) {
@@ -246,7 +281,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
     if (pos.item * G >= p.n_items) return false;
     QPos next = pos;
     next.b0 += W * U;
-    const bool last = next.b0 >= nb + j;  // b0 includes j
+    const bool last = Single || next.b0 >= nb + j;  // b0 includes j
     if (last) {
         next.item += step;
         next.b0 = j;
@@ -254,8 +289,8 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
         next.valid = q_valid(next.rows);
         if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
     }
-    q_load<T, W, U>(next.rows, nb, next.b0, nxt);
-    q_dot<T, W, U>(cur, a, nb, pos.b0, acc);
+    q_load<T, W, U>(next.rows, nb, Single ? j : next.b0, nxt);
+    q_dot<T, W, U>(cur, a, nb, Single ? j : pos.b0, acc);
     if (last) {
         const float sum = pair_sum<W>(acc, j >= W / 2);
         if (pos.valid != 0) q_store<W>(p, red, pos.item * G + g, sum, j);
@@ -266,7 +301,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
     return true;
 }
 
-template <DType T, int W, int U, bool Prefetch>
+template <DType T, int W, int U, bool Prefetch, bool Single>
 __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ __align__(16) float red[32];
@@ -304,8 +339,8 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     const Act a = act_view(smem, p.K);
 
     float acc[kRows] = {0.0f, 0.0f};
-    while (q_step<T, W, U, Prefetch>(p, a, red, nb, step, g, j, pos, buf0, buf1, acc) &&
-           q_step<T, W, U, Prefetch>(p, a, red, nb, step, g, j, pos, buf1, buf0, acc)) {
+    while (q_step<T, W, U, Prefetch, Single>(p, a, red, nb, step, g, j, pos, buf0, buf1, acc) &&
+           q_step<T, W, U, Prefetch, Single>(p, a, red, nb, step, g, j, pos, buf1, buf0, acc)) {
     }
 }
 
@@ -366,20 +401,37 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kQThreads), smem, p), "k_matvec_q", node);
     };
     constexpr int D = kQUnits<T>;
+    // Rows of one stage take the Single kernel (q_step), except the other
+    // types' rows over 64 blocks: with it the 7B Q4_0 decode step (4,096-
+    // wide rows) took 1,753 us where it takes 1,731, though the op bench
+    // and the layer launches on their own were as fast or faster; with it
+    // for every row of one stage but the single-round launches', 1,778.
+    // The rest gain (H100, same call, GPU time per step): smollm2 Q4_0
+    // 397 -> 386 us, tinyllama Q4_0 482 -> 475, Q4_K 510 -> 492; op bench
+    // 4096 x 11008 Q2_K 65 -> 68% of the copy, Q3_K 66 -> 69%.
+    const int64_t nb = p.K / 32;
+    const bool single = W * U >= nb && (is_kquant(T) || nb <= 64);
+    auto full = [&]<int UU>() {
+        if (single) {
+            go(k_matvec_q<T, 32, UU, false, true>);
+        } else {
+            go(k_matvec_q<T, 32, UU, false, false>);
+        }
+    };
     if (pf) {
-        go(k_matvec_q<T, 32, D, true>);
+        go(k_matvec_q<T, 32, D, true, false>);
     } else if (W == 8) {
-        go(k_matvec_q<T, 8, D, false>);
+        go(k_matvec_q<T, 8, D, false, true>);
     } else if (W == 16) {
-        go(k_matvec_q<T, 16, D, false>);
+        go(k_matvec_q<T, 16, D, false, true>);
     } else if (U == 1) {
-        go(k_matvec_q<T, 32, 1, false>);
-    } else if (U == 2) {  // only when D > 2 (units_per_stage)
-        go(k_matvec_q<T, 32, std::min(2, D), false>);
-    } else if (U == 3) {  // D = 3: the kernel of the else branch
-        go(k_matvec_q<T, 32, std::min(3, D), false>);
+        go(k_matvec_q<T, 32, 1, false, true>);
+    } else if (U == 2) {  // only when D >= 2 (units_per_stage)
+        full.template operator()<std::min(2, D)>();
+    } else if (U == 3) {  // only when D >= 3
+        full.template operator()<std::min(3, D)>();
     } else {
-        go(k_matvec_q<T, 32, D, false>);
+        full.template operator()<D>();
     }
 }
 
@@ -394,13 +446,16 @@ void init_matvec_streamed(int max_smem) {
                     DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         dispatch_quant(t, [&]<DType T>() {
             constexpr int D = kQUnits<T>;
-            raise_smem_limit(k_matvec_q<T, 8, D, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 16, D, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, 1, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 8, D, false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 16, D, false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, 1, false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, false>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, true, false>, max_smem);
         });
     }
 }

@@ -132,6 +132,24 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
     return k;
 }
 
+// Q3_K: blocks c and c + 1 (c even, c % 8 == 0 or b0 % 8 + c < 8) of the
+// row qbase describes (b0 even): their two-bit fields one 16-byte load,
+// their one-bit fields one 8-byte load, their scale bytes one word (both
+// blocks keep it: qdot<T, true> reads block c + 1's from its high half),
+// their d one load.
+template <DType T, bool Co = false>
+__device__ __forceinline__ void qload_pair_at(const QBase& r, size_t c, QBlk& k0, QBlk& k1) {
+    static_assert(T == DType::Q3_K, "Q3_K's planes");
+    const uint4 two = Co ? ld_co_u128(r.q1 + 8 * c) : ld_u128(r.q1 + 8 * c);
+    k0.two = make_uint2(two.x, two.y);
+    k1.two = make_uint2(two.z, two.w);
+    const uint2 one = Co ? ld_co_u64(r.one + 4 * c) : ld_u64(r.one + 4 * c);
+    k0.one = one.x;
+    k1.one = one.y;
+    k0.sc = k1.sc = Co ? ld_co_u32(r.m + 2 * c) : ld_u32(r.m + 2 * c);
+    k0.dm = k1.dm = qload_dm<T, Co>(r.dm + kq_dm_bytes(T) * (c >> 3));
+}
+
 // Block b of a row of nb blocks.
 template <DType T, bool Co = false>
 __device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
@@ -206,7 +224,11 @@ __device__ __forceinline__ float fp16_hi(uint32_t v) { return half_bits_to_float
 // bench 4096 x 11008, same call: Q2_K 62 -> 66% of the copy, Q3_K 61 ->
 // 62%. Q6_K's sums pass 16 bits; its offset term in integers (sc0 * v0 +
 // sc1 * v1 - 32 * dp2a) lost 83 -> 82%, so it keeps the float one.
-template <DType T>
+//
+// Hi (Q3_K): the block's scale bytes are bytes 2 and 3 of k.sc (the second
+// block of qload_pair_at), read by __dp2a_hi where the others take
+// __dp2a_lo.
+template <DType T, bool Hi = false>
 __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
     const int lo[4] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w};
     const int hi[4] = {a.hi.x, a.hi.y, a.hi.z, a.hi.w};
@@ -226,10 +248,12 @@ __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
             const int imn = __dp2a_lo(a.isum, m, 0);
             return a.d * (d * static_cast<float>(isc) - fp16_hi(k.dm) * static_cast<float>(imn));
         } else if constexpr (T == DType::Q3_K) {
-            // |v| <= 16 * 7 * 127; the scales are signed bytes 0 and 1 of sc.
+            // |v| <= 16 * 7 * 127; the scales are signed bytes 0 and 1 of sc
+            // (2 and 3: Hi).
+            auto dp2a = [](int x, int y) { return Hi ? __dp2a_hi(x, y, 0) : __dp2a_lo(x, y, 0); };
             const int sc = static_cast<int>(k.sc);
-            const int isc = __dp2a_lo(static_cast<int>(__byte_perm(v0, v1, 0x5410)), sc, 0);
-            return d * a.d * static_cast<float>(isc - q_offset<T>() * __dp2a_lo(a.isum, sc, 0));
+            const int isc = dp2a(static_cast<int>(__byte_perm(v0, v1, 0x5410)), sc);
+            return d * a.d * static_cast<float>(isc - q_offset<T>() * dp2a(a.isum, sc));
         } else {
             const int sc0 = static_cast<int8_t>(k.sc & 0xFFu), sc1 = static_cast<int8_t>(k.sc >> 8);
             return d * (a.d * static_cast<float>(sc0 * v0 + sc1 * v1) -
