@@ -118,7 +118,9 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
         if (r.r[s].q == nullptr) continue;
         // Not unrolled: most rows take a line or two per lane, and unrolled
         // the two loops were ~120 instructions per warp (H100 profile, Q2_K;
-        // op bench Q2_K 64 -> 65% of the copy, 7B Q4_0 decode step -6 us).
+        // op bench Q2_K 64 -> 65% of the copy, 7B Q4_0 decode step -6 us,
+        // -17 us with the loads first; unrolled where rows take several
+        // stages, Q5_K's 4096 x 11008 gained 0.4%).
 #pragma unroll 1
         for (unsigned off = static_cast<unsigned>(j) * 128; off < row_bytes; off += W * 128) {
             asm volatile("prefetch.global.L2 [%0];" ::"l"(r.r[s].q + off));
@@ -321,8 +323,6 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     pos.b0 = j;
     pos.rows = q_rows(p, pos.item * G + g);
     pos.valid = q_valid(pos.rows);
-    q_prefetch<W>(p, pos.rows, j);
-    prefetch_norm_inputs(p);
     // The first stage itself is loaded before the wait too: the registers
     // are free until the activation is staged, and the dot products after
     // the wait then start without a memory round trip. Coherent loads: ptxas
@@ -332,7 +332,11 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     // 2,947 us, twice in one call); tinyllama's Q4_0 and Q4_K steps took
     // 6-9% and the 7B Q4_0's 3% less with them.
     QBlk buf0[kRows][U], buf1[kRows][U];
+    // Its loads go out before the prefetches (7B Q4_0 decode step 1,731 ->
+    // 1,724 us, op bench Q4_0 4096 x 11008 84 -> 85-86%; Q5_K 75 -> 74%).
     q_load<T, W, U, true>(pos.rows, nb, pos.b0, buf0);
+    q_prefetch<W>(p, pos.rows, j);
+    prefetch_norm_inputs(p);
 
     pdl_enter();
     stage_act<true, kQWarps>(p, smem, red);
