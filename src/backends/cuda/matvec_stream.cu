@@ -11,11 +11,12 @@ namespace {
 // A warp's work is a sequence of stages: item (a row pair, matvec.cuh's
 // slots), then U blocks per lane of each of its two rows, lane l taking
 // blocks c + l + 32u (U = kQUnits, or fewer for short rows: units_per_stage;
-// narrower lane groups and Q3_K's pairs of blocks: below). Each lane holds two stages of raw blocks;
-// q_step() issues the loads of the next stage (possibly the next item's
-// first) before it computes the current one, so a warp always has a stage in
-// flight while it works, and finishes an item (warp sums, stores) with the
-// next one's loads already issued. About 128 bytes per lane and stage:
+// narrower lane groups and Q3_K's pairs of blocks: below). Each lane holds
+// two stages of raw blocks; q_step() issues the loads of the next stage
+// (possibly the next item's first) before it computes the current one, so
+// a warp always has a stage in flight while it works, and finishes an item
+// (warp sums, stores) with the next one's loads already issued. About 128
+// bytes per lane and stage:
 // Q4_0/Q4_1 four 16-byte blocks per row, Q8_0 two blocks of two 16-byte
 // planes per row. On the H100 this beat 64 bytes with 3 blocks per SM by 4%
 // (7B Q4_0), 9% (7B Q8_0) and 4% (tinyllama) in GPU time per decode step,
@@ -58,7 +59,7 @@ constexpr int kQUnits =
 // blocks c + 2j + (u & 1) + 2W (u >> 1) of a stage from block c, so a
 // pair's fields are three loads, not six (qload_pair_at), and its d one
 // load where the shared word took a shuffle per unit. H100, same call: op
-// bench Q3_K 4096 x 11008 68-69 -> 70% of the copy, 11008 x 4096 52 -> 56%,
+// bench Q3_K 4096 x 11008 69 -> 70-71% of the copy, 11008 x 4096 52 -> 56%,
 // 4096 x 32000 81 -> 85%; tinyllama Q3_K decode step 510 -> 486 us. Q2_K
 // (two loads a block, not four) gained 1% on 4096 x 11008 and lost 3% on
 // 4096 x 32000 and 1% of tinyllama's step.
@@ -118,9 +119,9 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
         if (r.r[s].q == nullptr) continue;
         // Not unrolled: most rows take a line or two per lane, and unrolled
         // the two loops were ~120 instructions per warp (H100 profile, Q2_K;
-        // op bench Q2_K 64 -> 65% of the copy, 7B Q4_0 decode step -6 us,
-        // -17 us with the loads first; unrolled where rows take several
-        // stages, Q5_K's 4096 x 11008 gained 0.4%).
+        // op bench Q2_K 64 -> 65% of the copy, 7B Q4_0 decode step -6 us).
+        // Unrolled again for the rows of several stages, Q5_K's 4096 x 11008
+        // gained 0.4% and the 7B step lost 17 us.
 #pragma unroll 1
         for (unsigned off = static_cast<unsigned>(j) * 128; off < row_bytes; off += W * 128) {
             asm volatile("prefetch.global.L2 [%0];" ::"l"(r.r[s].q + off));

@@ -27,8 +27,8 @@ WeightLayout weight_layout(DType t, int64_t K, int64_t N) {
         // Here blocks are 32-element blocks, as for the types above.
         l.blocks = K / 32;
         l.row_bytes = static_cast<size_t>(l.blocks) * (kq_nibble_bytes(t) + kq_two_bytes(t) + kq_one_bytes(t));
-        // Rounded to 4: the streamed kernel reads Q2_K/Q3_K scale bytes a
-        // pair of blocks (a word) at a time (Q3_K with K = 256 has 18).
+        // Rounded to 4: the streamed kernel reads Q3_K's scale bytes a pair
+        // of blocks (a word) at a time, and its rows with K = 256 have 18.
         l.meta_row_bytes = (static_cast<size_t>(l.blocks) * 2 + static_cast<size_t>(K / 256) * kq_dm_bytes(t) + 3) / 4 * 4;
         l.meta_offset = (l.row_bytes * static_cast<size_t>(N) + 255) / 256 * 256;
         l.total = l.meta_offset + l.meta_row_bytes * static_cast<size_t>(N);
