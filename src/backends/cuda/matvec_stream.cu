@@ -62,11 +62,13 @@ constexpr int kQUnits =
 // bench Q3_K 4096 x 11008 69 -> 70-71% of the copy, 11008 x 4096 52 -> 56%,
 // 4096 x 32000 81 -> 85%; tinyllama Q3_K decode step 510 -> 486 us. Q2_K
 // (two loads a block, not four) gained 1% on 4096 x 11008 and lost 3% on
-// 4096 x 32000 and 1% of tinyllama's step.
+// 4096 x 32000 and 1% of tinyllama's step. Q5_K pairs its blocks in rows
+// of several stages only: 7B Q5_K step 2,259 -> 2,228 us, where pairs in
+// rows of one stage cost tinyllama's 548 -> 553.
+template <DType T, int U, bool Single>
+constexpr bool kPaired = U % 2 == 0 && (T == DType::Q3_K || (T == DType::Q5_K && !Single));
 template <DType T, int U>
-constexpr bool kPaired = T == DType::Q3_K && U % 2 == 0;
-template <DType T, int U>
-constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3 && !kPaired<T, U>;
+constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3 && !kPaired<T, U, false>;
 
 // Rows too short for a stage can share a warp: with W lanes per row pair
 // (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
@@ -133,7 +135,7 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
     }
 }
 
-template <DType T, int W, int U, bool Co = false>
+template <DType T, int W, int U, bool Single, bool Co = false>
 __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][U]) {
     // One base per row and plane (qbase), the stage's blocks at immediate
     // offsets. A full stage of two rows (most stages) loads without a test
@@ -143,7 +145,7 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
     // it cost time (decode step: 7B Q4_0 and Q8_0 +1%, tinyllama Q4_K +2.6%).
     // A block not loaded gets scales of 0, so q_dot adds 0 for it.
     constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
-    if constexpr (kPaired<T, U>) {
+    if constexpr (kPaired<T, U, Single>) {
         // b0 includes j: the lane's first block is b0 + j (even, as nb is).
         const int first = b0 + (b0 & (W - 1));
         const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && first + 2 * W * (U / 2 - 1) < nb;
@@ -205,18 +207,18 @@ __device__ __forceinline__ int dm_lane(int u) {
 // past the row for a whole warp are rare (units_per_stage); skipping them
 // by a warp-uniform branch cost more than it saved (code generation: op
 // bench Q4_0 84 -> 81%, Q2_K 64 -> 54%; Q5_0/Q5_1 gained 8%).
-template <DType T, int W, int U>
+template <DType T, int W, int U, bool Single>
 __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, int nb, int b0, float (&acc)[kRows]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         // kPaired: b0 includes j, the lane's first block is b0 + j (q_load).
-        const int b = kPaired<T, U> ? b0 + (b0 & (W - 1)) + (u & 1) + 2 * W * (u >> 1) : b0 + W * u;
+        const int b = kPaired<T, U, Single> ? b0 + (b0 & (W - 1)) + (u & 1) + 2 * W * (u >> 1) : b0 + W * u;
         const ActBlk ab = act_blk(a, min(b, nb - 1));
 #pragma unroll
         for (int s = 0; s < kRows; ++s) {
             QBlk k = w[s][u];
             if constexpr (kSharedDm<T, U>) k.dm = __shfl_sync(0xffffffffu, w[s][0].dm, dm_lane<W>(u));
-            acc[s] += kPaired<T, U> && (u & 1) != 0 ? qdot<T, true>(k, ab) : qdot<T>(k, ab);
+            acc[s] += kPaired<T, U, Single> && (u & 1) != 0 ? qdot<T, true>(k, ab) : qdot<T>(k, ab);
         }
     }
 }
@@ -292,8 +294,8 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
         next.valid = q_valid(next.rows);
         if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
     }
-    q_load<T, W, U>(next.rows, nb, Single ? j : next.b0, nxt);
-    q_dot<T, W, U>(cur, a, nb, Single ? j : pos.b0, acc);
+    q_load<T, W, U, Single>(next.rows, nb, Single ? j : next.b0, nxt);
+    q_dot<T, W, U, Single>(cur, a, nb, Single ? j : pos.b0, acc);
     if (last) {
         const float sum = pair_sum<W>(acc, j >= W / 2);
         if (pos.valid != 0) q_store<W>(p, red, pos.item * G + g, sum, j);
@@ -335,7 +337,7 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     QBlk buf0[kRows][U], buf1[kRows][U];
     // Its loads go out before the prefetches (7B Q4_0 decode step 1,731 ->
     // 1,724 us, op bench Q4_0 4096 x 11008 84 -> 85-86%; Q5_K 75 -> 74%).
-    q_load<T, W, U, true>(pos.rows, nb, pos.b0, buf0);
+    q_load<T, W, U, Single, true>(pos.rows, nb, pos.b0, buf0);
     q_prefetch<W>(p, pos.rows, j);
     prefetch_norm_inputs(p);
 

@@ -132,17 +132,22 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
     return k;
 }
 
-// Q3_K: blocks c and c + 1 (c even, c % 8 == 0 or b0 % 8 + c < 8) of the
-// row qbase describes (b0 even): their two-bit fields one 16-byte load,
-// their one-bit fields one 8-byte load, their scale bytes one word (both
-// blocks keep it: qdot<T, true> reads block c + 1's from its high half),
-// their d one load.
+// Q3_K and Q5_K: blocks c and c + 1 (c even, c % 8 == 0 or b0 % 8 + c < 8)
+// of the row qbase describes (b0 even): Q3_K's two-bit fields one 16-byte
+// load (Q5_K's nibbles two), the one-bit fields one 8-byte load, the scale
+// bytes one word (both blocks keep it: qdot<T, true> reads block c + 1's
+// from its high half), d (and dmin) one load.
 template <DType T, bool Co = false>
 __device__ __forceinline__ void qload_pair_at(const QBase& r, size_t c, QBlk& k0, QBlk& k1) {
-    static_assert(T == DType::Q3_K, "Q3_K's planes");
-    const uint4 two = Co ? ld_co_u128(r.q1 + 8 * c) : ld_u128(r.q1 + 8 * c);
-    k0.two = make_uint2(two.x, two.y);
-    k1.two = make_uint2(two.z, two.w);
+    static_assert(T == DType::Q3_K || T == DType::Q5_K, "a one-bit plane of 4 bytes a block");
+    if constexpr (T == DType::Q3_K) {
+        const uint4 two = Co ? ld_co_u128(r.q1 + 8 * c) : ld_u128(r.q1 + 8 * c);
+        k0.two = make_uint2(two.x, two.y);
+        k1.two = make_uint2(two.z, two.w);
+    } else {
+        k0.q0 = Co ? ld_co_u128(r.q + 16 * c) : ld_u128(r.q + 16 * c);
+        k1.q0 = Co ? ld_co_u128(r.q + 16 * c + 16) : ld_u128(r.q + 16 * c + 16);
+    }
     const uint2 one = Co ? ld_co_u64(r.one + 4 * c) : ld_u64(r.one + 4 * c);
     k0.one = one.x;
     k1.one = one.y;
@@ -225,9 +230,9 @@ __device__ __forceinline__ float fp16_hi(uint32_t v) { return half_bits_to_float
 // 62%. Q6_K's sums pass 16 bits; its offset term in integers (sc0 * v0 +
 // sc1 * v1 - 32 * dp2a) lost 83 -> 82%, so it keeps the float one.
 //
-// Hi (Q3_K): the block's scale bytes are bytes 2 and 3 of k.sc (the second
-// block of qload_pair_at), read by __dp2a_hi where the others take
-// __dp2a_lo.
+// Hi (Q3_K, Q5_K): the block's scale bytes are bytes 2 and 3 of k.sc (the
+// second block of qload_pair_at; Q3_K reads them by __dp2a_hi where the
+// others take __dp2a_lo).
 template <DType T, bool Hi = false>
 __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
     const int lo[4] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w};
@@ -286,7 +291,8 @@ __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
         }
         const float fv = kNibbles ? static_cast<float>(v) * 0.0625f : static_cast<float>(v);
         if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-            const float sc = static_cast<float>(k.sc & 0xFFu), m = static_cast<float>(k.sc >> 8);
+            const uint32_t w = Hi ? k.sc >> 16 : k.sc;
+            const float sc = static_cast<float>(w & 0xFFu), m = static_cast<float>((w >> 8) & 0xFFu);
             return fp16_lo(k.dm) * sc * a.d * fv - fp16_hi(k.dm) * m * (a.s0 + a.s1);
         } else {
             float x = fp16_lo(k.dm) * a.d * fv;
