@@ -290,11 +290,15 @@ const std::vector<Extra>& extras() {
                          [t, s2, odd_k] { return matvec_case(t, odd_k, 4401, 1, s2); }});
         }
         // Q3_K's paired blocks over rows of several stages, the last part-full
-        // (344 blocks: stages of 128).
+        // (344 blocks: stages of 128); Q5_K's (120 blocks: stages of 64).
         for (DType t : {DType::Q3_K, DType::Q2_K}) {
             const uint32_t s1 = ++seed;
             f.push_back({std::string("mul_mat_") + dtype_name(t) + "_11008x300x1",
                          [t, s1] { return matvec_case(t, 11008, 300, 1, s1); }});
+        }
+        {
+            const uint32_t s1 = ++seed;
+            f.push_back({"mul_mat_q5_K_3840x300x1", [s1] { return matvec_case(DType::Q5_K, 3840, 300, 1, s1); }});
         }
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
