@@ -53,6 +53,7 @@ __device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_
 __device__ __forceinline__ uint32_t ld_u32(const uint8_t* p) { return __ldg(reinterpret_cast<const uint32_t*>(p)); }
 __device__ __forceinline__ uint16_t ld_u16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
 __device__ __forceinline__ uint4 ld_u128(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ uint2 ld_u64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 
 // Coherent loads for a kernel's prologue. ptxas moves non-coherent loads
 // (__ldg, LDG.CONSTANT) past griddepcontrol.wait, so weights meant to be in
@@ -78,6 +79,16 @@ __device__ __forceinline__ uint16_t ld_co_u16(const uint8_t* p) {
     asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
     return r;
 }
+
+// Either kind by a template flag (Co: coherent, for a prologue).
+template <bool Co>
+__device__ __forceinline__ uint4 ld128(const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); }
+template <bool Co>
+__device__ __forceinline__ uint2 ld64(const uint8_t* p) { return Co ? ld_co_u64(p) : ld_u64(p); }
+template <bool Co>
+__device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return Co ? ld_co_u32(p) : ld_u32(p); }
+template <bool Co>
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return Co ? ld_co_u16(p) : ld_u16(p); }
 
 // p, hidden from the compiler's arithmetic: loads at p + constant then use
 // one register and immediate offsets (otherwise the compiler may rebuild

@@ -38,14 +38,13 @@ __device__ __forceinline__ Raw<T> load_unit(const WView& w, int64_t row, int64_t
     } else {
         PlainRaw r;
         const uint8_t* prow = w.data + static_cast<size_t>(row) * w.row_bytes;
-        auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
         if constexpr (T == DType::F32) {
-            const float4 p0 = as_float4(l128(prow + 32 * u));
-            const float4 p1 = as_float4(l128(prow + 32 * u + 16));
+            const float4 p0 = as_float4(ld128<Co>(prow + 32 * u));
+            const float4 p1 = as_float4(ld128<Co>(prow + 32 * u + 16));
             r.v[0] = p0.x; r.v[1] = p0.y; r.v[2] = p0.z; r.v[3] = p0.w;
             r.v[4] = p1.x; r.v[5] = p1.y; r.v[6] = p1.z; r.v[7] = p1.w;
         } else {
-            const uint4 p = l128(prow + 16 * u);
+            const uint4 p = ld128<Co>(prow + 16 * u);
             const uint32_t pw[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {

@@ -70,6 +70,13 @@ constexpr bool kPaired = U % 2 == 0 && (T == DType::Q3_K || (T == DType::Q5_K &&
 template <DType T, int U>
 constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3 && !kPaired<T, U, false>;
 
+// A paired lane's first block of the stage at b0 (which includes j = b0 % W,
+// as QPos's does): c + 2j, even as nb is.
+template <int W>
+__device__ __forceinline__ int pair_first(int b0) {
+    return b0 + (b0 & (W - 1));
+}
+
 // Rows too short for a stage can share a warp: with W lanes per row pair
 // (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
 // and, of its rows, blocks l % W + W u (lanes_per_pair below says when).
@@ -146,8 +153,7 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
     // A block not loaded gets scales of 0, so q_dot adds 0 for it.
     constexpr bool kFullPath = T == DType::Q3_K || T == DType::Q5_K || T == DType::Q6_K;
     if constexpr (kPaired<T, U, Single>) {
-        // b0 includes j: the lane's first block is b0 + j (even, as nb is).
-        const int first = b0 + (b0 & (W - 1));
+        const int first = pair_first<W>(b0);
         const bool full = kFullPath && r.r[0].q != nullptr && r.r[1].q != nullptr && first + 2 * W * (U / 2 - 1) < nb;
 #pragma unroll
         for (int s = 0; s < kRows; ++s) {
@@ -211,8 +217,7 @@ template <DType T, int W, int U, bool Single>
 __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, int nb, int b0, float (&acc)[kRows]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        // kPaired: b0 includes j, the lane's first block is b0 + j (q_load).
-        const int b = kPaired<T, U, Single> ? b0 + (b0 & (W - 1)) + (u & 1) + 2 * W * (u >> 1) : b0 + W * u;
+        const int b = kPaired<T, U, Single> ? pair_first<W>(b0) + (u & 1) + 2 * W * (u >> 1) : b0 + W * u;
         const ActBlk ab = act_blk(a, min(b, nb - 1));
 #pragma unroll
         for (int s = 0; s < kRows; ++s) {

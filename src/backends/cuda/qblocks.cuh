@@ -40,8 +40,6 @@ __device__ __forceinline__ QRow q_row(const WView& w, int64_t row) {
     return {w.data + static_cast<size_t>(row) * w.row_bytes, w.meta + static_cast<size_t>(row) * w.meta_row_bytes};
 }
 
-__device__ __forceinline__ uint2 ld_u64(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
-
 // Where a row's fields for block b0 are (one pointer per plane; the
 // K-quants' d/dmin words cover eight blocks, so their pointer is for block
 // b0 & ~7). qload_at(base, c) then reads block b0 + c with c a multiple of 8
@@ -89,8 +87,8 @@ __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
 // A K-quant's d/dmin word (Q3_K, Q6_K: d alone) at p.
 template <DType T, bool Co = false>
 __device__ __forceinline__ uint32_t qload_dm(const uint8_t* p) {
-    if constexpr (kq_dm_bytes(T) == 4) return Co ? ld_co_u32(p) : ld_u32(p);
-    return static_cast<uint32_t>(Co ? ld_co_u16(p) : ld_u16(p));
+    if constexpr (kq_dm_bytes(T) == 4) return ld32<Co>(p);
+    return ld16<Co>(p);
 }
 
 // Block b0 + c (c % 8 == 0 or b0 % 8 + c < 8) of the row qbase describes. Co:
@@ -98,35 +96,31 @@ __device__ __forceinline__ uint32_t qload_dm(const uint8_t* p) {
 // K-quant's d/dmin word too (without: the caller gets it another way).
 template <DType T, bool Co = false, bool Dm = true>
 __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
-    auto l128 = [](const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); };
-    auto l64 = [](const uint8_t* p) { return Co ? ld_co_u64(p) : ld_u64(p); };
-    auto l32 = [](const uint8_t* p) { return Co ? ld_co_u32(p) : ld_u32(p); };
-    auto l16 = [](const uint8_t* p) { return static_cast<uint32_t>(Co ? ld_co_u16(p) : ld_u16(p)); };
     QBlk k;
     if constexpr (T == DType::Q8_0) {
-        k.q0 = l128(r.q + 16 * c);
-        k.q1 = l128(r.q1 + 16 * c);
-        k.dm = l16(r.m + 2 * c);
+        k.q0 = ld128<Co>(r.q + 16 * c);
+        k.q1 = ld128<Co>(r.q1 + 16 * c);
+        k.dm = ld16<Co>(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_0) {
-        k.q0 = l128(r.q + 16 * c);
-        k.dm = l16(r.m + 2 * c);
+        k.q0 = ld128<Co>(r.q + 16 * c);
+        k.dm = ld16<Co>(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_1) {
-        k.q0 = l128(r.q + 16 * c);
-        k.dm = l32(r.m + 4 * c);
+        k.q0 = ld128<Co>(r.q + 16 * c);
+        k.dm = ld32<Co>(r.m + 4 * c);
     } else if constexpr (T == DType::Q5_0) {
-        k.q0 = l128(r.q + 16 * c);
-        k.one = l32(r.one + 4 * c);
-        k.dm = l16(r.m + 2 * c);
+        k.q0 = ld128<Co>(r.q + 16 * c);
+        k.one = ld32<Co>(r.one + 4 * c);
+        k.dm = ld16<Co>(r.m + 2 * c);
     } else if constexpr (T == DType::Q5_1) {
-        k.q0 = l128(r.q + 16 * c);
-        const uint2 m = l64(r.m + 8 * c);
+        k.q0 = ld128<Co>(r.q + 16 * c);
+        const uint2 m = ld64<Co>(r.m + 8 * c);
         k.one = m.x;
         k.dm = m.y;
     } else {  // K-quants: planes in the order nibbles, two bits, one bit
-        if constexpr (kq_nibble_bytes(T) != 0) k.q0 = l128(r.q + 16 * c);
-        if constexpr (kq_two_bytes(T) != 0) k.two = l64(r.q1 + 8 * c);
-        if constexpr (kq_one_bytes(T) != 0) k.one = l32(r.one + 4 * c);
-        k.sc = l16(r.m + 2 * c);
+        if constexpr (kq_nibble_bytes(T) != 0) k.q0 = ld128<Co>(r.q + 16 * c);
+        if constexpr (kq_two_bytes(T) != 0) k.two = ld64<Co>(r.q1 + 8 * c);
+        if constexpr (kq_one_bytes(T) != 0) k.one = ld32<Co>(r.one + 4 * c);
+        k.sc = ld16<Co>(r.m + 2 * c);
         if constexpr (Dm) k.dm = qload_dm<T, Co>(r.dm + kq_dm_bytes(T) * (c >> 3));
     }
     return k;
@@ -141,17 +135,17 @@ template <DType T, bool Co = false>
 __device__ __forceinline__ void qload_pair_at(const QBase& r, size_t c, QBlk& k0, QBlk& k1) {
     static_assert(T == DType::Q3_K || T == DType::Q5_K, "a one-bit plane of 4 bytes a block");
     if constexpr (T == DType::Q3_K) {
-        const uint4 two = Co ? ld_co_u128(r.q1 + 8 * c) : ld_u128(r.q1 + 8 * c);
+        const uint4 two = ld128<Co>(r.q1 + 8 * c);
         k0.two = make_uint2(two.x, two.y);
         k1.two = make_uint2(two.z, two.w);
     } else {
-        k0.q0 = Co ? ld_co_u128(r.q + 16 * c) : ld_u128(r.q + 16 * c);
-        k1.q0 = Co ? ld_co_u128(r.q + 16 * c + 16) : ld_u128(r.q + 16 * c + 16);
+        k0.q0 = ld128<Co>(r.q + 16 * c);
+        k1.q0 = ld128<Co>(r.q + 16 * c + 16);
     }
-    const uint2 one = Co ? ld_co_u64(r.one + 4 * c) : ld_u64(r.one + 4 * c);
+    const uint2 one = ld64<Co>(r.one + 4 * c);
     k0.one = one.x;
     k1.one = one.y;
-    k0.sc = k1.sc = Co ? ld_co_u32(r.m + 2 * c) : ld_u32(r.m + 2 * c);
+    k0.sc = k1.sc = ld32<Co>(r.m + 2 * c);
     k0.dm = k1.dm = qload_dm<T, Co>(r.dm + kq_dm_bytes(T) * (c >> 3));
 }
 
