@@ -404,8 +404,9 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const size_t smem = mv_smem_bytes(T, p.K);
     const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kQWarps;
     const bool pf = ctx.matvec == MatVecKernel::StreamedPrefetch;
-    const int W = pf ? 32 : lanes_per_pair<T>(p.K / 32, p.n_items, warps);
-    const int U = pf ? kQUnits<T> : units_per_stage<T>(p.K / 32, W);
+    const int64_t nb = p.K / 32;
+    const int W = pf ? 32 : lanes_per_pair<T>(nb, p.n_items, warps);
+    const int U = pf ? kQUnits<T> : units_per_stage<T>(nb, W);
     const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
     const int64_t groups = (items + kQWarps - 1) / kQWarps;
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
@@ -421,7 +422,6 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     // The rest gain (H100, same call, GPU time per step): smollm2 Q4_0
     // 397 -> 386 us, tinyllama Q4_0 482 -> 475, Q4_K 510 -> 492; op bench
     // 4096 x 11008 Q2_K 65 -> 68% of the copy, Q3_K 66 -> 69%.
-    const int64_t nb = p.K / 32;
     const bool single = W * U >= nb && (is_kquant(T) || nb <= 64);
     auto full = [&]<int UU>() {
         if (single) {
