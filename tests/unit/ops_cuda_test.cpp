@@ -300,6 +300,13 @@ const std::vector<Extra>& extras() {
             const uint32_t s1 = ++seed;
             f.push_back({"mul_mat_q5_K_3840x300x1", [s1] { return matvec_case(DType::Q5_K, 3840, 300, 1, s1); }});
         }
+        // The bulk-copy kernel's types (4,096-wide rows: its default for
+        // them): gate/up pairs, and Q/K/V side by side behind a norm.
+        for (DType t : {DType::Q5_0, DType::Q5_K, DType::Q6_K}) {
+            const uint32_t s1 = ++seed;
+            f.push_back({std::string("gate_up_") + dtype_name(t) + "_4096x2200", [t, s1] { return gate_up_case(t, 4096, 2200, s1); }});
+        }
+        f.push_back({"norm_qkv_q5_K", [] { return norm_qkv(DType::Q5_K); }});
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
             f.push_back({std::string("norm_qkv_") + dtype_name(t), [t] { return norm_qkv(t); }});

@@ -80,15 +80,31 @@ __device__ __forceinline__ uint16_t ld_co_u16(const uint8_t* p) {
     return r;
 }
 
-// Either kind by a template flag (Co: coherent, for a prologue).
-template <bool Co>
-__device__ __forceinline__ uint4 ld128(const uint8_t* p) { return Co ? ld_co_u128(p) : ld_u128(p); }
-template <bool Co>
-__device__ __forceinline__ uint2 ld64(const uint8_t* p) { return Co ? ld_co_u64(p) : ld_u64(p); }
-template <bool Co>
-__device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return Co ? ld_co_u32(p) : ld_u32(p); }
-template <bool Co>
-__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return Co ? ld_co_u16(p) : ld_u16(p); }
+// Where a kernel reads weight bytes from: through the non-coherent cache
+// (Cached, __ldg), with coherent loads (Coherent, for a prologue), or from
+// shared memory (Shared: bytes a bulk copy put there; p must point into it).
+enum class Ld { Cached, Coherent, Shared };
+
+template <Ld L>
+__device__ __forceinline__ uint4 ld128(const uint8_t* p) {
+    if constexpr (L == Ld::Shared) return *reinterpret_cast<const uint4*>(p);
+    return L == Ld::Coherent ? ld_co_u128(p) : ld_u128(p);
+}
+template <Ld L>
+__device__ __forceinline__ uint2 ld64(const uint8_t* p) {
+    if constexpr (L == Ld::Shared) return *reinterpret_cast<const uint2*>(p);
+    return L == Ld::Coherent ? ld_co_u64(p) : ld_u64(p);
+}
+template <Ld L>
+__device__ __forceinline__ uint32_t ld32(const uint8_t* p) {
+    if constexpr (L == Ld::Shared) return *reinterpret_cast<const uint32_t*>(p);
+    return L == Ld::Coherent ? ld_co_u32(p) : ld_u32(p);
+}
+template <Ld L>
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) {
+    if constexpr (L == Ld::Shared) return *reinterpret_cast<const unsigned short*>(p);
+    return L == Ld::Coherent ? ld_co_u16(p) : ld_u16(p);
+}
 
 // p, hidden from the compiler's arithmetic: loads at p + constant then use
 // one register and immediate offsets (otherwise the compiler may rebuild

@@ -107,6 +107,7 @@ void CudaBackend::init() {
     ctx_.stream = stream_;
     ctx_.cublas = cublas_;
     ctx_.sm_count = prop.multiProcessorCount;
+    ctx_.max_smem = static_cast<int>(prop.sharedMemPerBlockOptin);
     debug_sync_ = env_flag("LANTERN_CUDA_SYNC");
     if (env_flag("LANTERN_CUDA_TIMING")) {
         timing_ = std::make_unique<ReplayTiming>();
@@ -115,6 +116,8 @@ void CudaBackend::init() {
     }
     const char* pdl = std::getenv("LANTERN_CUDA_PDL");
     ctx_.pdl = pdl == nullptr || std::strcmp(pdl, "0") != 0;
+    const char* bulk = std::getenv("LANTERN_CUDA_BULK");
+    ctx_.bulk = bulk == nullptr || std::strcmp(bulk, "0") != 0;
     if (const char* mv = std::getenv("LANTERN_CUDA_MATVEC"); mv != nullptr && *mv != '\0') {
         if (std::strcmp(mv, "general") == 0) {
             ctx_.matvec = MatVecKernel::General;
@@ -122,9 +125,11 @@ void CudaBackend::init() {
             ctx_.matvec = MatVecKernel::Streamed;
         } else if (std::strcmp(mv, "prefetch") == 0) {
             ctx_.matvec = MatVecKernel::StreamedPrefetch;
+        } else if (std::strcmp(mv, "bulk") == 0) {
+            ctx_.matvec = MatVecKernel::Bulk;
         } else {
             throw Error(ErrorCode::InvalidArgument,
-                        std::string("cuda: LANTERN_CUDA_MATVEC must be general, streamed or prefetch, not '") + mv + "'");
+                        std::string("cuda: LANTERN_CUDA_MATVEC must be general, streamed, prefetch or bulk, not '") + mv + "'");
         }
     }
 }

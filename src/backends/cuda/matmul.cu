@@ -129,6 +129,7 @@ bool same_view(const Tensor& a, const Tensor& b) {
 void init_matmul_kernels(int max_smem) {
     mv::init_matvec_general(max_smem);
     mv::init_matvec_streamed(max_smem);
+    mv::init_matvec_bulk(max_smem);
 }
 
 bool accepts_mul_mat(const Tensor& node) {
@@ -219,7 +220,7 @@ void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const T
     }
     const DType t = mats[0]->src[0]->type;
     if (!is_plain(t) && ctx.matvec != MatVecKernel::General) {
-        launch_matvec_streamed(ctx, p, t, *mats[0]);
+        if (!launch_matvec_bulk(ctx, p, t, *mats[0])) launch_matvec_streamed(ctx, p, t, *mats[0]);
     } else {
         launch_matvec_general(ctx, p, t, *mats[0]);
     }

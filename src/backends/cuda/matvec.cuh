@@ -207,7 +207,7 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
         return;
     }
     // Fused AddRmsNorm: K <= kMaxPrenormK, one or two rounds, the row in registers.
-    constexpr int kRounds = kMaxPrenormK / 16 / kThreads;
+    constexpr int kRounds = (kMaxPrenormK / 16 + kThreads - 1) / kThreads;
     float x[kRounds][16];
     float ss = 0.0f;
 #pragma unroll
@@ -403,8 +403,13 @@ void raise_smem_limit(Kernel kernel, int max_smem) {
 // matvec_stream.cu.
 void launch_matvec_general(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node);
 void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node);
+// The bulk-copy kernel (matvec_bulk.cu), where it takes the launch (false:
+// use another): always under LANTERN_CUDA_MATVEC=bulk when the rows allow,
+// by default for the types and widths it is faster at.
+bool launch_matvec_bulk(const Ctx& ctx, const MvParams& p, DType t, const Tensor& node);
 // Raise the kernels' dynamic shared-memory limit to max_smem (once per device).
 void init_matvec_general(int max_smem);
 void init_matvec_streamed(int max_smem);
+void init_matvec_bulk(int max_smem);
 
 }  // namespace lantern::cuda::mv

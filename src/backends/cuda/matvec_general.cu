@@ -30,21 +30,21 @@ template <DType T>
 using Raw = std::conditional_t<is_plain(T), PlainRaw, QBlk>;
 
 
-// Co: coherent loads (before the grid wait: common.cuh).
-template <DType T, bool Co = false>
+// L: Ld::Coherent for the loads before the grid wait (common.cuh).
+template <DType T, Ld L = Ld::Cached>
 __device__ __forceinline__ Raw<T> load_unit(const WView& w, int64_t row, int64_t u) {
     if constexpr (!is_plain(T)) {
-        return qload<T, Co>(q_row(w, row), static_cast<size_t>(w.blocks), static_cast<size_t>(u));
+        return qload<T, L>(q_row(w, row), static_cast<size_t>(w.blocks), static_cast<size_t>(u));
     } else {
         PlainRaw r;
         const uint8_t* prow = w.data + static_cast<size_t>(row) * w.row_bytes;
         if constexpr (T == DType::F32) {
-            const float4 p0 = as_float4(ld128<Co>(prow + 32 * u));
-            const float4 p1 = as_float4(ld128<Co>(prow + 32 * u + 16));
+            const float4 p0 = as_float4(ld128<L>(prow + 32 * u));
+            const float4 p1 = as_float4(ld128<L>(prow + 32 * u + 16));
             r.v[0] = p0.x; r.v[1] = p0.y; r.v[2] = p0.z; r.v[3] = p0.w;
             r.v[4] = p1.x; r.v[5] = p1.y; r.v[6] = p1.z; r.v[7] = p1.w;
         } else {
-            const uint4 p = ld128<Co>(prow + 16 * u);
+            const uint4 p = ld128<L>(prow + 16 * u);
             const uint32_t pw[4] = {p.x, p.y, p.z, p.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -74,7 +74,7 @@ __device__ __forceinline__ float dot_unit(const Raw<T>& r, const Act& a, int64_t
 }
 
 // Loads units c0 + 32u (u < U) of both slots' rows.
-template <DType T, bool Co = false>
+template <DType T, Ld L = Ld::Cached>
 __device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[kRows], int64_t c0, int64_t units,
                                            Raw<T> (&raw)[kRows][kUnroll<T>]) {
 #pragma unroll
@@ -82,7 +82,7 @@ __device__ __forceinline__ void load_chunk(const MvParams& p, const Slot (&sl)[k
 #pragma unroll
         for (int u = 0; u < kUnroll<T>; ++u) {
             const int64_t unit = c0 + 32 * u;
-            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T, Co>(p.w[sl[s].job], sl[s].row, unit);
+            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T, L>(p.w[sl[s].job], sl[s].row, unit);
         }
     }
 }
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
     Slot sl[kRows];
 #pragma unroll
     for (int s = 0; s < kRows; ++s) sl[s] = slot_of(p, item, s);
-    if (item < p.n_items) load_chunk<T, true>(p, sl, lane, units, raw);
+    if (item < p.n_items) load_chunk<T, Ld::Coherent>(p, sl, lane, units, raw);
     prefetch_norm_inputs(p);
 
     pdl_enter();

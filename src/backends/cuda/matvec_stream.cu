@@ -3,7 +3,7 @@
 // before the current stage's dot products (qblocks.cuh decodes the blocks).
 #include <algorithm>
 
-#include "backends/cuda/matvec.cuh"
+#include "backends/cuda/matvec_items.cuh"
 
 namespace lantern::cuda::mv {
 namespace {
@@ -80,42 +80,7 @@ __device__ __forceinline__ int pair_first(int b0) {
 // Rows too short for a stage can share a warp: with W lanes per row pair
 // (32, 16 or 8), a warp item is 32 / W row pairs, lane l taking pair l / W
 // and, of its rows, blocks l % W + W u (lanes_per_pair below says when).
-//
-// The two rows of a lane's pair; q[s] null: slot s has no row (or no item).
-struct QRows {
-    QRow r[kRows];
-};
-
-// The launch's modes (uniform branches): paired (gate and up, row `pair`
-// of each job), one job (rows 2 pair + s) and jobs side by side (slot_of).
-// The first two need no per-lane job: p.w[job] with a job that varies by
-// lane is an indexed load from the parameters, and slot_of with it was
-// ~80 of a one-stage item's ~430 instructions.
-__device__ __forceinline__ QRows q_rows(const MvParams& p, int pair) {
-    QRows r;
-    // Every job has the same K and type, so the same row sizes.
-    const auto row_bytes = static_cast<uint32_t>(p.w[0].row_bytes), meta_bytes = static_cast<uint32_t>(p.w[0].meta_row_bytes);
-    auto set = [&](int s, const WView& w, int row, bool valid) {
-        const auto rw = static_cast<uint32_t>(row);
-        r.r[s].q = valid ? w.data + static_cast<size_t>(rw) * row_bytes : nullptr;
-        r.r[s].m = w.meta + static_cast<size_t>(rw) * meta_bytes;
-    };
-    const int total = static_cast<int>(p.total_rows);
-    if (p.silu != nullptr) {
-        set(0, p.w[0], pair, pair < total);
-        set(1, p.w[1], pair, pair < total);
-    } else if (p.n_jobs == 1) {
-        set(0, p.w[0], kRows * pair, kRows * pair < total);
-        set(1, p.w[0], kRows * pair + 1, kRows * pair + 1 < total);
-    } else {
-#pragma unroll
-        for (int s = 0; s < kRows; ++s) {
-            const Slot sl = slot_of(p, pair, s);
-            set(s, p.w[sl.job], sl.row, sl.valid);
-        }
-    }
-    return r;
-}
+// (The pair's rows: q_rows, matvec_items.cuh.)
 
 // Asks L2 for the pair's rows (payload and meta), 128-byte lines spread
 // over its W lanes (this one: j): later stages then wait on L2, not HBM.
@@ -142,7 +107,7 @@ __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, in
     }
 }
 
-template <DType T, int W, int U, bool Single, bool Co = false>
+template <DType T, int W, int U, bool Single, Ld L = Ld::Cached>
 __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)[kRows][U]) {
     // One base per row and plane (qbase), the stage's blocks at immediate
     // offsets. A full stage of two rows (most stages) loads without a test
@@ -161,7 +126,7 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
 #pragma unroll
             for (int v = 0; v < U / 2; ++v) {
                 if (full || (r.r[s].q != nullptr && first + 2 * W * v < nb)) {
-                    qload_pair_at<T, Co>(base, static_cast<size_t>(2 * W * v), o[s][2 * v], o[s][2 * v + 1]);
+                    qload_pair_at<T, L>(base, static_cast<size_t>(2 * W * v), o[s][2 * v], o[s][2 * v + 1]);
                 } else {
                     o[s][2 * v].dm = o[s][2 * v + 1].dm = 0;
                 }
@@ -181,14 +146,14 @@ __device__ __forceinline__ void q_load(const QRows& r, int nb, int b0, QBlk (&o)
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             if (full || (r.r[s].q != nullptr && b0 + W * u < nb)) {
-                o[s][u] = qload_at<T, Co, !kShared>(base, static_cast<size_t>(W * u));
+                o[s][u] = qload_at<T, L, !kShared>(base, static_cast<size_t>(W * u));
             } else {
                 o[s][u].dm = 0;
             }
         }
         if constexpr (kShared) {
             o[s][0].dm = r.r[s].q != nullptr && loads_dm
-                             ? qload_dm<T, Co>(q_dm_at<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(sb)))
+                             ? qload_dm<T, L>(q_dm_at<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(sb)))
                              : 0u;
         }
     }
@@ -228,18 +193,6 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, i
     }
 }
 
-// Sums over the W lanes of a group (aligned), both rows of its pair at once: the first exchange swaps halves, so lanes
-// j < W / 2 go on with row 0 and the others with row 1, and each further
-// step sums one value (log2 W + 1 shuffles for both rows, not 2 log2 W).
-// Returns the sum of row hi = (j >= W / 2) to every lane of that half.
-template <int W>
-__device__ __forceinline__ float pair_sum(const float (&acc)[kRows], bool hi) {
-    float v = (hi ? acc[1] : acc[0]) + __shfl_xor_sync(0xffffffffu, hi ? acc[0] : acc[1], W / 2);
-#pragma unroll
-    for (int o = W / 4; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // Where a lane is: its warp item, the first block of the stage (j
 // included), its pair's rows (bit s of `valid`: slot s has a row).
 struct QPos {
@@ -251,29 +204,6 @@ struct QPos {
 
 __device__ __forceinline__ unsigned q_valid(const QRows& r) {
     return (r.r[0].q != nullptr ? 1u : 0u) | (r.r[1].q != nullptr ? 2u : 0u);
-}
-
-// Stores a pair's sums (pair_sum): lane j = 0 row 0 (and in paired mode
-// row 1, from lane W / 2, and the product), lane j = W / 2 row 1 otherwise.
-template <int W>
-__device__ __forceinline__ void q_store(const MvParams& p, const float* red, int pair, float sum, int j) {
-    sum *= act_scale<true, kQWarps>(p, red);
-    if (p.silu != nullptr) {  // uniform: every lane takes part in the shuffle
-        const float other = __shfl_xor_sync(0xffffffffu, sum, W / 2);
-        if (j != 0 || pair >= static_cast<int>(p.total_rows)) return;
-        p.out[0][pair] = sum;
-        p.out[1][pair] = other;
-        p.silu[pair] = silu_f(sum) * other;
-        return;
-    }
-    if (j % (W / 2) != 0) return;
-    const int s = j == 0 ? 0 : 1;
-    if (p.n_jobs == 1) {
-        if (kRows * pair + s < static_cast<int>(p.total_rows)) p.out[0][kRows * pair + s] = sum;
-        return;
-    }
-    const Slot sl = slot_of(p, pair, s);
-    if (sl.valid) p.out[sl.job][sl.row] = sum;
 }
 
 // One stage: computes `cur` (at pos) after issuing the loads of the next
@@ -303,7 +233,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
     q_dot<T, W, U, Single>(cur, a, nb, Single ? j : pos.b0, acc);
     if (last) {
         const float sum = pair_sum<W>(acc, j >= W / 2);
-        if (pos.valid != 0) q_store<W>(p, red, pos.item * G + g, sum, j);
+        if (pos.valid != 0) q_store<W, kQWarps>(p, red, pos.item * G + g, sum, j);
 #pragma unroll
         for (int s = 0; s < kRows; ++s) acc[s] = 0.0f;
     }
@@ -342,7 +272,7 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     QBlk buf0[kRows][U], buf1[kRows][U];
     // Its loads go out before the prefetches (7B Q4_0 decode step 1,731 ->
     // 1,724 us, op bench Q4_0 4096 x 11008 84 -> 85-86%; Q5_K 75 -> 74%).
-    q_load<T, W, U, Single, true>(pos.rows, nb, pos.b0, buf0);
+    q_load<T, W, U, Single, Ld::Coherent>(pos.rows, nb, pos.b0, buf0);
     q_prefetch<W>(p, pos.rows, j);
     prefetch_norm_inputs(p);
 

@@ -64,8 +64,11 @@ __device__ __forceinline__ const uint8_t* q_dm_at(const QRow& r, size_t nb, size
 
 // The bases are opaque (common.cuh): the compiler would otherwise fold base
 // + immediate back into b0 + c and redo the 64-bit arithmetic per load.
-template <DType T>
+// Not for rows in shared memory (Opq false): there the compiler must see
+// where a pointer came from to use shared loads.
+template <DType T, bool Opq = true>
 __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
+    auto opaque = [](const uint8_t* p) { return Opq ? cuda::opaque(p) : p; };
     QBase k;
     k.q = opaque(r.q + 16 * b0);            // a K-quant's nibble plane too (16 bytes a block)
     k.m = opaque(r.m + q32_meta(T) * b0);  // K-quants: 2 scale bytes a block, as Q4_0's d
@@ -85,43 +88,44 @@ __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
 }
 
 // A K-quant's d/dmin word (Q3_K, Q6_K: d alone) at p.
-template <DType T, bool Co = false>
+template <DType T, Ld L = Ld::Cached>
 __device__ __forceinline__ uint32_t qload_dm(const uint8_t* p) {
-    if constexpr (kq_dm_bytes(T) == 4) return ld32<Co>(p);
-    return ld16<Co>(p);
+    if constexpr (kq_dm_bytes(T) == 4) return ld32<L>(p);
+    return ld16<L>(p);
 }
 
-// Block b0 + c (c % 8 == 0 or b0 % 8 + c < 8) of the row qbase describes. Co:
-// coherent loads (a prologue's, before the grid wait: common.cuh). Dm: a
+// Block b0 + c (c % 8 == 0 or b0 % 8 + c < 8) of the row qbase describes. L:
+// how it is read (Ld: Coherent for a prologue's loads, before the grid
+// wait; Shared for rows a bulk copy staged). Dm: a
 // K-quant's d/dmin word too (without: the caller gets it another way).
-template <DType T, bool Co = false, bool Dm = true>
+template <DType T, Ld L = Ld::Cached, bool Dm = true>
 __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
     QBlk k;
     if constexpr (T == DType::Q8_0) {
-        k.q0 = ld128<Co>(r.q + 16 * c);
-        k.q1 = ld128<Co>(r.q1 + 16 * c);
-        k.dm = ld16<Co>(r.m + 2 * c);
+        k.q0 = ld128<L>(r.q + 16 * c);
+        k.q1 = ld128<L>(r.q1 + 16 * c);
+        k.dm = ld16<L>(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_0) {
-        k.q0 = ld128<Co>(r.q + 16 * c);
-        k.dm = ld16<Co>(r.m + 2 * c);
+        k.q0 = ld128<L>(r.q + 16 * c);
+        k.dm = ld16<L>(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_1) {
-        k.q0 = ld128<Co>(r.q + 16 * c);
-        k.dm = ld32<Co>(r.m + 4 * c);
+        k.q0 = ld128<L>(r.q + 16 * c);
+        k.dm = ld32<L>(r.m + 4 * c);
     } else if constexpr (T == DType::Q5_0) {
-        k.q0 = ld128<Co>(r.q + 16 * c);
-        k.one = ld32<Co>(r.one + 4 * c);
-        k.dm = ld16<Co>(r.m + 2 * c);
+        k.q0 = ld128<L>(r.q + 16 * c);
+        k.one = ld32<L>(r.one + 4 * c);
+        k.dm = ld16<L>(r.m + 2 * c);
     } else if constexpr (T == DType::Q5_1) {
-        k.q0 = ld128<Co>(r.q + 16 * c);
-        const uint2 m = ld64<Co>(r.m + 8 * c);
+        k.q0 = ld128<L>(r.q + 16 * c);
+        const uint2 m = ld64<L>(r.m + 8 * c);
         k.one = m.x;
         k.dm = m.y;
     } else {  // K-quants: planes in the order nibbles, two bits, one bit
-        if constexpr (kq_nibble_bytes(T) != 0) k.q0 = ld128<Co>(r.q + 16 * c);
-        if constexpr (kq_two_bytes(T) != 0) k.two = ld64<Co>(r.q1 + 8 * c);
-        if constexpr (kq_one_bytes(T) != 0) k.one = ld32<Co>(r.one + 4 * c);
-        k.sc = ld16<Co>(r.m + 2 * c);
-        if constexpr (Dm) k.dm = qload_dm<T, Co>(r.dm + kq_dm_bytes(T) * (c >> 3));
+        if constexpr (kq_nibble_bytes(T) != 0) k.q0 = ld128<L>(r.q + 16 * c);
+        if constexpr (kq_two_bytes(T) != 0) k.two = ld64<L>(r.q1 + 8 * c);
+        if constexpr (kq_one_bytes(T) != 0) k.one = ld32<L>(r.one + 4 * c);
+        k.sc = ld16<L>(r.m + 2 * c);
+        if constexpr (Dm) k.dm = qload_dm<T, L>(r.dm + kq_dm_bytes(T) * (c >> 3));
     }
     return k;
 }
@@ -131,28 +135,28 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
 // load (Q5_K's nibbles two), the one-bit fields one 8-byte load, the scale
 // bytes one word (both blocks keep it: qdot<T, true> reads block c + 1's
 // from its high half), d (and dmin) one load.
-template <DType T, bool Co = false>
+template <DType T, Ld L = Ld::Cached>
 __device__ __forceinline__ void qload_pair_at(const QBase& r, size_t c, QBlk& k0, QBlk& k1) {
     static_assert(T == DType::Q3_K || T == DType::Q5_K, "a one-bit plane of 4 bytes a block");
     if constexpr (T == DType::Q3_K) {
-        const uint4 two = ld128<Co>(r.q1 + 8 * c);
+        const uint4 two = ld128<L>(r.q1 + 8 * c);
         k0.two = make_uint2(two.x, two.y);
         k1.two = make_uint2(two.z, two.w);
     } else {
-        k0.q0 = ld128<Co>(r.q + 16 * c);
-        k1.q0 = ld128<Co>(r.q + 16 * c + 16);
+        k0.q0 = ld128<L>(r.q + 16 * c);
+        k1.q0 = ld128<L>(r.q + 16 * c + 16);
     }
-    const uint2 one = ld64<Co>(r.one + 4 * c);
+    const uint2 one = ld64<L>(r.one + 4 * c);
     k0.one = one.x;
     k1.one = one.y;
-    k0.sc = k1.sc = ld32<Co>(r.m + 2 * c);
-    k0.dm = k1.dm = qload_dm<T, Co>(r.dm + kq_dm_bytes(T) * (c >> 3));
+    k0.sc = k1.sc = ld32<L>(r.m + 2 * c);
+    k0.dm = k1.dm = qload_dm<T, L>(r.dm + kq_dm_bytes(T) * (c >> 3));
 }
 
 // Block b of a row of nb blocks.
-template <DType T, bool Co = false>
+template <DType T, Ld L = Ld::Cached>
 __device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
-    return qload_at<T, Co>(qbase<T>(r, nb, b), 0);
+    return qload_at<T, L>(qbase<T>(r, nb, b), 0);
 }
 
 // Quants of elements 16h + 4j .. 16h + 4j + 3, one per byte, before any
