@@ -24,8 +24,8 @@ constexpr int kBulkThreads = kBulkWarps * 32;
 //
 // Where it pays (H100 op bench, same call, share of the copy bandwidth,
 // 4096 x 11008 / 4096 x 32000): Q5_K 74 -> 84% / 87 -> 90%, Q6_K 79 -> 85% /
-// 91 -> 93%, Q5_0 76 -> 83% / 88 -> 93%; 7B Q5_K decode step 2,230 ->
-// 2,114 us (444 -> 467 tokens/s). Where it does not: Q2_K 67 -> 61%,
+// 91 -> 93%, Q5_0 76 -> 83% / 88 -> 93%; 7B Q5_K decode step 2,220 ->
+// 2,104-2,112 us (445 -> 465-471 tokens/s). Where it does not: Q2_K 67 -> 61%,
 // Q3_K 71 -> 67%, Q4_0 85 -> 79%, Q4_K 78 -> 77% (two buffers). Tried and
 // worse: a ring of up to 8 buffers (Q2_K 55%, Q4_0 73%; Q4_0 4096 x 32000
 // 97% against 93, and the 7B gate/up launch 96% against 85: the deeper
