@@ -27,9 +27,8 @@ constexpr int kBulkThreads = kBulkWarps * 32;
 // 91 -> 93%, Q5_0 76 -> 83% / 88 -> 93%; 7B Q5_K decode step 2,220 ->
 // 2,104-2,112 us (445 -> 465-471 tokens/s). Where it does not: Q2_K 67 -> 61%,
 // Q3_K 71 -> 67%, Q4_0 85 -> 79%, Q4_K 78 -> 77% (two buffers). Tried and
-// worse: a ring of up to 8 buffers (Q2_K 55%, Q4_0 73%; Q4_0 4096 x 32000
-// 97% against 93, and the 7B gate/up launch 96% against 85: the deeper
-// ring pays where a warp has many items), a contiguous share of items per
+// worse: as many buffers as shared memory holds, up to 8 (Q2_K's five
+// 55%, Q3_K's three 60%; the other types fit two), a contiguous share of items per
 // warp (Q2_K 56%), the first items of every warp asked for by warp 0's
 // lanes (Q2_K 39%), and one copy per plane for a whole block's round of
 // 32 rows (33-66% for every type: a few large copies per SM move far
