@@ -38,7 +38,7 @@ enum class MatVecKernel {
     General,           // row pairs, loads of the next item after the current one's dot products
     Streamed,          // k_matvec_q: the next stage's loads before the current stage's work
     StreamedPrefetch,  // k_matvec_q, and each item's rows requested into L2 when it starts
-    Bulk,              // k_matvec_bulk for every launch it can take (matvec_stream.cu)
+    Bulk,              // k_matvec_bulk for every launch it can take (matvec_bulk.cu)
 };
 // Streamed is the default: on the H100 (2026-11-22, GPU time per decode
 // step) it beat StreamedPrefetch by 1-2% on every benchmark shape and

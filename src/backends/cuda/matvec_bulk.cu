@@ -34,6 +34,8 @@ constexpr int kBulkThreads = kBulkWarps * 32;
 // 32 rows (33-66% for every type: a few large copies per SM move far
 // slower than many small ones).
 constexpr int kBulkSlots = 2;
+// The kernel's static shared memory (its mbarriers and the warps' sums).
+constexpr size_t kBulkStaticSmem = sizeof(uint64_t) * kBulkWarps * kBulkSlots + sizeof(float) * 32;
 
 __device__ __forceinline__ uint32_t sh_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
@@ -90,7 +92,7 @@ __device__ __forceinline__ void bulk_issue(const MvParams& p, int item, uint8_t*
 template <DType T, int U, bool Exact>
 __global__ void __launch_bounds__(kBulkThreads, 1) k_matvec_bulk(const MvParams p, uint32_t act_bytes) {
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ __align__(16) float red[32];
+    __shared__ __align__(16) float red[32];  // kBulkStaticSmem: keep in step
     __shared__ __align__(8) uint64_t bars[kBulkWarps][kBulkSlots];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nb = static_cast<int>(p.K / 32);
@@ -173,8 +175,7 @@ size_t bulk_smem(const Ctx& ctx, const MvParams& p, size_t act_bytes) {
         if (reinterpret_cast<uintptr_t>(p.w[j].data) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w[j].meta) % 16 != 0) return 0;
     }
     const size_t bytes = act_bytes + static_cast<size_t>(kBulkSlots) * kBulkWarps * kRows * (rb + mb);
-    constexpr size_t kStatic = 1024 + 128;  // bars, red
-    return bytes + kStatic <= static_cast<size_t>(ctx.max_smem) ? bytes : 0;
+    return bytes + kBulkStaticSmem <= static_cast<size_t>(ctx.max_smem) ? bytes : 0;
 }
 
 // Launches k_matvec_bulk when it takes this launch; false otherwise.
@@ -183,8 +184,9 @@ bool launch_bulk(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     // The bulk kernel by default for its types at rows of 128 blocks or
     // more (at 2,048-wide rows it lost: tinyllama Q5_K decode step 553 ->
     // 578 us, Q6_K 569 -> 601; H100, same call).
+    const int64_t nb = p.K / 32;
     const bool bulk = ctx.matvec == MatVecKernel::Bulk ||
-                      (ctx.matvec == MatVecKernel::Streamed && ctx.bulk && kBulkDefault<T> && p.K / 32 >= 128);
+                      (ctx.matvec == MatVecKernel::Streamed && ctx.bulk && kBulkDefault<T> && nb >= 128);
     if (!bulk) return false;
     const size_t act = (mv_smem_bytes(T, p.K) + 127) / 128 * 128;
     const size_t bytes = bulk_smem(ctx, p, act);
@@ -194,7 +196,6 @@ bool launch_bulk(const Ctx& ctx, const MvParams& p, const Tensor& node) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kBulkThreads), bytes, p, static_cast<uint32_t>(act)),
               "k_matvec_bulk", node);
     };
-    const int64_t nb = p.K / 32;
     if (nb % 128 == 0) {
         go(k_matvec_bulk<T, 4, true>);
     } else if (nb > 64) {
@@ -216,15 +217,12 @@ bool launch_matvec_bulk(const Ctx& ctx, const MvParams& p, DType t, const Tensor
 }
 
 void init_matvec_bulk(int max_smem) {
-    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                    DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-        dispatch_quant(t, [&]<DType T>() {
-            raise_smem_limit(k_matvec_bulk<T, 4, true>, max_smem);
-            raise_smem_limit(k_matvec_bulk<T, 4, false>, max_smem);
-            raise_smem_limit(k_matvec_bulk<T, 2, false>, max_smem);
-            raise_smem_limit(k_matvec_bulk<T, 1, false>, max_smem);
-        });
-    }
+    for_each_quant([&]<DType T>() {
+        raise_smem_limit(k_matvec_bulk<T, 4, true>, max_smem);
+        raise_smem_limit(k_matvec_bulk<T, 4, false>, max_smem);
+        raise_smem_limit(k_matvec_bulk<T, 2, false>, max_smem);
+        raise_smem_limit(k_matvec_bulk<T, 1, false>, max_smem);
+    });
 }
 
 }  // namespace lantern::cuda::mv

@@ -170,10 +170,7 @@ void launch_matvec_general(const Ctx& ctx, const MvParams& p, DType t, const Ten
 }
 
 void init_matvec_general(int max_smem) {
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                    DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-        dispatch_weight(t, [&]<DType T>() { raise_smem_limit(k_matvec<T>, max_smem); });
-    }
+    for_each_weight([&]<DType T>() { raise_smem_limit(k_matvec<T>, max_smem); });
 }
 
 }  // namespace lantern::cuda::mv

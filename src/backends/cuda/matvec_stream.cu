@@ -384,22 +384,19 @@ void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Te
 }
 
 void init_matvec_streamed(int max_smem) {
-    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                    DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-        dispatch_quant(t, [&]<DType T>() {
-            constexpr int D = kQUnits<T>;
-            raise_smem_limit(k_matvec_q<T, 8, D, false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 16, D, false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, false, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, 1, false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, false>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, true, false>, max_smem);
-        });
-    }
+    for_each_quant([&]<DType T>() {
+        constexpr int D = kQUnits<T>;
+        raise_smem_limit(k_matvec_q<T, 8, D, false, true>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 16, D, false, true>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, D, false, true>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, D, false, false>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, 1, false, true>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, true>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, false>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, true>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, false>, max_smem);
+        raise_smem_limit(k_matvec_q<T, 32, D, true, false>, max_smem);
+    });
 }
 
 }  // namespace lantern::cuda::mv

@@ -55,6 +55,22 @@ __host__ void dispatch_weight(DType t, Fn&& fn) {
     }
 }
 
+// Calls fn.template operator()<T>() for every quantized device weight type
+// (for_each_quant) or every device weight type (for_each_weight): a
+// kernel family's one-time set-up per instantiation.
+template <class Fn>
+__host__ void for_each_quant(Fn&& fn) {
+    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                    DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+        dispatch_quant(t, fn);
+    }
+}
+template <class Fn>
+__host__ void for_each_weight(Fn&& fn) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) dispatch_weight(t, fn);
+    for_each_quant(fn);
+}
+
 // The view of a weight (device layout) or of a plain-typed tensor.
 inline WView weight_view(const Tensor& t) {
     WView v;
