@@ -13,6 +13,11 @@
 # runs another carried `lantern` binary), with the GPU time per step
 # (LANTERN_CUDA_TIMING=1; TG_TIMING=0 runs without it), into the summary.
 #
+# `test` and `opbench` take the same $VARIANTS when it is set: the op tests
+# pass or fail under each variant (a kernel forced on everywhere it can go),
+# and the op bench prints each variant's share of the copy per weight type, so
+# one call compares kernels on one GPU (calls can land on different H100s).
+#
 # `profile` (not part of `all`) runs Nsight Compute over a short decode of each
 # model and writes per-kernel times, instructions and stalls to $OUT/profile-*.txt.
 #
@@ -122,13 +127,27 @@ if [ "$missing" = 1 ]; then
 fi
 
 # --- tests ------------------------------------------------------------------------
+# Each "label:VAR=value,VAR=value" of $VARIANTS as environment settings (the
+# label alone: none).
+variant_env() {
+  local kv
+  sets=()
+  IFS=, read -ra parts <<< "${1#*:}"
+  for kv in "${parts[@]}"; do [ -n "$kv" ] && sets+=("$kv"); done
+}
 if want test; then
-  start=$SECONDS
-  lb timeout 240 "$bin/lantern_tests" --gtest_filter='*CudaOps*:*CudaExtraOps*:CudaModel*:CudaBackend*' > "$out/tests.log" 2>&1
-  rc=$?
-  grep -E "^\[  FAILED  \].*\)$|\[ cuda \]" "$out/tests.log" | head -30
-  note "tests: rc=$rc, $(grep -c '^\[       OK \]' "$out/tests.log") passed, $(grep -c '^\[  FAILED  \].*)$' "$out/tests.log") failed ($((SECONDS - start)) s)"
-  grep "\[ cuda \]" "$out/tests.log" >> "$summary"
+  for v in ${VARIANTS:-:}; do
+    label="${v%%:*}"
+    variant_env "$v"
+    log="$out/tests${label:+-$label}.log"
+    start=$SECONDS
+    env "${sets[@]}" stdbuf -oL -eL timeout 240 "$bin/lantern_tests" \
+      --gtest_filter='*CudaOps*:*CudaExtraOps*:CudaModel*:CudaBackend*' > "$log" 2>&1
+    rc=$?
+    grep -E "^\[  FAILED  \].*\)$|\[ cuda \]" "$log" | head -30
+    note "tests${label:+ ($label)}: rc=$rc, $(grep -c '^\[       OK \]' "$log") passed, $(grep -c '^\[  FAILED  \].*)$' "$log") failed ($((SECONDS - start)) s)"
+    grep "\[ cuda \]" "$log" >> "$summary"
+  done
 fi
 
 # --- models and benches -----------------------------------------------------------
@@ -206,8 +225,22 @@ fi
 
 # --- op micro-benchmark -----------------------------------------------------------
 if want opbench; then
-  LANTERN_CUDA_BENCH=1 lb timeout 300 "$bin/lantern_tests" --gtest_filter='CudaOpBench.*' > "$out/opbench.log" 2>&1
-  grep "\[ bench \]" "$out/opbench.log" >> "$summary"
+  for v in ${VARIANTS:-:}; do
+    label="${v%%:*}"
+    variant_env "$v"
+    log="$out/opbench${label:+-$label}.log"
+    env "${sets[@]}" LANTERN_CUDA_BENCH=1 stdbuf -oL -eL timeout 300 "$bin/lantern_tests" \
+      --gtest_filter='CudaOpBench.*' > "$log" 2>&1
+    if [ -z "$label" ]; then
+      grep "\[ bench \]" "$log" >> "$summary"
+    else
+      # One line per variant: each type's share of the copy on 4096 x 11008
+      # and (after the /) 4096 x 32000.
+      note "opbench $label: $(awk '$1 == "[" && $5 ~ /^4096x(11008|32000)$/ {
+        k = $4; v[k] = v[k] ($5 == "4096x11008" ? "" : "/") $NF; if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+        END { for (i = 1; i <= n; ++i) printf "%s %s  ", order[i], v[order[i]] }' "$log")"
+    fi
+  done
 fi
 
 # --- ncu profile of one decode layer (only when asked) -----------------------------
