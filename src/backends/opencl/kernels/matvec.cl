@@ -161,27 +161,35 @@ inline float gelu_g(float x) {
         MV_OUT_PLAIN(MAXM, RPT, WG)                                                                   \
     }
 
+// The gated kernels' arguments: the gate and up matrices (payload, high
+// bits and scales at offsets into each buffer), the activation, the gate,
+// up and act(gate) * up outputs, and the 8-bit blocks of the last.
+#define MV_GLU_ARGS(ACT)                                                                              \
+    const global uchar *wg, ulong gqs, ulong gqh, ulong gsc, const global uchar *wu, ulong uqs,        \
+        ulong uqh, ulong usc, MV_ACT_ARGS_##ACT, global uchar *go, ulong go_off, ulong go_st,          \
+        global uchar *uo, ulong uo_off, ulong uo_st, global uchar *ho, ulong ho_off, ulong ho_st, int n, \
+        int K, int M, int gelu, global uchar *hq, ulong hq_off, ulong hds_off, int want_q8
+// Their blocks per row and the planes of both matrices.
+#define MV_GLU_POINTERS                                               \
+    const int nb = K / 32;                                            \
+    const global uchar* gqs_p = wg + gqs;                             \
+    const global uchar* uqs_p = wu + uqs;                             \
+    const global uint* gqh_p = LT_CPTR(uint, wg, gqh);                \
+    const global uint* uqh_p = LT_CPTR(uint, wu, uqh);                \
+    const global ushort* gsc_p = LT_CPTR(ushort, wg, gsc);            \
+    const global ushort* usc_p = LT_CPTR(ushort, wu, usc);
+
 // gate and up rows together, act(gate) * up, and its 8-bit blocks: each work-
 // group holds 32 rows (one block of the output).
 #define LT_MV_GLU(T, NAME, MAXM, WG, TPR, RPT, ACT)                                                 \
     kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void NAME(                                 \
-        const global uchar* wg, ulong gqs, ulong gqh, ulong gsc, const global uchar* wu, ulong uqs,   \
-        ulong uqh, ulong usc, MV_ACT_ARGS_##ACT, global uchar* go,                                    \
-        ulong go_off, ulong go_st, global uchar* uo, ulong uo_off, ulong uo_st, global uchar* ho,       \
-        ulong ho_off, ulong ho_st, int n, int K, int M, int gelu, global uchar* hq, ulong hq_off,      \
-        ulong hds_off, int want_q8) {                                                                 \
+        MV_GLU_ARGS(ACT)) {                                                                          \
         local float red_g[MAXM * RPT * WG];                                                           \
         local float red_u[MAXM * RPT * WG];                                                           \
         const int lid = get_local_id(0), slot = lid / (TPR), lane = lid % (TPR);                      \
         const int g = get_group_id(0);                                                                \
         const int row0 = g * 32 + slot * (RPT);                                                       \
-        const int nb = K / 32;                                                                        \
-        const global uchar* gqs_p = wg + gqs;                                                         \
-        const global uchar* uqs_p = wu + uqs;                                                         \
-        const global uint* gqh_p = LT_CPTR(uint, wg, gqh);                                            \
-        const global uint* uqh_p = LT_CPTR(uint, wu, uqh);                                            \
-        const global ushort* gsc_p = LT_CPTR(ushort, wg, gsc);                                        \
-        const global ushort* usc_p = LT_CPTR(ushort, wu, usc);                                        \
+        MV_GLU_POINTERS                                                                               \
         MV_ACT_SETUP_##ACT(red_g, WG)                                                                 \
         float ag[MAXM][RPT], au[MAXM][RPT];                                                           \
         for (int m = 0; m < MAXM; ++m)                                                                \
@@ -444,23 +452,13 @@ inline void q8_quantize_warp(float x, int lane, global char* q, global float2* d
 // up, and its 8-bit block (want_q8, n a multiple of 32).
 #define LT_MV1_GLU(T, NAME, RPT, U, ACT)                                                            \
     kernel __attribute__((reqd_work_group_size(MVG_WG, 1, 1))) void NAME(                             \
-        const global uchar* wg, ulong gqs, ulong gqh, ulong gsc, const global uchar* wu, ulong uqs,   \
-        ulong uqh, ulong usc, MV_ACT_ARGS_##ACT, global uchar* go,                                    \
-        ulong go_off, ulong go_st, global uchar* uo, ulong uo_off, ulong uo_st, global uchar* ho,       \
-        ulong ho_off, ulong ho_st, int n, int K, int M, int gelu, global uchar* hq, ulong hq_off,      \
-        ulong hds_off, int want_q8) {                                                                 \
+        MV_GLU_ARGS(ACT)) {                                                                          \
         local float red[2 * (RPT) * MVG_WG];                                                          \
         local float lrow[32];                                                                         \
         const int lid = get_local_id(0), slot = lid / LT_MV_TPR, lane = lid % LT_MV_TPR;              \
         const int g = get_group_id(0);                                                                \
         const int row0 = g * 32 + slot * (RPT);                                                       \
-        const int nb = K / 32;                                                                        \
-        const global uchar* gqs_p = wg + gqs;                                                         \
-        const global uchar* uqs_p = wu + uqs;                                                         \
-        const global uint* gqh_p = LT_CPTR(uint, wg, gqh);                                            \
-        const global uint* uqh_p = LT_CPTR(uint, wu, uqh);                                            \
-        const global ushort* gsc_p = LT_CPTR(ushort, wg, gsc);                                        \
-        const global ushort* usc_p = LT_CPTR(ushort, wu, usc);                                        \
+        MV_GLU_POINTERS                                                                               \
         MV_ACT_SETUP_##ACT(red, MVG_WG)                                                               \
         MV1_ROWS(rb, RPT)                                                                             \
         float acc[2 * (RPT)]; /* gate rows, then up rows */                                           \
