@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "quant/bit_planes.h"
 #include "quant/blocks.h"
 #include "quant/kquant.h"
 
@@ -49,18 +50,6 @@ void for_blocks(const WeightLayout& l, const void* gguf, Fn&& fn) {
 // 32 values (< 16) as Q4_0's 16 bytes: byte i = v[i] | v[16 + i] << 4.
 void put_nibbles(const uint8_t* v, uint8_t* o) {
     for (int i = 0; i < 16; ++i) o[i] = static_cast<uint8_t>(v[i] | v[16 + i] << 4);
-}
-
-// 32 values (< 4): bits 2j of byte k of word h hold v[16h + 4j + k], so that
-// (word >> 2j) & 0x03030303 are four consecutive values.
-void put_two_bits(const uint8_t* v, uint8_t* o) {
-    for (int h = 0; h < 2; ++h) {
-        for (int k = 0; k < 4; ++k) {
-            uint8_t b = 0;
-            for (int j = 0; j < 4; ++j) b = static_cast<uint8_t>(b | v[16 * h + 4 * j + k] << (2 * j));
-            o[4 * h + k] = b;
-        }
-    }
 }
 
 // 32 values (< 2): bit 4h + j of byte k holds v[16h + 4j + k].
@@ -122,7 +111,7 @@ void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
                 if constexpr (t == DType::Q3_K) {
                     put_three_bits(q, row + 8 * b, row + two * l.blocks + 4 * b);
                 } else if constexpr (nib == 0) {  // Q2_K: the two bits alone
-                    put_two_bits(q, row + 8 * b);
+                    quant::put_two_bits(q, row + 8 * b);
                 } else {
                     // The nibble; the rest of each quant goes to the next plane.
                     uint8_t lo[32], hi[32];
@@ -131,21 +120,11 @@ void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
                         hi[e] = static_cast<uint8_t>(q[e] >> 4);
                     }
                     put_nibbles(lo, row + 16 * b);
-                    if constexpr (two != 0) put_two_bits(hi, row + nib * l.blocks + 8 * b);
+                    if constexpr (two != 0) quant::put_two_bits(hi, row + nib * l.blocks + 8 * b);
                     if constexpr (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);
                 }
                 // Scale bytes of the block: its two groups of 16.
-                uint8_t* s = meta + 2 * b;
-                if constexpr (t == DType::Q4_K || t == DType::Q5_K) {
-                    s[0] = static_cast<uint8_t>(u.scale(2 * i));
-                    s[1] = static_cast<uint8_t>(u.mn[2 * i]);
-                } else if constexpr (t == DType::Q2_K) {
-                    s[0] = blk.scales[2 * i];
-                    s[1] = blk.scales[2 * i + 1];
-                } else {  // Q3_K, Q6_K: signed scales (Q3_K's 6 bits minus 32)
-                    s[0] = static_cast<uint8_t>(static_cast<int8_t>(u.scale(2 * i)));
-                    s[1] = static_cast<uint8_t>(static_cast<int8_t>(u.scale(2 * i + 1)));
-                }
+                quant::put_scale_bytes<t>(u, blk, i, meta + 2 * b);
             }
         }
     }

@@ -25,6 +25,11 @@ const char* type_tag(DType t) {
         case DType::Q5_0: return "q5_0";
         case DType::Q5_1: return "q5_1";
         case DType::Q8_0: return "q8_0";
+        case DType::Q2_K: return "q2_K";
+        case DType::Q3_K: return "q3_K";
+        case DType::Q4_K: return "q4_K";
+        case DType::Q5_K: return "q5_K";
+        case DType::Q6_K: return "q6_K";
         case DType::F16: return "f16";
         case DType::BF16: return "bf16";
         default: return "f32";
@@ -131,7 +136,8 @@ void launch_matmul(Dispatch& d, const Tensor& node) {
     }
     const Q8Act q = q8_input(d, x);
     const QuantLayout lay = quant_layout(w);
-    const bool mma = d.programs().available(ProgramId::MatmulNv);
+    // The tensor-core kernels take one scale per block.
+    const bool mma = d.programs().available(ProgramId::MatmulNv) && !has_group16_scales(w.type);
     const std::string name = std::string(mma ? "mm_nv_" : "mm_") + type_tag(w.type);
     cl_kernel k = d.kernel(mma ? ProgramId::MatmulNv : ProgramId::Matmul, name.c_str());
     Args(k).mem(mem_of(w)).u64(w.offset + lay.qs).u64(w.offset + lay.qh).u64(w.offset + lay.sc)
@@ -165,7 +171,8 @@ bool mul_mat_ready(ProgramCache& p, const Tensor& node) {
     const bool quantized = is_block32(node.src[0]->type);
     if (quantized && !p.available(ProgramId::Quant)) return false;
     if (rows_of(*node.src[1]) <= kMatvecMaxRows) return p.available(ProgramId::Matvec);
-    return p.available(ProgramId::Matmul) || (quantized && p.available(ProgramId::MatmulNv));
+    return p.available(ProgramId::Matmul) ||
+           (quantized && !has_group16_scales(node.src[0]->type) && p.available(ProgramId::MatmulNv));
 }
 
 void run_get_rows(Dispatch& d, const Tensor& node) {

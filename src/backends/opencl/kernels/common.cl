@@ -273,6 +273,8 @@ inline uint spread_high_bits(uint h) {
 //   wword_T(qs, qh, i, k)           elements 4k..4k+3 as signed bytes (Q4_1/Q5_1:
 //                                   the unsigned quants, < 32)
 //   wscale_T(sc, i)                 (d, m) with m = 0 for the _0 types
+//   wscaleh_T(sc, i, h)             (d, m) of elements 16h .. 16h + 15 (the K-quants
+//                                   with groups of 16 have two per block)
 
 #define QS_q4_0 16
 #define QS_q4_1 16
@@ -342,6 +344,7 @@ typedef struct {
     uint4 q0, q1;
     uint h;
     float2 dm;
+    float2 dm2;  // K-quants with groups of 16: see wload_q2_K
 } lt_wblk;
 
 #define LT_DEFINE_WLOAD(T, Q1, H)                                                                   \
@@ -352,6 +355,7 @@ typedef struct {
         w.q1 = (Q1) ? ((const global uint4*)qs)[2 * i + 1] : (uint4)(0u);                           \
         w.h = (H) ? qh[i] : 0u;                                                                     \
         w.dm = wscale_##T(sc, i);                                                                   \
+        w.dm2 = (float2)(0.0f);                                                                     \
         return w;                                                                                   \
     }
 LT_DEFINE_WLOAD(q4_0, 0, 0)
@@ -387,6 +391,165 @@ inline float wdotb_q8_0(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
     return (float)s * (w.dm.x * ads.x);
 }
 
+// ---- K-quants, as 32-element blocks (weight_layout.h) ---------------------------------
+// A block's quants q (wword_T: Q3_K and Q6_K signed, q - 4 and q - 32; the
+// others unsigned) and per group of 16 (h = 0, 1) a scale and an offset:
+// value = q * d + m (wscaleh_T). Q4_K and Q5_K have one scale per block and
+// take Q4_1's and Q5_1's arithmetic.
+
+#define QS_q2_K 8
+#define QS_q3_K 8
+#define QS_q4_K 16
+#define QS_q5_K 16
+#define QS_q6_K 16
+
+// Block i's two scale bytes, and its super-block's (d, dmin), from the
+// super-block's 20-byte record (eight scale pairs, then d and dmin).
+inline uint kq_scales(const global ushort* sc, size_t i) { return sc[(i >> 3) * 10 + (i & 7)]; }
+inline float2 kq_dmin(const global ushort* sc, size_t i) {
+    const global half* r = (const global half*)(sc + (i >> 3) * 10 + 8);
+    return (float2)(vload_half(0, r), vload_half(1, r));
+}
+// Elements 4k .. 4k + 3 of a block's two-bit fields (its 8-byte plane at p),
+// one per byte.
+inline uint two_bits(uint2 p, int k) { return ((k < 4 ? p.x : p.y) >> (2 * (k & 3))) & 0x03030303u; }
+inline uint2 plane8(const global void* p, size_t i) { return ((const global uint2*)p)[i]; }
+// Word k (elements 4k .. 4k + 3) of a block's nibbles q.
+inline uint nibble_word(uint4 q, int k) {
+    const uint w = (k & 3) == 0 ? q.x : (k & 3) == 1 ? q.y : (k & 3) == 2 ? q.z : q.w;
+    return k < 4 ? (w & 0x0F0F0F0Fu) : ((w >> 4) & 0x0F0F0F0Fu);
+}
+// Q3_K's third bits (bit e: element e) of elements 4k .. 4k + 3 at bit 2 of each byte.
+inline uint third_bits(uint h, int k) { return spread_high_bits(h >> (4 * k)) >> 2; }
+
+inline float2 wscaleh_q4_K(const global ushort* sc, size_t i, int h) {
+    const uint p = kq_scales(sc, i);
+    const float2 dm = kq_dmin(sc, i);
+    return (float2)(dm.x * (float)(p & 0xFFu), -dm.y * (float)(p >> 8));
+}
+inline float2 wscaleh_q5_K(const global ushort* sc, size_t i, int h) { return wscaleh_q4_K(sc, i, h); }
+inline float2 wscaleh_q2_K(const global ushort* sc, size_t i, int h) {
+    const uint b = (kq_scales(sc, i) >> (8 * h)) & 0xFFu;
+    const float2 dm = kq_dmin(sc, i);
+    return (float2)(dm.x * (float)(b & 15u), -dm.y * (float)(b >> 4));
+}
+inline float2 wscaleh_q3_K(const global ushort* sc, size_t i, int h) {
+    const int s = (int)(char)(uchar)((kq_scales(sc, i) >> (8 * h)) & 0xFFu);
+    return (float2)(kq_dmin(sc, i).x * (float)s, 0.0f);
+}
+inline float2 wscaleh_q6_K(const global ushort* sc, size_t i, int h) { return wscaleh_q3_K(sc, i, h); }
+// One (d, m) per block: the types without groups of 16.
+inline float2 wscale_q4_K(const global ushort* sc, size_t i) { return wscaleh_q4_K(sc, i, 0); }
+inline float2 wscale_q5_K(const global ushort* sc, size_t i) { return wscaleh_q5_K(sc, i, 0); }
+
+inline uint wword_q4_K(const global uchar* qs, const global uint* qh, size_t i, int k) { return nibbles_q4(qs, i, k); }
+inline uint wword_q5_K(const global uchar* qs, const global uint* qh, size_t i, int k) { return quants_q5(qs, qh, i, k); }
+inline uint wword_q2_K(const global uchar* qs, const global uint* qh, size_t i, int k) { return two_bits(plane8(qs, i), k); }
+inline uint wword_q3_K(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return LT_BYTES_MINUS(two_bits(plane8(qs, i), k) | third_bits(qh[i], k), 0x04040404u);
+}
+inline uint wword_q6_K(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return LT_BYTES_MINUS(nibbles_q4(qs, i, k) | two_bits(plane8(qh, i), k) << 4, 0x20202020u);
+}
+
+// The loads: Q4_K, Q5_K as Q4_1, Q5_1 (dm = (d * sc, -dmin * m)). Q2_K: the
+// two-bit plane in q0.xy, dm the groups' d * sc, dm2 their dmin * m; Q3_K:
+// q0.xy and its third bits in h, dm the groups' d * sc; Q6_K: the nibbles
+// in q0, the high bits in q1.xy, dm as Q3_K's.
+inline lt_wblk wload_q4_K(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i) {
+    lt_wblk w;
+    w.q0 = ((const global uint4*)qs)[i];
+    w.q1 = (uint4)(0u);
+    w.h = 0u;
+    w.dm = wscale_q4_K(sc, i);
+    w.dm2 = (float2)(0.0f);
+    return w;
+}
+inline lt_wblk wload_q5_K(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i) {
+    lt_wblk w = wload_q4_K(qs, qh, sc, i);
+    w.h = qh[i];
+    return w;
+}
+// Groups' signed scales times d (Q3_K, Q6_K).
+inline float2 kq_signed_scales(const global ushort* sc, size_t i) {
+    const uint p = kq_scales(sc, i);
+    const float d = kq_dmin(sc, i).x;
+    return (float2)(d * (float)(char)(uchar)(p & 0xFFu), d * (float)(char)(uchar)(p >> 8));
+}
+inline lt_wblk wload_q2_K(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i) {
+    lt_wblk w;
+    const uint2 t = plane8(qs, i);
+    w.q0 = (uint4)(t.x, t.y, 0u, 0u);
+    w.q1 = (uint4)(0u);
+    w.h = 0u;
+    const uint p = kq_scales(sc, i);
+    const float2 dm = kq_dmin(sc, i);
+    w.dm = (float2)(dm.x * (float)(p & 15u), dm.x * (float)((p >> 8) & 15u));
+    w.dm2 = (float2)(dm.y * (float)((p >> 4) & 15u), dm.y * (float)(p >> 12));
+    return w;
+}
+inline lt_wblk wload_q3_K(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i) {
+    lt_wblk w;
+    const uint2 t = plane8(qs, i);
+    w.q0 = (uint4)(t.x, t.y, 0u, 0u);
+    w.q1 = (uint4)(0u);
+    w.h = qh[i];
+    w.dm = kq_signed_scales(sc, i);
+    w.dm2 = (float2)(0.0f);
+    return w;
+}
+inline lt_wblk wload_q6_K(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i) {
+    lt_wblk w;
+    w.q0 = ((const global uint4*)qs)[i];
+    const uint2 t = plane8(qh, i);
+    w.q1 = (uint4)(t.x, t.y, 0u, 0u);
+    w.h = 0u;
+    w.dm = kq_signed_scales(sc, i);
+    w.dm2 = (float2)(0.0f);
+    return w;
+}
+
+inline float wdotb_q4_K(lt_wblk w, uint4 a0, uint4 a1, float2 ads) { return wdotb_q4_1(w, a0, a1, ads); }
+inline float wdotb_q5_K(lt_wblk w, uint4 a0, uint4 a1, float2 ads) { return wdotb_q5_1(w, a0, a1, ads); }
+// Groups of 16: integer sums per group of a block's eight words of quants
+// (q, from wword's order: words 0..3 against a0, 4..7 against a1; Q2_K's
+// unsigned), then d_a * (dm.x s0 + dm.y s1), less Q2_K's mins times the
+// groups' activation sums (the second group's: the block's sum less the
+// first's).
+inline int2 group_sums(const uint* q, uint4 a0, uint4 a1, int is_unsigned) {
+    const uint a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+    int2 s = (int2)(0, 0);
+    for (int k = 0; k < 4; ++k) {
+        s.x = is_unsigned ? dot4_us(q[k], a[k], s.x) : dot4_ss(q[k], a[k], s.x);
+        s.y = is_unsigned ? dot4_us(q[4 + k], a[4 + k], s.y) : dot4_ss(q[4 + k], a[4 + k], s.y);
+    }
+    return s;
+}
+inline float wdotb_q2_K(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    uint q[8];
+    for (int k = 0; k < 8; ++k) q[k] = two_bits(w.q0.xy, k);
+    const int2 s = group_sums(q, a0, a1, 1);
+    int n0 = 0;
+    n0 = dot4_ss(0x01010101u, a0.x, n0);
+    n0 = dot4_ss(0x01010101u, a0.y, n0);
+    n0 = dot4_ss(0x01010101u, a0.z, n0);
+    n0 = dot4_ss(0x01010101u, a0.w, n0);
+    const float f0 = (float)n0, f1 = ads.y - f0;
+    return ads.x * (w.dm.x * (float)s.x + w.dm.y * (float)s.y - (w.dm2.x * f0 + w.dm2.y * f1));
+}
+inline float wdotb_q3_K(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    uint q[8];
+    for (int k = 0; k < 8; ++k) q[k] = LT_BYTES_MINUS(two_bits(w.q0.xy, k) | third_bits(w.h, k), 0x04040404u);
+    const int2 s = group_sums(q, a0, a1, 0);
+    return ads.x * (w.dm.x * (float)s.x + w.dm.y * (float)s.y);
+}
+inline float wdotb_q6_K(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    uint q[8];
+    for (int k = 0; k < 8; ++k) q[k] = LT_BYTES_MINUS(nibble_word(w.q0, k) | two_bits(w.q1.xy, k) << 4, 0x20202020u);
+    const int2 s = group_sums(q, a0, a1, 0);
+    return ads.x * (w.dm.x * (float)s.x + w.dm.y * (float)s.y);
+}
+
 #define LT_DEFINE_WDOT(T)                                                                           \
     inline float wdot_##T(const global uchar* qs, const global uint* qh, const global ushort* sc,    \
                           size_t i, uint4 a0, uint4 a1, float2 ads) {                               \
@@ -397,6 +560,20 @@ LT_DEFINE_WDOT(q4_1)
 LT_DEFINE_WDOT(q5_0)
 LT_DEFINE_WDOT(q5_1)
 LT_DEFINE_WDOT(q8_0)
+LT_DEFINE_WDOT(q2_K)
+LT_DEFINE_WDOT(q3_K)
+LT_DEFINE_WDOT(q4_K)
+LT_DEFINE_WDOT(q5_K)
+LT_DEFINE_WDOT(q6_K)
+
+// The 32-element types' one (d, m) per block for either group of 16.
+#define LT_DEFINE_WSCALEH(T) \
+    inline float2 wscaleh_##T(const global ushort* sc, size_t i, int h) { return wscale_##T(sc, i); }
+LT_DEFINE_WSCALEH(q4_0)
+LT_DEFINE_WSCALEH(q4_1)
+LT_DEFINE_WSCALEH(q5_0)
+LT_DEFINE_WSCALEH(q5_1)
+LT_DEFINE_WSCALEH(q8_0)
 
 // Element j (0..31) of block i, dequantized: wdeq_T(qs, qh, sc, i, j).
 #define LT_DEFINE_DEQUANT(T)                                                                        \
@@ -404,7 +581,7 @@ LT_DEFINE_WDOT(q8_0)
                           size_t i, int j) {                                                        \
         const uint w = wword_##T(qs, qh, i, j / 4);                                                 \
         const int q = (int)(char)(uchar)((w >> (8 * (j % 4))) & 0xFFu);                             \
-        const float2 dm = wscale_##T(sc, i);                                                        \
+        const float2 dm = wscaleh_##T(sc, i, j / 16);                                               \
         return (float)q * dm.x + dm.y;                                                              \
     }
 LT_DEFINE_DEQUANT(q4_0)
@@ -412,6 +589,11 @@ LT_DEFINE_DEQUANT(q4_1)
 LT_DEFINE_DEQUANT(q5_0)
 LT_DEFINE_DEQUANT(q5_1)
 LT_DEFINE_DEQUANT(q8_0)
+LT_DEFINE_DEQUANT(q2_K)
+LT_DEFINE_DEQUANT(q3_K)
+LT_DEFINE_DEQUANT(q4_K)
+LT_DEFINE_DEQUANT(q5_K)
+LT_DEFINE_DEQUANT(q6_K)
 
 // All 32 elements of block i as 8 words of signed bytes (as wword_T, one load).
 inline void wunpack_q4(const global uchar* qs, size_t i, uint o4, uint* out) {
@@ -441,6 +623,8 @@ inline void wunpack_q4_0(const global uchar* qs, const global uint* qh, size_t i
 inline void wunpack_q4_1(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q4(qs, i, 0u, out); }
 inline void wunpack_q5_0(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q5(qs, qh, i, 0x10101010u, out); }
 inline void wunpack_q5_1(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q5(qs, qh, i, 0u, out); }
+inline void wunpack_q4_K(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q4(qs, i, 0u, out); }
+inline void wunpack_q5_K(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_q5(qs, qh, i, 0u, out); }
 inline void wunpack_q8_0(const global uchar* qs, const global uint* qh, size_t i, uint* out) {
     const uint4 w0 = ((const global uint4*)qs)[2 * i];
     const uint4 w1 = ((const global uint4*)qs)[2 * i + 1];

@@ -7,7 +7,8 @@
 // mm_<quantized type>: per 32-element block, the weights' quants (as signed
 // bytes) and the 8-bit activations are staged in local memory; each output
 // takes the integer block sum and adds it times d_w * d_a (plus m_w * d_a *
-// sum_a for Q4_1/Q5_1), as the CPU does.
+// sum_a for Q4_1/Q5_1 and the K-quants' mins), as the CPU does. Q2_K, Q3_K
+// and Q6_K have a scale per group of 16: their steps are the groups.
 // mm_<f32|f16|bf16>: weights widened to f32, 16 columns of k per step.
 //
 // Launch: global (16 * 16 * ceil(N / 64), ceil(M / 64)), local (256).
@@ -16,7 +17,7 @@
 #define MM_WORDS 8   // 32 int8 per block row
 #define MM_PAD 9
 
-#define LT_MM_Q8(T)                                                                                 \
+#define LT_MM_Q8(T, H)                                                                              \
     kernel __attribute__((reqd_work_group_size(256, 1, 1))) void mm_##T(                             \
         const global uchar* w, ulong qs_off, ulong qh_off, ulong sc_off, const global uchar* act,     \
         ulong aq_off, ulong ads_off, global uchar* d, ulong d_off, ulong d_nb1, int N, int K, int M) {  \
@@ -34,21 +35,30 @@
         float acc[4][4];                                                                              \
         for (int i = 0; i < 4; ++i)                                                                   \
             for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;                                             \
-        for (int b = 0; b < nb; ++b) {                                                                \
-            for (int e = tid; e < MM_T * MM_WORDS; e += 256) {                                        \
-                const int rr = e / MM_WORDS, k = e % MM_WORDS;                                        \
+        /* Steps of a block (H = 1) or of a group of 16 (H = 2: a scale each). */                    \
+        for (int st = 0; st < nb * (H); ++st) {                                                       \
+            const int b = st / (H), h = st % (H), w0 = h * MM_WORDS / (H);                            \
+            for (int e = tid; e < MM_T * MM_WORDS / (H); e += 256) {                                  \
+                const int rr = e / (MM_WORDS / (H)), k = e % (MM_WORDS / (H));                        \
                 const int n = n0 + rr, m = m0 + rr;                                                   \
-                lw[rr * MM_PAD + k] = n < N ? wword_##T(wqs, wqh, (size_t)n * nb + b, k) : 0u;        \
-                la[rr * MM_PAD + k] = m < M ? aq[((size_t)m * K + b * 32) / 4 + k] : 0u;              \
+                lw[rr * MM_PAD + k] = n < N ? wword_##T(wqs, wqh, (size_t)n * nb + b, w0 + k) : 0u;   \
+                la[rr * MM_PAD + k] = m < M ? aq[((size_t)m * K + b * 32) / 4 + w0 + k] : 0u;         \
             }                                                                                         \
             if (tid < MM_T) {                                                                         \
                 const int n = n0 + tid;                                                               \
-                const float2 dm = n < N ? wscale_##T(wsc, (size_t)n * nb + b) : (float2)(0.0f, 0.0f); \
+                const float2 dm = n < N ? wscaleh_##T(wsc, (size_t)n * nb + b, h) : (float2)(0.0f, 0.0f); \
                 lwd[tid] = dm.x;                                                                      \
                 lwm[tid] = dm.y;                                                                      \
             } else if (tid < 2 * MM_T) {                                                              \
                 const int m = m0 + tid - MM_T;                                                        \
-                const float2 s = m < M ? ads[(size_t)m * nb + b] : (float2)(0.0f, 0.0f);              \
+                float2 s = m < M ? ads[(size_t)m * nb + b] : (float2)(0.0f, 0.0f);                    \
+                if ((H) == 2 && m < M) {                                                              \
+                    /* The group's own sum of quants (for the min term). */                           \
+                    const global uint* a4 = aq + ((size_t)m * K + b * 32) / 4 + w0;                   \
+                    int t = 0;                                                                        \
+                    for (int k = 0; k < 4; ++k) t = dot4_ss(0x01010101u, a4[k], t);                   \
+                    s.y = (float)t;                                                                   \
+                }                                                                                     \
                 lad[tid - MM_T] = s.x;                                                                \
                 las[tid - MM_T] = s.x * s.y;                                                          \
             }                                                                                         \
@@ -56,7 +66,7 @@
             int isum[4][4];                                                                           \
             for (int i = 0; i < 4; ++i)                                                               \
                 for (int j = 0; j < 4; ++j) isum[i][j] = 0;                                           \
-            for (int k = 0; k < MM_WORDS; ++k) {                                                      \
+            for (int k = 0; k < MM_WORDS / (H); ++k) {                                                \
                 uint wv[4], av[4];                                                                    \
                 for (int i = 0; i < 4; ++i) wv[i] = lw[(tn + 16 * i) * MM_PAD + k];                   \
                 for (int j = 0; j < 4; ++j) av[j] = la[(tm + 16 * j) * MM_PAD + k];                   \
@@ -82,11 +92,16 @@
         }                                                                                             \
     }
 
-LT_MM_Q8(q4_0)
-LT_MM_Q8(q4_1)
-LT_MM_Q8(q5_0)
-LT_MM_Q8(q5_1)
-LT_MM_Q8(q8_0)
+LT_MM_Q8(q4_0, 1)
+LT_MM_Q8(q4_1, 1)
+LT_MM_Q8(q5_0, 1)
+LT_MM_Q8(q5_1, 1)
+LT_MM_Q8(q8_0, 1)
+LT_MM_Q8(q2_K, 2)
+LT_MM_Q8(q3_K, 2)
+LT_MM_Q8(q4_K, 1)
+LT_MM_Q8(q5_K, 1)
+LT_MM_Q8(q6_K, 2)
 
 // ---- f32 / f16 / bf16 weights -----------------------------------------------------------
 

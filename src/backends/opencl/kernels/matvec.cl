@@ -508,6 +508,11 @@ LT_MV_ALL(q4_1)
 LT_MV_ALL(q5_0)
 LT_MV_ALL(q5_1)
 LT_MV_ALL(q8_0)
+LT_MV_ALL(q2_K)
+LT_MV_ALL(q3_K)
+LT_MV_ALL(q4_K)
+LT_MV_ALL(q5_K)
+LT_MV_ALL(q6_K)
 
 // ---- f32 / f16 / bf16 weights x f32 activations -----------------------------------------
 
