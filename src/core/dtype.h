@@ -63,6 +63,10 @@ inline const char* dtype_name(DType t) { return dtype_traits(t).name; }
 inline int64_t dtype_block_size(DType t) { return dtype_traits(t).block_size; }
 inline size_t dtype_type_size(DType t) { return dtype_traits(t).type_size; }
 inline bool dtype_is_quantized(DType t) { return dtype_traits(t).quantized; }
+// The K-quants Q2_K..Q6_K (256-element super-blocks of sub-block scales).
+constexpr bool is_kquant(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
 
 // Bytes of a row of n elements. Precondition: n % block_size == 0.
 inline size_t dtype_row_size(DType t, int64_t n) {

@@ -48,7 +48,7 @@ std::unique_ptr<Backend> opencl() { return make_opencl_backend(0); }
 // Whether a case multiplies by (or looks up rows of) K-quant weights.
 bool has_kquant_weights(const OpCase& c) {
     for (const Tensor* n : c.graph.nodes()) {
-        if ((n->op == Op::MulMat || n->op == Op::GetRows) && dtype_block_size(n->src[0]->type) == 256) return true;
+        if ((n->op == Op::MulMat || n->op == Op::GetRows) && is_kquant(n->src[0]->type)) return true;
     }
     return false;
 }
@@ -126,7 +126,7 @@ std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) 
     CaseLeaves L{*c, std::mt19937(seed)};
     Graph& g = c->graph;
     // K-quant rows are whole 256-element super-blocks (the down product's too).
-    const bool kq = dtype_block_size(wtype) == 256;
+    const bool kq = is_kquant(wtype);
     const int64_t D = 256, hd = 64, n_head = 4, n_kv = 2, F = kq ? 512 : 384, n_ctx = 48;
     Tensor* x = L.leaf(DType::F32, {D, T}, "x");
     Tensor* res = L.leaf(DType::F32, {D, T}, "res");

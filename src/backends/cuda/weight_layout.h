@@ -53,9 +53,6 @@ constexpr bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || 
 constexpr bool is_q32(DType t) {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
 }
-constexpr bool is_kquant(DType t) {
-    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
-}
 // Every weight type the device kernels read.
 constexpr bool is_device_weight_type(DType t) { return is_plain(t) || is_q32(t) || is_kquant(t); }
 

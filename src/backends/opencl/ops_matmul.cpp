@@ -36,6 +36,10 @@ const char* type_tag(DType t) {
     }
 }
 
+// Whether the tensor-core prompt kernels (matmul_nv.cl) take `t`: they are
+// built and take one scale per block.
+bool mma_takes(ProgramCache& p, DType t) { return p.available(ProgramId::MatmulNv) && !has_group16_scales(t); }
+
 bool plain_weight(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 bool is_weight(const Tensor& t) { return (t.storage_root()->flags & kTensorWeight) != 0 && t.view_src == nullptr; }
@@ -136,8 +140,7 @@ void launch_matmul(Dispatch& d, const Tensor& node) {
     }
     const Q8Act q = q8_input(d, x);
     const QuantLayout lay = quant_layout(w);
-    // The tensor-core kernels take one scale per block.
-    const bool mma = d.programs().available(ProgramId::MatmulNv) && !has_group16_scales(w.type);
+    const bool mma = mma_takes(d.programs(), w.type);
     const std::string name = std::string(mma ? "mm_nv_" : "mm_") + type_tag(w.type);
     cl_kernel k = d.kernel(mma ? ProgramId::MatmulNv : ProgramId::Matmul, name.c_str());
     Args(k).mem(mem_of(w)).u64(w.offset + lay.qs).u64(w.offset + lay.qh).u64(w.offset + lay.sc)
@@ -171,8 +174,7 @@ bool mul_mat_ready(ProgramCache& p, const Tensor& node) {
     const bool quantized = is_block32(node.src[0]->type);
     if (quantized && !p.available(ProgramId::Quant)) return false;
     if (rows_of(*node.src[1]) <= kMatvecMaxRows) return p.available(ProgramId::Matvec);
-    return p.available(ProgramId::Matmul) ||
-           (quantized && !has_group16_scales(node.src[0]->type) && p.available(ProgramId::MatmulNv));
+    return p.available(ProgramId::Matmul) || (quantized && mma_takes(p, node.src[0]->type));
 }
 
 void run_get_rows(Dispatch& d, const Tensor& node) {

@@ -60,13 +60,13 @@ void repack_kquant(const uint8_t* src, const QuantLayout& l, uint8_t* out) {
             const size_t b = sb * 8 + i;
             const uint8_t* q = u.q + 32 * i;
             uint8_t lo[32], hi[32];
-            const int low_bits = T == DType::Q2_K || T == DType::Q3_K ? 2 : 4;
+            constexpr int low_bits = T == DType::Q2_K || T == DType::Q3_K ? 2 : 4;
             for (int e = 0; e < 32; ++e) {
                 lo[e] = static_cast<uint8_t>(q[e] & ((1 << low_bits) - 1));
                 hi[e] = static_cast<uint8_t>(q[e] >> low_bits);
             }
             uint8_t* qs = out + l.qs + b * l.qs_bytes;
-            if (low_bits == 2) {
+            if constexpr (low_bits == 2) {
                 quant::put_two_bits(lo, qs);
             } else {
                 for (int k = 0; k < 16; ++k) qs[k] = static_cast<uint8_t>(lo[k] | lo[16 + k] << 4);
@@ -79,10 +79,6 @@ void repack_kquant(const uint8_t* src, const QuantLayout& l, uint8_t* out) {
 }
 
 }  // namespace
-
-bool is_kquant(DType t) {
-    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
-}
 
 bool is_block32(DType t) {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||

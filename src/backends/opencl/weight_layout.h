@@ -38,8 +38,6 @@ namespace lantern::ocl {
 // The quantized types the backend repacks into 32-element blocks and has
 // kernels for (the legacy 32-element types and the K-quants).
 bool is_block32(DType t);
-// The K-quants among them.
-bool is_kquant(DType t);
 // Types whose blocks have a scale per group of 16 (Q2_K, Q3_K, Q6_K): the
 // prompt kernels' tensor-core variant takes one scale per block.
 bool has_group16_scales(DType t);

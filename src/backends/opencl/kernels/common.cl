@@ -433,9 +433,15 @@ inline float2 wscaleh_q2_K(const global ushort* sc, size_t i, int h) {
     const float2 dm = kq_dmin(sc, i);
     return (float2)(dm.x * (float)(b & 15u), -dm.y * (float)(b >> 4));
 }
+// Groups' signed scales times d (Q3_K, Q6_K).
+inline float2 kq_signed_scales(const global ushort* sc, size_t i) {
+    const uint p = kq_scales(sc, i);
+    const float d = kq_dmin(sc, i).x;
+    return (float2)(d * (float)(char)(uchar)(p & 0xFFu), d * (float)(char)(uchar)(p >> 8));
+}
 inline float2 wscaleh_q3_K(const global ushort* sc, size_t i, int h) {
-    const int s = (int)(char)(uchar)((kq_scales(sc, i) >> (8 * h)) & 0xFFu);
-    return (float2)(kq_dmin(sc, i).x * (float)s, 0.0f);
+    const float2 s = kq_signed_scales(sc, i);
+    return (float2)(h == 0 ? s.x : s.y, 0.0f);
 }
 inline float2 wscaleh_q6_K(const global ushort* sc, size_t i, int h) { return wscaleh_q3_K(sc, i, h); }
 // One (d, m) per block: the types without groups of 16.
@@ -469,12 +475,6 @@ inline lt_wblk wload_q5_K(const global uchar* qs, const global uint* qh, const g
     lt_wblk w = wload_q4_K(qs, qh, sc, i);
     w.h = qh[i];
     return w;
-}
-// Groups' signed scales times d (Q3_K, Q6_K).
-inline float2 kq_signed_scales(const global ushort* sc, size_t i) {
-    const uint p = kq_scales(sc, i);
-    const float d = kq_dmin(sc, i).x;
-    return (float2)(d * (float)(char)(uchar)(p & 0xFFu), d * (float)(char)(uchar)(p >> 8));
 }
 inline lt_wblk wload_q2_K(const global uchar* qs, const global uint* qh, const global ushort* sc, size_t i) {
     lt_wblk w;
