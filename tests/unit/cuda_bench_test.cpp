@@ -58,15 +58,17 @@ double copy_bandwidth(Backend& gpu) {
     return 2.0 * static_cast<double>(n) / (ms[ms.size() / 2] * 1e-3);
 }
 
-// A case of `copies` MulMats [K, N] x [K, M], each with its own weight and
-// activation. Weights: 64 quantized random rows, repeated.
-std::unique_ptr<OpCase> matmul_case(DType t, int64_t K, int64_t N, int64_t M, int copies) {
+// A case of `copies` MulMats [K, N] x [K, M], each with its own activation
+// and its own weight (shared: all of them one weight, which then stays in
+// L2 after the first launch). Weights: 64 quantized random rows, repeated.
+std::unique_ptr<OpCase> matmul_case(DType t, int64_t K, int64_t N, int64_t M, int copies, bool shared = false) {
     auto c = std::make_unique<OpCase>();
     c->name = std::string(dtype_name(t)) + " " + std::to_string(K) + "x" + std::to_string(N);
     if (M > 1) c->name = "gemm " + c->name;
     CaseLeaves b{*c, std::mt19937(5)};
+    Tensor* one = shared ? b.repeated_weight(t, K, N, "w") : nullptr;
     for (int i = 0; i < copies; ++i) {
-        Tensor* w = b.repeated_weight(t, K, N, "w");
+        Tensor* w = shared ? one : b.repeated_weight(t, K, N, "w");
         Tensor* x = b.leaf(DType::F32, {K, M}, "x");
         c->outputs.push_back(c->graph.mul_mat(w, x));
         c->bytes += static_cast<double>(w->nbytes());
@@ -126,11 +128,17 @@ TEST(CudaOpBench, MatVecBandwidth) {
                 continue;
             }
             const double one = static_cast<double>(dtype_row_size(t, s.K)) * static_cast<double>(s.N);
-            // LANTERN_CUDA_BENCH_COPIES=n: n weight copies instead (1: the
-            // weights stay in L2, which times the kernel without HBM).
+            // LANTERN_CUDA_BENCH_COPIES=n: n launches (and weight copies) per
+            // run instead. Each run is one graph replay, and the gap between
+            // replays (no programmatic dependent launch across them) is
+            // shared by its launches: with 1 it is most of what is timed.
+            // LANTERN_CUDA_BENCH_L2=1: the run's launches all read one weight,
+            // from L2 after the first, which times the kernels without HBM.
             const char* nc = std::getenv("LANTERN_CUDA_BENCH_COPIES");
+            const char* l2 = std::getenv("LANTERN_CUDA_BENCH_L2");
+            const bool shared = l2 != nullptr && std::string(l2) == "1";
             const int copies = nc != nullptr ? std::max(1, std::atoi(nc)) : std::max(2, static_cast<int>(256e6 / one) + 1);
-            auto c = matmul_case(t, s.K, s.N, 1, copies);
+            auto c = matmul_case(t, s.K, s.N, 1, copies, shared);
             const CaseResult r = run_case(*c, *gpu, 20);
             ASSERT_TRUE(r.supported) << c->name;
             const double gbs = c->bytes / r.seconds_per_run / 1e9;
