@@ -19,10 +19,12 @@
 namespace lantern::test {
 namespace {
 
-bool bench_enabled() {
-    const char* v = std::getenv("LANTERN_CUDA_BENCH");
+bool env_is_one(const char* name) {
+    const char* v = std::getenv(name);
     return v != nullptr && std::string(v) == "1";
 }
+
+bool bench_enabled() { return env_is_one("LANTERN_CUDA_BENCH"); }
 
 #if defined(LANTERN_HAVE_CUDA)
 // LANTERN_CUDA_BENCH_ONLY=<text>: only the matrix-vector cases whose name
@@ -119,6 +121,14 @@ TEST(CudaOpBench, MatVecBandwidth) {
     struct Shape {
         int64_t K, N;
     };
+    // LANTERN_CUDA_BENCH_COPIES=n: n launches (and weight copies) per run
+    // instead. Each run is one graph replay, and the gap between replays
+    // (no programmatic dependent launch across them) is shared by its
+    // launches: with 1 it is most of what is timed.
+    // LANTERN_CUDA_BENCH_L2=1: the run's launches all read one weight, from
+    // L2 after the first, which times the kernels without HBM.
+    const char* nc = std::getenv("LANTERN_CUDA_BENCH_COPIES");
+    const bool shared = env_is_one("LANTERN_CUDA_BENCH_L2");
     std::printf("[ bench ] %-22s %10s %10s %8s\n", "matrix-vector", "us/matvec", "GB/s", "of copy");
     double q4_large = 0;
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
@@ -128,15 +138,6 @@ TEST(CudaOpBench, MatVecBandwidth) {
                 continue;
             }
             const double one = static_cast<double>(dtype_row_size(t, s.K)) * static_cast<double>(s.N);
-            // LANTERN_CUDA_BENCH_COPIES=n: n launches (and weight copies) per
-            // run instead. Each run is one graph replay, and the gap between
-            // replays (no programmatic dependent launch across them) is
-            // shared by its launches: with 1 it is most of what is timed.
-            // LANTERN_CUDA_BENCH_L2=1: the run's launches all read one weight,
-            // from L2 after the first, which times the kernels without HBM.
-            const char* nc = std::getenv("LANTERN_CUDA_BENCH_COPIES");
-            const char* l2 = std::getenv("LANTERN_CUDA_BENCH_L2");
-            const bool shared = l2 != nullptr && std::string(l2) == "1";
             const int copies = nc != nullptr ? std::max(1, std::atoi(nc)) : std::max(2, static_cast<int>(256e6 / one) + 1);
             auto c = matmul_case(t, s.K, s.N, 1, copies, shared);
             const CaseResult r = run_case(*c, *gpu, 20);
