@@ -267,8 +267,8 @@ const std::vector<Extra>& extras() {
         // a warp (576-wide: 8 lanes per pair, 2048-wide: 16), alone and as
         // gate/up/SiLU pairs; odd row counts leave pairs without rows. Q3_K:
         // d words passed by shuffle within groups of 8 and 16 lanes (Q4_K
-        // keeps 32 lanes a pair).
-        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q3_K}) {
+        // keeps 32 lanes a pair); Q2_K: run items of 8 and 16 lanes.
+        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q3_K, DType::Q2_K}) {
             const std::string ty = dtype_name(t);
             const int64_t narrow = dtype_block_size(t) == 256 ? 512 : 576;
             const uint32_t s1 = ++seed, s2 = ++seed, s3 = ++seed;
@@ -307,7 +307,8 @@ const std::vector<Extra>& extras() {
             f.push_back({std::string("gate_up_") + dtype_name(t) + "_4096x2200", [t, s1] { return gate_up_case(t, 4096, 2200, s1); }});
         }
         f.push_back({"norm_qkv_q5_K", [] { return norm_qkv(DType::Q5_K); }});
-        for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16}) {
+        // Q2_K: run items stage the normed row in their order.
+        for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q6_K, DType::BF16, DType::Q2_K, DType::Q3_K}) {
             f.push_back({std::string("prenorm_chain_") + dtype_name(t), [t] { return prenorm_chain(t); }});
             f.push_back({std::string("norm_qkv_") + dtype_name(t), [t] { return norm_qkv(t); }});
         }

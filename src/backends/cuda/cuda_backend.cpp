@@ -118,6 +118,8 @@ void CudaBackend::init() {
     ctx_.pdl = pdl == nullptr || std::strcmp(pdl, "0") != 0;
     const char* bulk = std::getenv("LANTERN_CUDA_BULK");
     ctx_.bulk = bulk == nullptr || std::strcmp(bulk, "0") != 0;
+    const char* runs = std::getenv("LANTERN_CUDA_RUNS");
+    ctx_.runs = runs == nullptr || std::strcmp(runs, "0") != 0;
     if (const char* mv = std::getenv("LANTERN_CUDA_MATVEC"); mv != nullptr && *mv != '\0') {
         if (std::strcmp(mv, "general") == 0) {
             ctx_.matvec = MatVecKernel::General;

@@ -53,6 +53,7 @@ struct Ctx {
     bool pdl = true;  // programmatic dependent launch between our kernels
     MatVecKernel matvec = MatVecKernel::Streamed;
     bool bulk = true;  // Streamed: k_matvec_bulk for the types it is faster for
+    bool runs = true;  // Q2_K: k_matvec_q's run items (matvec_stream.cu; LANTERN_CUDA_RUNS=0: off)
     Workspace ws;
 };
 

@@ -67,6 +67,30 @@ inline size_t mv_smem_bytes(DType t, int64_t K) {
     return static_cast<size_t>(K) + static_cast<size_t>(K / 32) * 8 + static_cast<size_t>(K / 16) * 4;
 }
 
+// Where block b of the activation sits in shared memory. Identity, except
+// for the kernels whose lanes take runs of U consecutive blocks (the run
+// items of matvec_stream.cu: of a stage of W U blocks, lane j has blocks
+// U j .. U j + U - 1): there the stage's block U j + u is at W u + j, so
+// the lanes' reads of one unit are consecutive (conflict-free), and the
+// row takes whole stages (act_k).
+template <int W, int U>
+__device__ __forceinline__ int64_t act_slot(int64_t b) {
+    if constexpr (U == 1) {
+        return b;
+    } else {
+        constexpr int S = W * U;
+        const int64_t r = b % S;
+        return b - r + (r % U) * W + r / U;
+    }
+}
+
+// The staged row's length: K, or for run items whole stages of W U blocks.
+__host__ __device__ constexpr int64_t act_k(int64_t K, int W, int U) {
+    if (U == 1) return K;
+    const int64_t S = static_cast<int64_t>(W) * U * 32;
+    return (K + S - 1) / S * S;
+}
+
 __device__ __forceinline__ Act act_view(const uint8_t* smem, int64_t K) {
     Act a{};
     a.q = reinterpret_cast<const int8_t*>(smem);
@@ -110,12 +134,19 @@ __device__ __forceinline__ void prefetch_norm_inputs(const MvParams& p) {
 // (a float4 per lane, as before, needed three, and staging was half of a
 // launch's instructions: every block of a matrix-vector launch stages the
 // row). Both lanes of a pair call this.
-template <bool Exact = false>
+//
+// W, U (run items, act_slot): the block goes to its slot, and its scale is
+// that of the U consecutive blocks of its run (2 U lanes), so the run's
+// integer sums add up before any float product: coarser than blocks of 32,
+// finer than the Q8_K blocks of 256 the CPU quantizes a K-quant product's
+// input in. K here: the staged length (act_k).
+template <bool Exact = false, int W = 1, int U = 1>
 __device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, bool valid, int64_t K, uint8_t* smem) {
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < 16; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+#pragma unroll
+    for (int o = 1; o < 2 * U; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     const float dd = Exact ? amax / 127.0f : __half2float(__float2half_rn(amax / 127.0f));
     const float inv = dd != 0.0f ? 1.0f / dd : 0.0f;
     uint32_t w[4];
@@ -133,7 +164,7 @@ __device__ __forceinline__ void quant_half(const float (&x)[16], int64_t hb, boo
     }
     const int other = __shfl_xor_sync(0xffffffffu, sh, 1);
     if (!valid) return;
-    const int64_t b = hb >> 1;
+    const int64_t b = act_slot<W, U>(hb >> 1);
     const int h = static_cast<int>(hb & 1);
     reinterpret_cast<uint4*>(smem + h * (K / 2))[b] = make_uint4(w[0], w[1], w[2], w[3]);
     float* d = reinterpret_cast<float*>(smem + K);
@@ -177,11 +208,12 @@ __device__ __forceinline__ float rms_scale(const MvParams& p, const float* red) 
 // quantization, behind the barrier both need, where the scaled row waited
 // for it (two barriers and a reduction before the first dot product of
 // every block). The launch multiplies its sums by act_scale. Ends with the
-// block's barrier.
-template <int Warps>
+// block's barrier. W, U: a run kernel's row (quant_half).
+template <int Warps, int W = 1, int U = 1>
 inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red) {
     constexpr int kThreads = Warps * 32;
     const int64_t nh = p.K / 16;  // half-blocks
+    const int64_t ks = act_k(p.K, W, U);
     const int tid = threadIdx.x;
     if (p.a == nullptr) {
         // One round per iteration: each round is its own L2 round trip
@@ -201,7 +233,7 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
             for (int c = 0; c < 4; ++c) {
                 to_floats(valid ? load4(p.x, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x, 4 * c);
             }
-            quant_half(x, hb, valid, p.K, smem);
+            quant_half<false, W, U>(x, hb, valid, ks, smem);
         }
         __syncthreads();
         return;
@@ -247,7 +279,7 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
                 x[r][4 * c + 3] *= wc.w;
             }
         }
-        quant_half<true>(x[r], hb, valid, p.K, smem);
+        quant_half<true, W, U>(x[r], hb, valid, ks, smem);
     }
     ss = warp_sum(ss);
     if ((tid & 31) == 0) red[tid >> 5] = ss;
@@ -271,11 +303,11 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
 // quantized weight types, as f32 for the plain ones. All loads of a batch are
 // issued before any is used (one round trip per batch). Ends with the
 // block's barrier.
-template <bool Quant, int Warps>
+template <bool Quant, int Warps, int W = 1, int U = 1>
 inline __device__ void stage_act(const MvParams& p, uint8_t* smem, float* red) {
     constexpr int kThreads = Warps * 32;
     if constexpr (Quant) {
-        stage_act_q8<Warps>(p, smem, red);
+        stage_act_q8<Warps, W, U>(p, smem, red);
         return;
     }
     auto put4 = [&](float4 v, int64_t i, bool valid) {

@@ -193,6 +193,103 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, i
     }
 }
 
+// Run items (Q2_K: kRunType): lane j of a stage of W U blocks takes U
+// consecutive blocks, U j .. U j + U - 1, all in one superblock (U is 1, 2
+// or 4). Its fields are then a few wide loads per row (at four units: the
+// two-bit fields two 16-byte loads, the scale bytes two words, d/dmin one,
+// where single blocks took 12), d/dmin is converted once per row, and the
+// activation's run shares one scale (quant_half), so the run's integer
+// sums add up in the dot products' accumulators and take one float
+// product per row. The activation is staged with unit u of every lane side
+// by side (act_slot). H100, same calls, against single blocks: GPU time per
+// decode step 7B Q2_K 1,420 -> 1,375 us (twice), tinyllama Q2_K 446 -> 449;
+// op bench 4096 x 11008 7.31 -> 7.22 us, 4096 x 32000 16.96 -> 17.37; with
+// the weights in L2 (LANTERN_CUDA_BENCH_L2) 5.90 -> 5.50 us: the launch is
+// not bound by its instructions. Q3_K's runs (its one-bit words a third
+// load) were a wash: 7B Q3_K step 1,630 -> 1,604 us on one H100, 1,599 ->
+// 1,622 on another. Runs of two blocks at four units (each load
+// instruction one contiguous span) were no better.
+template <DType T>
+constexpr bool kRunType = T == DType::Q2_K;
+
+template <DType T, int U>
+struct RunRow {
+    uint32_t two[2 * U];       // two-bit fields, unit u: two[2u], two[2u + 1]
+    uint32_t sc[(U + 1) / 2];  // scale bytes, two units a word
+    uint32_t dm;               // d/dmin; 0 where the run is past the row
+};
+
+template <DType T, int W, int U, Ld L = Ld::Cached>
+__device__ __forceinline__ void run_load(const QRows& r, int nb, int b0, RunRow<T, U> (&o)[kRows]) {
+    static_assert(kRunType<T> && (U == 1 || U == 2 || U == 4), "runs within a superblock, in whole loads");
+    const int j = b0 & (W - 1), first = b0 - j + U * j;  // b0 includes j
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        // nb is a multiple of 8, so a run is in the row whole or not at all.
+        if (r.r[s].q == nullptr || first >= nb) {
+            o[s].dm = 0;
+            continue;
+        }
+        const uint8_t* two = r.r[s].q + 8 * first;
+        const uint8_t* sc = r.r[s].m + 2 * first;
+        uint32_t* t = o[s].two;
+        if constexpr (U == 4) {
+            const uint4 t0 = ld128<L>(two), t1 = ld128<L>(two + 16);
+            t[0] = t0.x, t[1] = t0.y, t[2] = t0.z, t[3] = t0.w;
+            t[4] = t1.x, t[5] = t1.y, t[6] = t1.z, t[7] = t1.w;
+            // Meta rows are 4-byte aligned only.
+            o[s].sc[0] = ld32<L>(sc);
+            o[s].sc[1] = ld32<L>(sc + 4);
+        } else if constexpr (U == 2) {
+            const uint4 t0 = ld128<L>(two);
+            t[0] = t0.x, t[1] = t0.y, t[2] = t0.z, t[3] = t0.w;
+            o[s].sc[0] = ld32<L>(sc);
+        } else {
+            const uint2 t0 = ld64<L>(two);
+            t[0] = t0.x, t[1] = t0.y;
+            o[s].sc[0] = ld16<L>(sc);
+        }
+        o[s].dm = qload_dm<T, L>(q_dm_at<T>(r.r[s], static_cast<size_t>(nb), static_cast<size_t>(first >> 3)));
+    }
+}
+
+template <DType T, int W, int U>
+__device__ __forceinline__ void run_dot(const RunRow<T, U> (&w)[kRows], const Act& a, int nb, int b0, float (&acc)[kRows]) {
+    const int j = b0 & (W - 1), stage = b0 - j;
+    // A lane past the row reads the stage's first slots (finite; its d is 0).
+    const int a0 = stage + U * j < nb ? stage + j : stage;
+    const float ad = a.d[a0];
+    int isc[kRows] = {0, 0}, imn[kRows] = {0, 0};
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int slot = a0 + W * u;
+        const int4 lo = *reinterpret_cast<const int4*>(a.q + 16 * slot);
+        const int4 hi = *reinterpret_cast<const int4*>(a.q + a.half_k + 16 * slot);
+        const int isum = a.isum[slot];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+            QBlk k;
+            k.two = make_uint2(w[s].two[2 * u], w[s].two[2 * u + 1]);
+            const int2 q = qsums16<T>(k, lo, hi);
+            const int v = static_cast<int>(__byte_perm(q.x, q.y, 0x5410));
+            // Scales in the low nibbles, mins in the high ones (qdot).
+            const uint32_t scw = w[s].sc[u / 2];
+            const int sc = static_cast<int>(scw & 0x0F0F0F0Fu), mn = static_cast<int>((scw >> 4) & 0x0F0F0F0Fu);
+            if ((u & 1) == 0) {
+                isc[s] = __dp2a_lo(v, sc, isc[s]);
+                imn[s] = __dp2a_lo(isum, mn, imn[s]);
+            } else {
+                isc[s] = __dp2a_hi(v, sc, isc[s]);
+                imn[s] = __dp2a_hi(isum, mn, imn[s]);
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        acc[s] += ad * (fp16_lo(w[s].dm) * static_cast<float>(isc[s]) - fp16_hi(w[s].dm) * static_cast<float>(imn[s]));
+    }
+}
+
 // Where a lane is: its warp item, the first block of the stage (j
 // included), its pair's rows (bit s of `valid`: slot s has a row).
 struct QPos {
@@ -213,10 +310,9 @@ __device__ __forceinline__ unsigned q_valid(const QRows& r) {
 // last and starts at block j, and the compiler keeps what depends on the
 // stage's blocks (the activation's addresses, which units are in the row)
 // out of the loop.
-template <DType T, int W, int U, bool Prefetch, bool Single>
+template <DType T, int W, int U, bool Prefetch, bool Single, bool Run, class Buf>
 __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const float* red, int nb, int step, int g, int j,
-                                       QPos& pos, const QBlk (&cur)[kRows][U], QBlk (&nxt)[kRows][U],
-                                       float (&acc)[kRows]) {
+                                       QPos& pos, const Buf& cur, Buf& nxt, float (&acc)[kRows]) {
     constexpr int G = 32 / W;
     if (pos.item * G >= p.n_items) return false;
     QPos next = pos;
@@ -229,8 +325,13 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
         next.valid = q_valid(next.rows);
         if constexpr (Prefetch) q_prefetch<W>(p, next.rows, j);
     }
-    q_load<T, W, U, Single>(next.rows, nb, Single ? j : next.b0, nxt);
-    q_dot<T, W, U, Single>(cur, a, nb, Single ? j : pos.b0, acc);
+    if constexpr (Run) {
+        run_load<T, W, U>(next.rows, nb, Single ? j : next.b0, nxt);
+        run_dot<T, W, U>(cur, a, nb, Single ? j : pos.b0, acc);
+    } else {
+        q_load<T, W, U, Single>(next.rows, nb, Single ? j : next.b0, nxt);
+        q_dot<T, W, U, Single>(cur, a, nb, Single ? j : pos.b0, acc);
+    }
     if (last) {
         const float sum = pair_sum<W>(acc, j >= W / 2);
         if (pos.valid != 0) q_store<W, kQWarps>(p, red, pos.item * G + g, sum, j);
@@ -241,7 +342,7 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
     return true;
 }
 
-template <DType T, int W, int U, bool Prefetch, bool Single>
+template <DType T, int W, int U, bool Prefetch, bool Single, bool Run = false>
 __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvParams p) {
     extern __shared__ __align__(16) uint8_t smem[];
     __shared__ __align__(16) float red[32];
@@ -269,20 +370,26 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     // fourth session's kernels and save 0.3% with the fifth's (2,955 ->
     // 2,947 us, twice in one call); tinyllama's Q4_0 and Q4_K steps took
     // 6-9% and the 7B Q4_0's 3% less with them.
-    QBlk buf0[kRows][U], buf1[kRows][U];
+    using Buf = std::conditional_t<Run, RunRow<T, U>[kRows], QBlk[kRows][U]>;
+    Buf buf0, buf1;
     // Its loads go out before the prefetches (7B Q4_0 decode step 1,731 ->
     // 1,724 us, op bench Q4_0 4096 x 11008 84 -> 85-86%; Q5_K 75 -> 74%).
-    q_load<T, W, U, Single, Ld::Coherent>(pos.rows, nb, pos.b0, buf0);
+    if constexpr (Run) {
+        run_load<T, W, U, Ld::Coherent>(pos.rows, nb, pos.b0, buf0);
+    } else {
+        q_load<T, W, U, Single, Ld::Coherent>(pos.rows, nb, pos.b0, buf0);
+    }
     q_prefetch<W>(p, pos.rows, j);
     prefetch_norm_inputs(p);
 
     pdl_enter();
-    stage_act<true, kQWarps>(p, smem, red);
-    const Act a = act_view(smem, p.K);
+    constexpr int AW = Run ? W : 1, AU = Run ? U : 1;  // the staged row's order (act_slot)
+    stage_act<true, kQWarps, AW, AU>(p, smem, red);
+    const Act a = act_view(smem, act_k(p.K, AW, AU));
 
     float acc[kRows] = {0.0f, 0.0f};
-    while (q_step<T, W, U, Prefetch, Single>(p, a, red, nb, step, g, j, pos, buf0, buf1, acc) &&
-           q_step<T, W, U, Prefetch, Single>(p, a, red, nb, step, g, j, pos, buf1, buf0, acc)) {
+    while (q_step<T, W, U, Prefetch, Single, Run>(p, a, red, nb, step, g, j, pos, buf0, buf1, acc) &&
+           q_step<T, W, U, Prefetch, Single, Run>(p, a, red, nb, step, g, j, pos, buf1, buf0, acc)) {
     }
 }
 
@@ -331,17 +438,28 @@ int units_per_stage(int64_t nb, int W) {
 
 template <DType T>
 void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
-    const size_t smem = mv_smem_bytes(T, p.K);
     const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kQWarps;
     const bool pf = ctx.matvec == MatVecKernel::StreamedPrefetch;
     const int64_t nb = p.K / 32;
     const int W = pf ? 32 : lanes_per_pair<T>(nb, p.n_items, warps);
-    const int U = pf ? kQUnits<T> : units_per_stage<T>(nb, W);
+    const bool run = kRunType<T> && ctx.runs;
+    int U = pf ? kQUnits<T> : units_per_stage<T>(nb, W);
+    if (run && U == 3) U = 4;  // runs divide a superblock
+    const size_t smem = mv_smem_bytes(T, run ? act_k(p.K, W, U) : p.K);
     const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
     const int64_t groups = (items + kQWarps - 1) / kQWarps;
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
-    auto go = [&](auto kernel) {
+    auto go_kernel = [&](auto kernel) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kQThreads), smem, p), "k_matvec_q", node);
+    };
+    auto go = [&]<int WW, int UU, bool PF, bool SG>() {
+        if constexpr (kRunType<T> && UU != 3) {
+            if (run) {
+                go_kernel(k_matvec_q<T, WW, UU, PF, SG, true>);
+                return;
+            }
+        }
+        go_kernel(k_matvec_q<T, WW, UU, PF, SG, false>);
     };
     constexpr int D = kQUnits<T>;
     // Rows of one stage take the Single kernel (q_step), except the other
@@ -355,19 +473,19 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const bool single = W * U >= nb && (is_kquant(T) || nb <= 64);
     auto full = [&]<int UU>() {
         if (single) {
-            go(k_matvec_q<T, 32, UU, false, true>);
+            go.template operator()<32, UU, false, true>();
         } else {
-            go(k_matvec_q<T, 32, UU, false, false>);
+            go.template operator()<32, UU, false, false>();
         }
     };
     if (pf) {
-        go(k_matvec_q<T, 32, D, true, false>);
+        go.template operator()<32, D, true, false>();
     } else if (W == 8) {
-        go(k_matvec_q<T, 8, D, false, true>);
+        go.template operator()<8, D, false, true>();
     } else if (W == 16) {
-        go(k_matvec_q<T, 16, D, false, true>);
+        go.template operator()<16, D, false, true>();
     } else if (U == 1) {
-        go(k_matvec_q<T, 32, 1, false, true>);
+        go.template operator()<32, 1, false, true>();
     } else if (U == 2) {  // only when D >= 2 (units_per_stage)
         full.template operator()<std::min(2, D)>();
     } else if (U == 3) {  // only when D >= 3
@@ -386,6 +504,17 @@ void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Te
 void init_matvec_streamed(int max_smem) {
     for_each_quant([&]<DType T>() {
         constexpr int D = kQUnits<T>;
+        if constexpr (kRunType<T>) {
+            static_assert(D == 4, "run items of 1, 2 or 4 blocks");
+            raise_smem_limit(k_matvec_q<T, 8, D, false, true, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 16, D, false, true, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false, true, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false, false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, 1, false, true, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, 2, false, true, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, 2, false, false, true>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, true, false, true>, max_smem);
+        }
         raise_smem_limit(k_matvec_q<T, 8, D, false, true>, max_smem);
         raise_smem_limit(k_matvec_q<T, 16, D, false, true>, max_smem);
         raise_smem_limit(k_matvec_q<T, 32, D, false, true>, max_smem);

@@ -203,6 +203,22 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
     return d;
 }
 
+// The types with a scale per group of 16 (Q2_K, Q3_K, Q6_K): each half's
+// integer sum of q * a (elements 0..15: x, 16..31: y), before offsets and
+// scales.
+template <DType T>
+__device__ __forceinline__ int2 qsums16(const QBlk& k, const int4& alo, const int4& ahi) {
+    const int lo[4] = {alo.x, alo.y, alo.z, alo.w};
+    const int hi[4] = {ahi.x, ahi.y, ahi.z, ahi.w};
+    int v0 = 0, v1 = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        v0 = __dp4a(static_cast<int>(qword<T>(k, 0, j)), lo[j], v0);
+        v1 = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v1);
+    }
+    return make_int2(v0, v1);
+}
+
 // Offsets subtracted from a type's quants (0: none, or the type has a min).
 template <DType T>
 constexpr int q_offset() {
@@ -237,12 +253,8 @@ __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
     const int hi[4] = {a.hi.x, a.hi.y, a.hi.z, a.hi.w};
     if constexpr (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) {
         // A scale per group of 16.
-        int v0 = 0, v1 = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            v0 = __dp4a(static_cast<int>(qword<T>(k, 0, j)), lo[j], v0);
-            v1 = __dp4a(static_cast<int>(qword<T>(k, 1, j)), hi[j], v1);
-        }
+        const int2 v = qsums16<T>(k, a.lo, a.hi);
+        const int v0 = v.x, v1 = v.y;
         const float d = fp16_lo(k.dm);
         if constexpr (T == DType::Q2_K) {
             // |v| <= 16 * 3 * 127: both halves' sums in one word.
