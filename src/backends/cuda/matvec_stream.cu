@@ -203,7 +203,7 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, i
 // product per row. The activation is staged with unit u of every lane side
 // by side (act_slot). H100, same calls, against single blocks: GPU time per
 // decode step 7B Q2_K 1,420 -> 1,375 us (twice), tinyllama Q2_K 446 -> 449;
-// op bench 4096 x 11008 7.31 -> 7.22 us, 4096 x 32000 16.96 -> 17.37; with
+// op bench 4096 x 11008 7.31 -> 7.22 us, 4096 x 32000 16.97 -> 17.33; with
 // the weights in L2 (LANTERN_CUDA_BENCH_L2) 5.90 -> 5.50 us: the launch is
 // not bound by its instructions. Q3_K's runs (its one-bit words a third
 // load) were a wash: 7B Q3_K step 1,630 -> 1,604 us on one H100, 1,599 ->
