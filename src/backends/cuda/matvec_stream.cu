@@ -212,7 +212,7 @@ __device__ __forceinline__ void q_dot(const QBlk (&w)[kRows][U], const Act& a, i
 template <DType T>
 constexpr bool kRunType = T == DType::Q2_K;
 
-template <DType T, int U>
+template <int U>
 struct RunRow {
     uint32_t two[2 * U];       // two-bit fields, unit u: two[2u], two[2u + 1]
     uint32_t sc[(U + 1) / 2];  // scale bytes, two units a word
@@ -220,7 +220,7 @@ struct RunRow {
 };
 
 template <DType T, int W, int U, Ld L = Ld::Cached>
-__device__ __forceinline__ void run_load(const QRows& r, int nb, int b0, RunRow<T, U> (&o)[kRows]) {
+__device__ __forceinline__ void run_load(const QRows& r, int nb, int b0, RunRow<U> (&o)[kRows]) {
     static_assert(kRunType<T> && (U == 1 || U == 2 || U == 4), "runs within a superblock, in whole loads");
     const int j = b0 & (W - 1), first = b0 - j + U * j;  // b0 includes j
 #pragma unroll
@@ -254,7 +254,7 @@ __device__ __forceinline__ void run_load(const QRows& r, int nb, int b0, RunRow<
 }
 
 template <DType T, int W, int U>
-__device__ __forceinline__ void run_dot(const RunRow<T, U> (&w)[kRows], const Act& a, int nb, int b0, float (&acc)[kRows]) {
+__device__ __forceinline__ void run_dot(const RunRow<U> (&w)[kRows], const Act& a, int nb, int b0, float (&acc)[kRows]) {
     const int j = b0 & (W - 1), stage = b0 - j;
     // A lane past the row reads the stage's first slots (finite; its d is 0).
     const int a0 = stage + U * j < nb ? stage + j : stage;
@@ -370,7 +370,7 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     // fourth session's kernels and save 0.3% with the fifth's (2,955 ->
     // 2,947 us, twice in one call); tinyllama's Q4_0 and Q4_K steps took
     // 6-9% and the 7B Q4_0's 3% less with them.
-    using Buf = std::conditional_t<Run, RunRow<T, U>[kRows], QBlk[kRows][U]>;
+    using Buf = std::conditional_t<Run, RunRow<U>[kRows], QBlk[kRows][U]>;
     Buf buf0, buf1;
     // Its loads go out before the prefetches (7B Q4_0 decode step 1,731 ->
     // 1,724 us, op bench Q4_0 4096 x 11008 84 -> 85-86%; Q5_K 75 -> 74%).
@@ -504,27 +504,26 @@ void launch_matvec_streamed(const Ctx& ctx, const MvParams& p, DType t, const Te
 void init_matvec_streamed(int max_smem) {
     for_each_quant([&]<DType T>() {
         constexpr int D = kQUnits<T>;
+        // Every instantiation launch_matvec_q may take (Run: no three-unit ones).
+        auto raise = [&]<bool Run>() {
+            raise_smem_limit(k_matvec_q<T, 8, D, false, true, Run>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 16, D, false, true, Run>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false, true, Run>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, D, false, false, Run>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, 1, false, true, Run>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, true, Run>, max_smem);
+            raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, false, Run>, max_smem);
+            if constexpr (!Run) {
+                raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, true, Run>, max_smem);
+                raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, false, Run>, max_smem);
+            }
+            raise_smem_limit(k_matvec_q<T, 32, D, true, false, Run>, max_smem);
+        };
+        raise.template operator()<false>();
         if constexpr (kRunType<T>) {
             static_assert(D == 4, "run items of 1, 2 or 4 blocks");
-            raise_smem_limit(k_matvec_q<T, 8, D, false, true, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 16, D, false, true, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, false, true, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, false, false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, 1, false, true, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, 2, false, true, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, 2, false, false, true>, max_smem);
-            raise_smem_limit(k_matvec_q<T, 32, D, true, false, true>, max_smem);
+            raise.template operator()<true>();
         }
-        raise_smem_limit(k_matvec_q<T, 8, D, false, true>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 16, D, false, true>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, D, false, true>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, D, false, false>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, 1, false, true>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, true>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, std::min(2, D), false, false>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, true>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, std::min(3, D), false, false>, max_smem);
-        raise_smem_limit(k_matvec_q<T, 32, D, true, false>, max_smem);
     });
 }
 
