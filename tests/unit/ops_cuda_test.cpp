@@ -289,6 +289,15 @@ const std::vector<Extra>& extras() {
             f.push_back({"mul_mat_" + ty + "_" + std::to_string(odd_k) + "x4401x1",
                          [t, s2, odd_k] { return matvec_case(t, odd_k, 4401, 1, s2); }});
         }
+        // Launches of four rounds or more on an H100 (132 SMs), which take
+        // fewer blocks with the same rounds each (matvec_stream.cu): rows
+        // alone (Q4_0, 6,500 pairs: 102 blocks) and gate/up pairs at the
+        // 7B's width (Q2_K run items, 11,008 pairs: 115 blocks).
+        {
+            const uint32_t s1 = ++seed, s2 = ++seed;
+            f.push_back({"mul_mat_q4_0_4096x13000x1", [s1] { return matvec_case(DType::Q4_0, 4096, 13000, 1, s1); }});
+            f.push_back({"gate_up_q2_K_4096x11008", [s2] { return gate_up_case(DType::Q2_K, 4096, 11008, s2); }});
+        }
         // Q3_K's paired blocks over rows of several stages, the last part-full
         // (344 blocks: stages of 128); Q5_K's (120 blocks: stages of 64).
         for (DType t : {DType::Q3_K, DType::Q2_K}) {

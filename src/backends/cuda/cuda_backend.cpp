@@ -120,6 +120,15 @@ void CudaBackend::init() {
     ctx_.bulk = bulk == nullptr || std::strcmp(bulk, "0") != 0;
     const char* runs = std::getenv("LANTERN_CUDA_RUNS");
     ctx_.runs = runs == nullptr || std::strcmp(runs, "0") != 0;
+    if (const char* b = std::getenv("LANTERN_CUDA_BALANCE"); b != nullptr && *b != '\0') {
+        char* end = nullptr;
+        const long n = std::strtol(b, &end, 10);
+        if (*end != '\0' || n < 0) {
+            throw Error(ErrorCode::InvalidArgument,
+                        std::string("cuda: LANTERN_CUDA_BALANCE must be a number of rounds (0: off), not '") + b + "'");
+        }
+        ctx_.balance_rounds = static_cast<int>(std::min<long>(n, 1 << 20));
+    }
     if (const char* mv = std::getenv("LANTERN_CUDA_MATVEC"); mv != nullptr && *mv != '\0') {
         if (std::strcmp(mv, "general") == 0) {
             ctx_.matvec = MatVecKernel::General;

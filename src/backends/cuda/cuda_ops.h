@@ -54,6 +54,10 @@ struct Ctx {
     MatVecKernel matvec = MatVecKernel::Streamed;
     bool bulk = true;  // Streamed: k_matvec_bulk for the types it is faster for
     bool runs = true;  // Q2_K: k_matvec_q's run items (matvec_stream.cu; LANTERN_CUDA_RUNS=0: off)
+    // k_matvec_q launches of one-stage rows and this many rounds or more
+    // spread their items evenly over fewer blocks (matvec_stream.cu;
+    // LANTERN_CUDA_BALANCE=N, 0: off).
+    int balance_rounds = 4;
     Workspace ws;
 };
 

@@ -448,7 +448,20 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const size_t smem = mv_smem_bytes(T, run ? act_k(p.K, W, U) : p.K);
     const int64_t items = (p.n_items + 32 / W - 1) / (32 / W);  // warp items
     const int64_t groups = (items + kQWarps - 1) / kQWarps;
-    const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
+    // A launch of several rounds whose groups do not fill the last one
+    // (the 7B's gate/up: 688 groups of 16 warp items on 132 SMs, 5.2
+    // rounds) takes as few blocks as still need that many rounds (115, each
+    // with 6), when its rows are one stage each: H100, same call, GPU time
+    // per decode step 7B Q4_0 1,724 -> 1,687 us (twice), Q4_1 1,852 -> 1,813,
+    // Q3_K 1,606 -> 1,584, Q4_K 1,903 -> 1,886, Q2_K 1,381 -> 1,350;
+    // tinyllama Q4_0 and smollm2 (no launch of 4 rounds but their output
+    // matrices) unchanged. Rows of two stages lost (7B Q8_0 2,774 -> 2,817
+    // us), and so did launches of 2 or 3 rounds (tinyllama's gate/up, 2
+    // rounds: 478 -> 490 us; the op bench's 4096 x 11008, 3 rounds: Q2_K
+    // 7.23 -> 7.53 us, Q4_K 79 -> 75% of the copy).
+    int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
+    const int64_t rounds = (groups + grid - 1) / grid;
+    if (ctx.balance_rounds > 0 && rounds >= ctx.balance_rounds && W * U >= nb) grid = (groups + rounds - 1) / rounds;
     auto go_kernel = [&](auto kernel) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kQThreads), smem, p), "k_matvec_q", node);
     };
