@@ -25,6 +25,9 @@ struct PreTokenizerSpec {
     // Take a whole piece as one token when the vocabulary has it, before any
     // merging (tokenizer.json "ignore_merges", tiktoken's behaviour).
     bool ignore_merges = false;
+    // Normalise the text to NFC before splitting it (the family's
+    // tokenizer.json normalizer; GGUF files do not carry it).
+    bool nfc = false;
 };
 
 // The spec for a `tokenizer.ggml.pre` name, or nullptr when it is unknown.

@@ -147,7 +147,7 @@ const NamedSpec kTable[] = {
     {"dbrx", {"llama3", kLlama3}},
     {"smaug-bpe", {"llama3", kLlama3}},
     {"chatglm-bpe", {"llama3", kLlama3}},
-    {"qwen2", {"qwen2", kQwen2}},
+    {"qwen2", {"qwen2", kQwen2, false, true}},  // Qwen2, Qwen2.5, Qwen3: NFC
     {"stablelm2", {"qwen2", kQwen2}},
     {"deepseek-r1-qwen", {"qwen2", kQwen2}},
     {"megrez", {"qwen2", kQwen2}},

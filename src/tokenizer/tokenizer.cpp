@@ -9,6 +9,7 @@
 #include "lantern/error.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/normalize.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/token_index.h"
@@ -46,6 +47,7 @@ struct Tokenizer::Impl {
     std::optional<tok::BpeModel> bpe;
     std::optional<tok::PreTokenizer> pre;
     bool ignore_merges = false;
+    bool nfc = false;  // normalise each stretch of text to NFC first (PreTokenizerSpec::nfc)
     bool pre_fallback = false;
 
     bool add_bos = false, add_eos = false, add_space_prefix = false, remove_extra_ws = false;
@@ -69,6 +71,7 @@ struct Tokenizer::Impl {
         tok::SpmModel::Scratch spm;
         std::vector<std::pair<size_t, size_t>> pieces;
         std::string buffer;
+        std::string normalized;
     };
 
     // Encodes one stretch of text between special tokens (or the whole text).
@@ -182,6 +185,7 @@ Tokenizer::Tokenizer(VocabData data, WarningFn on_warning) {
         }
         m.pre.emplace(spec->patterns);
         m.ignore_merges = spec->ignore_merges;
+        m.nfc = spec->nfc;
         m.nl = m.bpe->byte_token('\n');
         // Only a genuine unknown token stands in for a byte the vocabulary
         // cannot spell; some files name <|endoftext|> as "unknown".
@@ -251,6 +255,10 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>& o
         }
         spm->encode(s.buffer, index, data.unk, out, s.spm);
         return;
+    }
+    if (nfc) {
+        s.normalized = unicode::to_nfc(text);
+        text = s.normalized;
     }
     if (add_space_prefix) {
         s.buffer.assign(1, ' ');

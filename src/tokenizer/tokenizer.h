@@ -22,8 +22,10 @@
 // Tokenizer then reports it once, through the optional warning callback and
 // in warnings(), and pre_tokenizer_fallback() returns true.
 //
-// No Unicode normalisation is applied (Qwen2's tokenizer.json asks for NFC;
-// text is taken as given, as llama.cpp does).
+// Unicode normalisation: the qwen2 pre-tokenizer (Qwen2, Qwen2.5, Qwen3)
+// first puts each stretch of text between special tokens in NFC, as the
+// family's tokenizer.json normalizer does (llama.cpp does not); every other
+// vocabulary takes the text as given.
 //
 // Special tokens: tokens of type CONTROL, USER_DEFINED or UNKNOWN with a
 // non-empty text. encode(..., parse_special = true) finds them in the text
@@ -40,6 +42,7 @@
 //
 // Round trip: decode(encode(text, false, false)) == text, invalid UTF-8
 // included (it travels as byte tokens or byte-level characters), except:
+//   - NFC vocabularies (above): text not in NFC decodes in NFC;
 //   - SPM: a literal "▁" (U+2581) in the text decodes as a space, as in
 //     SentencePiece; with remove_extra_whitespaces (off unless the file asks)
 //     space runs collapse;
