@@ -53,6 +53,13 @@ private:
     using VF = simd::VF;
     using VI = simd::VI;
 
+    // Each row's weights are prefetched this far ahead (prefetch_ahead). The
+    // 2-core Xeon (AVX-512), tg of synthetic tinyllama 1.1B, two threads,
+    // same session: Q4_0 23.7 -> 30.2 t/s, Q8_0 15.5 -> 20.3 (256 bytes:
+    // Q4_0 28.1; 384: 29.3; 768: 27.5; 1,024: 26.4); SmolLM2-135M Q4_1
+    // 66 -> 78 t/s on one thread; prompt speed unchanged.
+    static constexpr size_t kPrefetchBytes = 512;
+
     // The constant subtracted from u through the activation sums.
     static constexpr int kCorrection = W::kSigned ? (LANTERN_SIMD_VNNI ? 128 : 0) : W::kOffset;
 
@@ -134,7 +141,10 @@ private:
         // The weights stay in registers while the activations stream past:
         // NR * NC accumulators + 2 NR weight vectors + one activation step.
         WeightStep ws[NR];
-        for (int r = 0; r < NR; ++r) ws[r] = load_weights<kTail>(w[r] + b);
+        for (int r = 0; r < NR; ++r) {
+            prefetch_ahead(w[r] + b, kPrefetchBytes, kPieces * sizeof(Block));
+            ws[r] = load_weights<kTail>(w[r] + b);
+        }
         for (int c = 0; c < NC; ++c) {
             const ActStep as = load_act<kTail>(a[c] + b);
             for (int r = 0; r < NR; ++r) accumulate(acc[r][c], ws[r], as);

@@ -44,4 +44,16 @@ inline const T* row_at(const void* base, size_t stride, int r) {
     return reinterpret_cast<const T*>(static_cast<const char*>(base) + static_cast<size_t>(r) * stride);
 }
 
+// Software prefetch of the `span` bytes that start `ahead` bytes after p,
+// one request per 64-byte line. The tiles read a few weight rows at once,
+// and with one activation row they wait on memory: the hardware prefetcher
+// alone keeps too few lines in flight. Computed on integers: the address
+// may lie past the end of a row, and a prefetch never faults.
+inline void prefetch_ahead(const void* p, size_t ahead, size_t span) {
+    const uintptr_t start = reinterpret_cast<uintptr_t>(p) + ahead;
+    for (uintptr_t offset = 0; offset < span; offset += 64) {
+        __builtin_prefetch(reinterpret_cast<const void*>(start + offset));
+    }
+}
+
 }  // namespace lantern::quant
