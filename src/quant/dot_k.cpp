@@ -97,7 +97,7 @@ constexpr int kNR = 2, kNC = 2;
 
 template <class K>
 constexpr DotKernel dot_kernel() {
-    return {&TiledDot<KTile<K>, kNR, kNC>::vec_dot, kNR, kNC};
+    return {&TiledDot<KTile<K>, kNR, kNC>::vec_dot, kNR, kNC, kNR};
 }
 
 }  // namespace

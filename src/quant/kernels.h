@@ -15,6 +15,7 @@ struct DotKernel {
     VecDotFn fn;
     int max_nr;
     int max_nc;
+    int wide_nr;  // TypeOps::wide_nr
 };
 
 // ---- quant_plain.cpp: F32, F16, BF16 -----------------------------------

@@ -8,8 +8,9 @@
 //   F32, F16, BF16 x F32 (the weights are widened to f32 as they are loaded:
 //   rounding the activations to 16 bits would cost accuracy, and the
 //   conversion is shared by the tile's columns).
-// Tiles are 4 x 4 with AVX-512, smaller with AVX2 and in the scalar build;
-// read max_nr / max_nc rather than assuming them. vec_dot takes any K that is
+// Tiles are 4 x 4 with AVX-512 (8 x 1 for the 32-element types), smaller
+// with AVX2 and in the scalar build; read max_nr / max_nc / wide_nr rather
+// than assuming them. vec_dot takes any K that is
 // a multiple of both types' block sizes, any row strides, and unaligned rows.
 // All functions are pure and may be called from any number of threads.
 #pragma once
@@ -40,6 +41,10 @@ struct TypeOps {
     VecDotFn vec_dot = nullptr;
     int max_nr = 1;  // largest tile vec_dot takes in one call
     int max_nc = 1;
+    // Rows per call for tiles of several activation rows (<= max_nr): a
+    // kernel may take more rows only when there is one activation row
+    // (decoding), where it has the registers to spare.
+    int wide_nr = 1;
 };
 
 // Kernels of a type, or nullptr when the CPU has none for it.

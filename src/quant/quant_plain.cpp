@@ -148,8 +148,8 @@ void bf16_from_float_ref(const float* src, void* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
 }
 
-const DotKernel kDotF32 = {&PlainDot<F32Weights>::vec_dot, kMaxNR, kMaxNC};
-const DotKernel kDotF16 = {&PlainDot<F16Weights>::vec_dot, kMaxNR, kMaxNC};
-const DotKernel kDotBF16 = {&PlainDot<BF16Weights>::vec_dot, kMaxNR, kMaxNC};
+const DotKernel kDotF32 = {&PlainDot<F32Weights>::vec_dot, kMaxNR, kMaxNC, kMaxNR};
+const DotKernel kDotF16 = {&PlainDot<F16Weights>::vec_dot, kMaxNR, kMaxNC, kMaxNR};
+const DotKernel kDotBF16 = {&PlainDot<BF16Weights>::vec_dot, kMaxNR, kMaxNC, kMaxNR};
 
 }  // namespace lantern::quant

@@ -19,6 +19,7 @@ constexpr TypeOps ops(ToFloatFn to_float, FromFloatFn from_float, FromFloatFn fr
         t.vec_dot = dot->fn;
         t.max_nr = dot->max_nr;
         t.max_nc = dot->max_nc;
+        t.wide_nr = dot->wide_nr;
     }
     return t;
 }

@@ -75,6 +75,8 @@ TEST(QuantTable, EveryTypeHasItsKernels) {
         ASSERT_NE(ops->vec_dot, nullptr);
         EXPECT_GE(ops->max_nr, 1);
         EXPECT_GE(ops->max_nc, 1);
+        EXPECT_GE(ops->wide_nr, 1);
+        EXPECT_LE(ops->wide_nr, ops->max_nr);
         const TypeOps* act = type_ops(ops->vec_dot_type);
         ASSERT_NE(act, nullptr);
         EXPECT_NE(act->from_float, nullptr);

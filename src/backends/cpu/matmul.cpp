@@ -3,8 +3,9 @@
 // mul_mat: activations are first converted to the weight type's vec_dot_type
 // (phase 1, split by rows), then the threads share tiles of the output
 // (phase 2): blocks of kBlockN weight rows x kBlockM activation rows, each
-// computed by the type's tile kernel in max_nr x max_nc pieces so that a
-// weight block loaded into cache serves many activation rows.
+// computed by the type's tile kernel in wide_nr x max_nc pieces so that a
+// weight block loaded into cache serves many activation rows (max_nr x 1
+// for one activation row).
 #include <algorithm>
 #include <cstring>
 
@@ -66,7 +67,7 @@ void mul_mat(const KernelContext& ctx, const Tensor& dst) {
     }
 
     // Phase 2: output tiles.
-    const int max_nr = ops.max_nr, max_nc = ops.max_nc;
+    const int max_nr = M == 1 ? ops.max_nr : ops.wide_nr, max_nc = ops.max_nc;
     const int64_t bn = M == 1 ? std::max<int64_t>(max_nr, (N + ctx.nth * 4 - 1) / (ctx.nth * 4) / max_nr * max_nr)
                               : kBlockN;
     const int64_t blocks_n = (N + bn - 1) / bn;
