@@ -176,13 +176,13 @@ private:
 // step fit the 32 zmm. AVX2 spills some of its 16 ymm at 4 x 4 but still
 // measured faster than 2 x 3, 2 x 4 or 3 x 2 (the weight unpacking is shared
 // by more columns). With one activation row AVX-512 takes 8 rows a call for
-// Q4_0 and Q8_0 (8 accumulators + 16 weight vectors + one activation step):
-// the activation step is shared by twice the rows. 2-core
-// Xeon, synthetic tinyllama, tg with two threads, runs alternated: Q4_0
-// 27.2-29.3 -> 29.7-30.8 t/s, Q8_0 19.6-19.8 -> 20.5-21.0; one thread Q4_0
-// 15.5-15.6 -> 16.2. Q4_1 at 8 rows (a third weight vector per row, so
-// spills) cost SmolLM2 15%, Q5_0 (its fifth bits' unpacking) 26.2 -> 25.7,
-// and 8 rows for the prompt tiles cost pp 5-8%.
+// Q4_0 and Q8_0 (8 accumulators + 16 weight vectors + one activation step),
+// so each activation step serves twice the rows. 2-core Xeon, synthetic
+// tinyllama, tg with two threads, runs alternated: Q4_0 27.2-29.3 ->
+// 29.7-30.8 t/s, Q8_0 19.6-19.8 -> 20.5-21.0; one thread Q4_0 15.5-15.6 ->
+// 16.2. Q4_1 at 8 rows (a third weight vector per row, so spills) cost
+// SmolLM2 15%, Q5_0 (its fifth bits' unpacking) 26.2 -> 25.7, and 8 rows
+// for the prompt tiles cost pp 5-8%.
 #if LANTERN_SIMD_WIDTH == 512
 constexpr int kNR = 4, kNC = 4, kDecodeNR = 8;
 #elif LANTERN_SIMD_WIDTH
