@@ -78,6 +78,40 @@ inline simd::VF dot_q4_K(const BlockQ4_K& w, const BlockQ8_K& a, simd::VF acc) {
     const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), m16);
     return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(mins)), simd::splat_f(-fp16_to_f32(w.dmin) * a.d), acc);
 }
+
+// The same for Q6_K. Chunk 2h + c of 64 elements: nibble c of ql[64h ..
+// 64h + 63] with bits 4c, 4c + 1 (first 32) or 4c + 2, 4c + 3 (last 32) of
+// qh[32h .. 32h + 31] above it (unpack_q6_K's layout); a signed scale per
+// 16 elements, and the offset 32 through the activation's sums. Synthetic
+// tinyllama Q6_K, tg: two threads 20.3 -> 22.5 t/s, one thread 10.7 -> 11.8.
+inline simd::VF dot_q6_K(const BlockQ6_K& w, const BlockQ8_K& a, simd::VF acc) {
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)));
+    const __m512i scales = _mm512_castsi256_si512(sc16);
+    // int16 lane l of a chunk takes scale l / 8 of the chunk's four.
+    const __m512i lane_scale = _mm512_set_epi64(0x0003000300030003ll, 0x0003000300030003ll, 0x0002000200020002ll,
+                                                0x0002000200020002ll, 0x0001000100010001ll, 0x0001000100010001ll, 0, 0);
+    __m512i isum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+        const __m512i low = _mm512_loadu_si512(w.ql + 64 * h);
+        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * h));
+        const __m512i high = _mm512_inserti64x4(_mm512_castsi256_si512(hb), hb, 1);
+        for (int c = 0; c < 2; ++c) {
+            const __m512i nib = _mm512_and_si512(_mm512_srli_epi64(low, 4 * c), _mm512_set1_epi8(0x0F));
+            const __m512i shift = _mm512_set_epi64(4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c, 4 * c, 4 * c, 4 * c);
+            const __m512i top = _mm512_and_si512(_mm512_srlv_epi64(high, shift), _mm512_set1_epi8(0x03));
+            const __m512i q = _mm512_or_si512(nib, _mm512_slli_epi64(top, 4));
+            const int k = 2 * h + c;
+            const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a.qs + 64 * k));
+            const __m512i idx = _mm512_add_epi16(lane_scale, _mm512_set1_epi16(static_cast<short>(4 * k)));
+            isum = _mm512_add_epi32(isum, _mm512_madd_epi16(pairs, _mm512_permutexvar_epi16(idx, scales)));
+        }
+    }
+    const float d = fp16_to_f32(w.d) * a.d;
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
+    const __m256i offset = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
+                                             _mm256_slli_epi16(sc16, 5));  // 32 * scale
+    return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(offset)), simd::splat_f(-d), acc);
+}
 #endif
 
 // Weights are prefetched kPrefetchAhead super-blocks ahead (prefetch_ahead,
@@ -106,6 +140,10 @@ struct KTile {
 #if LANTERN_SIMD_WIDTH == 512
                 if constexpr (NC == 1 && std::is_same_v<K, kquant::Q4_K>) {
                     acc[r][0] = dot_q4_K(w[r][b], a[0][b], acc[r][0]);
+                    continue;
+                }
+                if constexpr (NC == 1 && std::is_same_v<K, kquant::Q6_K>) {
+                    acc[r][0] = dot_q6_K(w[r][b], a[0][b], acc[r][0]);
                     continue;
                 }
 #endif
