@@ -46,24 +46,36 @@ inline float dot_superblock(const Unpacked& w, const BlockQ8_K& a) {
 #endif
 
 #if LANTERN_SIMD_WIDTH == 512
-// dot_superblock for Q4_K without Unpacked, for tiles of one activation row:
-// the nibbles, the scales and the mins stay in registers (there the
-// unpacked super-block is read once, and its stores and loads were most of
-// the work). 2-core Xeon, synthetic tinyllama Q4_K, tg: two threads 21.5 ->
-// 26.6 t/s, one thread 11.1 -> 14.1; Gemma 3 270M Q4_K_M 56.5 -> 59.1.
-// Chunk j of 64 elements is the low then the high nibbles of qs[32j ..
-// 32j + 31], that is sub-blocks 2j and 2j + 1.
-inline simd::VF dot_q4_K(const BlockQ4_K& w, const BlockQ8_K& a, simd::VF acc) {
+// dot_superblock for Q4_K and Q5_K without Unpacked, for tiles of one
+// activation row: the quants, the scales and the mins stay in registers
+// (there the unpacked super-block is read once, and its stores and loads
+// were most of the work). 2-core Xeon, synthetic tinyllama Q4_K, tg: two
+// threads 21.5 -> 26.6 t/s, one thread 11.1 -> 14.1 (Q5_K, two threads:
+// 19.8 -> 24.3); Gemma 3 270M Q4_K_M 56.5 -> 59.1. Chunk j of 64 elements is the low then the high nibbles of
+// qs[32j .. 32j + 31], that is sub-blocks 2j and 2j + 1 (Q5_K: bit 2j, then
+// 2j + 1, of qh[0 .. 31] above them).
+template <class Block>
+inline simd::VF dot_q45_K(const Block& w, const BlockQ8_K& a, simd::VF acc) {
     uint32_t sc[2], mn[2];
     kquant::scales_mins_k4(w.scales, sc, mn);
     const __m512i scales = _mm512_castsi128_si512(
         _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sc[1]), static_cast<int>(sc[0]))));
     const __m512i nibble_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    __m512i high = _mm512_setzero_si512();
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh));
+        high = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
+    }
     __m512i isum = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * j));
         const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), packed, 1);
-        const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(both, nibble_shift), _mm512_set1_epi8(0x0F));
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi64(both, nibble_shift), _mm512_set1_epi8(0x0F));
+        if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+            const __m512i shift = _mm512_set_epi64(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j);
+            const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(high, shift), _mm512_set1_epi8(0x01));
+            q = _mm512_or_si512(q, _mm512_slli_epi64(bit, 4));
+        }
         const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a.qs + 64 * j));
         // int16 lanes 0..15 take sub-block 2j's scale, 16..31 sub-block 2j + 1's.
         const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * j)),
@@ -138,8 +150,8 @@ struct KTile {
             for (int r = 0; r < NR; ++r) {
                 prefetch_ahead(w[r] + b, kPrefetchAhead * sizeof(Block), sizeof(Block));
 #if LANTERN_SIMD_WIDTH == 512
-                if constexpr (NC == 1 && std::is_same_v<K, kquant::Q4_K>) {
-                    acc[r][0] = dot_q4_K(w[r][b], a[0][b], acc[r][0]);
+                if constexpr (NC == 1 && (std::is_same_v<K, kquant::Q4_K> || std::is_same_v<K, kquant::Q5_K>)) {
+                    acc[r][0] = dot_q45_K(w[r][b], a[0][b], acc[r][0]);
                     continue;
                 }
                 if constexpr (NC == 1 && std::is_same_v<K, kquant::Q6_K>) {
