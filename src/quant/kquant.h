@@ -168,6 +168,24 @@ inline void unpack_q2_K(const BlockQ2_K& b, Unpacked& u) {
     u.dm = fp16_to_f32(b.dmin);
 }
 
+// Q3_K's sixteen signed scales (sc - 32) from its 12 scale bytes S, as
+// int8 bytes of four little-endian words (byte g % 4 of word g / 4: group
+// g). The 6-bit scale of group g: low 4 bits in nibble g / 8 of S[g % 8],
+// high 2 bits at bits 2 (g / 4) of S[8 + g % 4].
+inline void scales_q3_K(const uint8_t* scales, uint32_t (&sc)[4]) {
+    uint32_t w[3];
+    std::memcpy(w, scales, 12);
+    constexpr uint32_t kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
+    const uint32_t v[4] = {
+        (w[0] & kLow4) | (w[2] & kLow2) << 4,
+        (w[1] & kLow4) | ((w[2] >> 2) & kLow2) << 4,
+        ((w[0] >> 4) & kLow4) | ((w[2] >> 4) & kLow2) << 4,
+        ((w[1] >> 4) & kLow4) | ((w[2] >> 6) & kLow2) << 4,
+    };
+    // Bytewise v - 32 without borrows between bytes (each v < 64).
+    for (int i = 0; i < 4; ++i) sc[i] = ((v[i] | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+}
+
 // As Q2_K, plus bit (4h + j) of hmask[k] as the third bit.
 inline void unpack_q3_K(const BlockQ3_K& b, Unpacked& u) {
     const Bytes32 hmask = load32(b.hmask);
@@ -178,21 +196,9 @@ inline void unpack_q3_K(const BlockQ3_K& b, Unpacked& u) {
         store64(u.q + 128 * h, rows[0], rows[1]);
         store64(u.q + 128 * h + 64, rows[2], rows[3]);
     }
-    // 6-bit scale of group g: low 4 bits in nibble g / 8 of scales[g % 8],
-    // high 2 bits at bits 2 (g / 4) of scales[8 + g % 4]; four groups per word.
-    uint32_t w[3];
-    std::memcpy(w, b.scales, 12);
-    constexpr uint32_t kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
-    const uint32_t v[4] = {
-        (w[0] & kLow4) | (w[2] & kLow2) << 4,
-        (w[1] & kLow4) | ((w[2] >> 2) & kLow2) << 4,
-        ((w[0] >> 4) & kLow4) | ((w[2] >> 4) & kLow2) << 4,
-        ((w[1] >> 4) & kLow4) | ((w[2] >> 6) & kLow2) << 4,
-    };
-    // Bytewise v - 32 without borrows between bytes (each v < 64).
     uint32_t sc[4];
     const uint32_t none[4] = {};
-    for (int i = 0; i < 4; ++i) sc[i] = ((v[i] | 0x80808080u) - 0x20202020u) ^ 0x80808080u;
+    scales_q3_K(b.scales, sc);
     set_groups(sc, none, kOffsetQ3_K, u);
     u.d = fp16_to_f32(b.d);
     u.dm = u.d;
