@@ -5,6 +5,10 @@
 // int8 activations gives int16 pair sums (< 2 * 63 * 127, no saturation),
 // vpmaddwd with the per-pair scales scx turns them into scaled int32 sums, and
 // the min / offset term comes from the activations' bsums in one more vpmaddwd.
+// With one activation row (decoding) and AVX-512 each type instead takes the
+// same products straight from its blocks (dot_direct): the unpacked
+// super-block would be read once, and writing and reading it back was most
+// of the work.
 #include <cstring>
 #include <type_traits>
 
@@ -189,6 +193,13 @@ inline simd::VF dot_q6_K(const BlockQ6_K& w, const BlockQ8_K& a, simd::VF acc) {
                                              _mm256_slli_epi16(sc16, 5));  // 32 * scale
     return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(offset)), simd::splat_f(-d), acc);
 }
+
+// The direct dot product of each type (tiles of one activation row).
+inline simd::VF dot_direct(const BlockQ2_K& w, const BlockQ8_K& a, simd::VF acc) { return dot_q23_K(w, a, acc); }
+inline simd::VF dot_direct(const BlockQ3_K& w, const BlockQ8_K& a, simd::VF acc) { return dot_q23_K(w, a, acc); }
+inline simd::VF dot_direct(const BlockQ4_K& w, const BlockQ8_K& a, simd::VF acc) { return dot_q45_K(w, a, acc); }
+inline simd::VF dot_direct(const BlockQ5_K& w, const BlockQ8_K& a, simd::VF acc) { return dot_q45_K(w, a, acc); }
+inline simd::VF dot_direct(const BlockQ6_K& w, const BlockQ8_K& a, simd::VF acc) { return dot_q6_K(w, a, acc); }
 #endif
 
 // Weights are prefetched kPrefetchAhead super-blocks ahead (prefetch_ahead,
@@ -215,16 +226,8 @@ struct KTile {
             for (int r = 0; r < NR; ++r) {
                 prefetch_ahead(w[r] + b, kPrefetchAhead * sizeof(Block), sizeof(Block));
 #if LANTERN_SIMD_WIDTH == 512
-                if constexpr (NC == 1 && (std::is_same_v<K, kquant::Q4_K> || std::is_same_v<K, kquant::Q5_K>)) {
-                    acc[r][0] = dot_q45_K(w[r][b], a[0][b], acc[r][0]);
-                    continue;
-                }
-                if constexpr (NC == 1 && (std::is_same_v<K, kquant::Q2_K> || std::is_same_v<K, kquant::Q3_K>)) {
-                    acc[r][0] = dot_q23_K(w[r][b], a[0][b], acc[r][0]);
-                    continue;
-                }
-                if constexpr (NC == 1 && std::is_same_v<K, kquant::Q6_K>) {
-                    acc[r][0] = dot_q6_K(w[r][b], a[0][b], acc[r][0]);
+                if constexpr (NC == 1) {
+                    acc[r][0] = dot_direct(w[r][b], a[0][b], acc[r][0]);
                     continue;
                 }
 #endif
