@@ -7,9 +7,8 @@
 // the min / offset term comes from the activations' bsums in one more vpmaddwd.
 // With one activation row (decoding) each type instead takes the same
 // products straight from its blocks (dot_direct; AVX-512 every type, AVX2
-// Q4_K and Q5_K): the unpacked
-// super-block would be read once, and writing and reading it back was most
-// of the work.
+// Q4_K and Q5_K): the unpacked super-block would be read once, and writing
+// and reading it back was most of the work.
 #include <cstring>
 #include <type_traits>
 
