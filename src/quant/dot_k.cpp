@@ -23,6 +23,13 @@ namespace {
 using kquant::Unpacked;
 
 #if LANTERN_SIMD_WIDTH
+// acc + factor * (the activation's sums per 16 elements . per_group, 16
+// int16): the mins' or the offset's term of a super-block.
+inline simd::VF add_group_term(const BlockQ8_K& a, __m256i per_group, float factor, simd::VF acc) {
+    const __m256i sums = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), per_group);
+    return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(sums)), simd::splat_f(factor), acc);
+}
+
 // acc + the dot of one unpacked super-block with one activation super-block,
 // spread over the lanes.
 inline simd::VF dot_superblock(const Unpacked& w, const BlockQ8_K& a, simd::VF acc) {
@@ -33,9 +40,14 @@ inline simd::VF dot_superblock(const Unpacked& w, const BlockQ8_K& a, simd::VF a
         isum = simd::add_i32(isum, simd::madd(pairs, simd::load_i(w.scx + p / 2)));
     }
     acc = simd::fmadd_f(simd::cvt_f(isum), simd::splat_f(w.d * a.d), acc);
-    const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
-                                           _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn)));
-    return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(mins)), simd::splat_f(-w.dm * a.d), acc);
+    return add_group_term(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.mn)), -w.dm * a.d, acc);
+}
+
+// Q4_K/Q5_K's eight sub-block mins (bytes of mn, scales_mins_k4) as the
+// sixteen groups' int16 (each min twice).
+inline __m256i sub_block_mins(const uint32_t (&mn)[2]) {
+    const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(mn[1]), static_cast<int>(mn[0]));
+    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
 }
 #else
 inline float dot_superblock(const Unpacked& w, const BlockQ8_K& a) {
@@ -51,34 +63,37 @@ inline float dot_superblock(const Unpacked& w, const BlockQ8_K& a) {
 #endif
 
 #if LANTERN_SIMD_WIDTH == 512
+// The 32 bytes at p in both halves of a vector.
+inline __m512i twice(const uint8_t* p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
+}
+
+// Per-64-bit-lane counts: lo in the first half of a vector, hi in the second.
+inline __m512i halves(int lo, int hi) { return _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo); }
+
 // dot_superblock for Q4_K and Q5_K without Unpacked, for tiles of one
 // activation row: the quants, the scales and the mins stay in registers
 // (there the unpacked super-block is read once, and its stores and loads
 // were most of the work). 2-core Xeon, synthetic tinyllama Q4_K, tg: two
 // threads 21.5 -> 26.6 t/s, one thread 11.1 -> 14.1 (Q5_K, two threads:
-// 19.8 -> 24.3); Gemma 3 270M Q4_K_M 56.5 -> 59.1. Chunk j of 64 elements is the low then the high nibbles of
-// qs[32j .. 32j + 31], that is sub-blocks 2j and 2j + 1 (Q5_K: bit 2j, then
-// 2j + 1, of qh[0 .. 31] above them).
+// 19.8 -> 24.3); Gemma 3 270M Q4_K_M 56.5 -> 59.1. Chunk j of 64 elements
+// is the low then the high nibbles of qs[32j .. 32j + 31], that is
+// sub-blocks 2j and 2j + 1 (Q5_K: bit 2j, then 2j + 1, of qh[0 .. 31] above
+// them).
 template <class Block>
 inline simd::VF dot_q45_K(const Block& w, const BlockQ8_K& a, simd::VF acc) {
     uint32_t sc[2], mn[2];
     kquant::scales_mins_k4(w.scales, sc, mn);
     const __m512i scales = _mm512_castsi128_si512(
         _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(sc[1]), static_cast<int>(sc[0]))));
-    const __m512i nibble_shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
     __m512i high = _mm512_setzero_si512();
-    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh));
-        high = _mm512_inserti64x4(_mm512_castsi256_si512(qh), qh, 1);
-    }
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) high = twice(w.qh);
     __m512i isum = _mm512_setzero_si512();
     for (int j = 0; j < 4; ++j) {
-        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * j));
-        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), packed, 1);
-        __m512i q = _mm512_and_si512(_mm512_srlv_epi64(both, nibble_shift), _mm512_set1_epi8(0x0F));
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi64(twice(w.qs + 32 * j), halves(0, 4)), _mm512_set1_epi8(0x0F));
         if constexpr (std::is_same_v<Block, BlockQ5_K>) {
-            const __m512i shift = _mm512_set_epi64(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j, 2 * j, 2 * j);
-            const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(high, shift), _mm512_set1_epi8(0x01));
+            const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(high, halves(2 * j, 2 * j + 1)), _mm512_set1_epi8(0x01));
             q = _mm512_or_si512(q, _mm512_slli_epi64(bit, 4));
         }
         const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a.qs + 64 * j));
@@ -88,12 +103,7 @@ inline simd::VF dot_q45_K(const Block& w, const BlockQ8_K& a, simd::VF acc) {
         isum = _mm512_add_epi32(isum, _mm512_madd_epi16(pairs, _mm512_permutexvar_epi16(idx, scales)));
     }
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(fp16_to_f32(w.d) * a.d), acc);
-    // The mins against the activation's sums per 16 elements (two per sub-block).
-    const __m256i m8 = _mm256_castsi128_si256(
-        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(mn[1]), static_cast<int>(mn[0]))));
-    const __m256i m16 = _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), m8);
-    const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), m16);
-    return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(mins)), simd::splat_f(-fp16_to_f32(w.dmin) * a.d), acc);
+    return add_group_term(a, sub_block_mins(mn), -fp16_to_f32(w.dmin) * a.d, acc);
 }
 
 // For chunk k (64 elements) of a type with a scale per 16 elements: int16
@@ -117,32 +127,22 @@ inline simd::VF dot_q23_K(const Block& w, const BlockQ8_K& a, simd::VF acc) {
     if constexpr (kQ3) {
         kquant::scales_q3_K(w.scales, sc);
     } else {
-        std::memcpy(sc, w.scales, 16);
-        for (int i = 0; i < 4; ++i) {
-            mn[i] = (sc[i] >> 4) & 0x0F0F0F0F;
-            sc[i] &= 0x0F0F0F0F;
-        }
+        kquant::scales_mins_q2_K(w.scales, sc, mn);
     }
     const __m128i sc8 = _mm_setr_epi32(static_cast<int>(sc[0]), static_cast<int>(sc[1]), static_cast<int>(sc[2]),
                                        static_cast<int>(sc[3]));
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);  // Q2_K's are < 16: the same as unsigned
     const __m512i scales = _mm512_castsi256_si512(sc16);
     __m512i hmask = _mm512_setzero_si512();
-    if constexpr (kQ3) {
-        const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.hmask));
-        hmask = _mm512_inserti64x4(_mm512_castsi256_si512(hm), hm, 1);
-    }
+    if constexpr (kQ3) hmask = twice(w.hmask);
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
-        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs + 32 * h));
-        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(packed), packed, 1);
+        const __m512i both = twice(w.qs + 32 * h);
         for (int c = 0; c < 2; ++c) {
-            const __m512i shift = _mm512_set_epi64(4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c, 4 * c, 4 * c, 4 * c);
-            __m512i q = _mm512_and_si512(_mm512_srlv_epi64(both, shift), _mm512_set1_epi8(0x03));
+            __m512i q = _mm512_and_si512(_mm512_srlv_epi64(both, halves(4 * c, 4 * c + 2)), _mm512_set1_epi8(0x03));
             if constexpr (kQ3) {
                 const int b0 = 4 * h + 2 * c;
-                const __m512i hshift = _mm512_set_epi64(b0 + 1, b0 + 1, b0 + 1, b0 + 1, b0, b0, b0, b0);
-                const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(hmask, hshift), _mm512_set1_epi8(0x01));
+                const __m512i bit = _mm512_and_si512(_mm512_srlv_epi64(hmask, halves(b0, b0 + 1)), _mm512_set1_epi8(0x01));
                 q = _mm512_or_si512(q, _mm512_slli_epi64(bit, 2));
             }
             const int k = 2 * h + c;
@@ -152,15 +152,12 @@ inline simd::VF dot_q23_K(const Block& w, const BlockQ8_K& a, simd::VF acc) {
     }
     const float d = fp16_to_f32(w.d) * a.d;
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums));
-    if constexpr (kQ3) {  // sc * (q - 4): 4 * sc against the sums
-        const __m256i offset = _mm256_madd_epi16(bsums, _mm256_slli_epi16(sc16, 2));
-        return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(offset)), simd::splat_f(-d), acc);
+    if constexpr (kQ3) {
+        return add_group_term(a, _mm256_slli_epi16(sc16, 2), -d, acc);  // sc * (q - 4)
     } else {
         const __m256i m16 = _mm256_cvtepu8_epi16(_mm_setr_epi32(static_cast<int>(mn[0]), static_cast<int>(mn[1]),
                                                                 static_cast<int>(mn[2]), static_cast<int>(mn[3])));
-        const __m256i mins = _mm256_madd_epi16(bsums, m16);
-        return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(mins)), simd::splat_f(-fp16_to_f32(w.dmin) * a.d), acc);
+        return add_group_term(a, m16, -fp16_to_f32(w.dmin) * a.d, acc);
     }
 }
 
@@ -175,12 +172,10 @@ inline simd::VF dot_q6_K(const BlockQ6_K& w, const BlockQ8_K& a, simd::VF acc) {
     __m512i isum = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {
         const __m512i low = _mm512_loadu_si512(w.ql + 64 * h);
-        const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qh + 32 * h));
-        const __m512i high = _mm512_inserti64x4(_mm512_castsi256_si512(hb), hb, 1);
+        const __m512i high = twice(w.qh + 32 * h);
         for (int c = 0; c < 2; ++c) {
             const __m512i nib = _mm512_and_si512(_mm512_srli_epi64(low, 4 * c), _mm512_set1_epi8(0x0F));
-            const __m512i shift = _mm512_set_epi64(4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c + 2, 4 * c, 4 * c, 4 * c, 4 * c);
-            const __m512i top = _mm512_and_si512(_mm512_srlv_epi64(high, shift), _mm512_set1_epi8(0x03));
+            const __m512i top = _mm512_and_si512(_mm512_srlv_epi64(high, halves(4 * c, 4 * c + 2)), _mm512_set1_epi8(0x03));
             const __m512i q = _mm512_or_si512(nib, _mm512_slli_epi64(top, 4));
             const int k = 2 * h + c;
             const __m512i pairs = _mm512_maddubs_epi16(q, _mm512_loadu_si512(a.qs + 64 * k));
@@ -189,9 +184,7 @@ inline simd::VF dot_q6_K(const BlockQ6_K& w, const BlockQ8_K& a, simd::VF acc) {
     }
     const float d = fp16_to_f32(w.d) * a.d;
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(d), acc);
-    const __m256i offset = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)),
-                                             _mm256_slli_epi16(sc16, 5));  // 32 * scale
-    return simd::fmadd_f(simd::widen_f(_mm256_cvtepi32_ps(offset)), simd::splat_f(-d), acc);
+    return add_group_term(a, _mm256_slli_epi16(sc16, 5), -d, acc);  // sc * (q - 32)
 }
 
 // The direct dot product of each type (tiles of one activation row).
@@ -228,11 +221,7 @@ inline simd::VF dot_q45_K(const Block& w, const BlockQ8_K& a, simd::VF acc) {
         }
     }
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(fp16_to_f32(w.d) * a.d), acc);
-    // Each sub-block's min twice, once per group of 16.
-    const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(mn[1]), static_cast<int>(mn[0]));
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
-    const __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums)), m16);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(-fp16_to_f32(w.dmin) * a.d), acc);
+    return add_group_term(a, sub_block_mins(mn), -fp16_to_f32(w.dmin) * a.d, acc);
 }
 
 inline simd::VF dot_direct(const BlockQ4_K& w, const BlockQ8_K& a, simd::VF acc) { return dot_q45_K(w, a, acc); }

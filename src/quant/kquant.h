@@ -151,18 +151,25 @@ inline void duplicate_bytes(uint32_t w, uint32_t& lo, uint32_t& hi) {
 }
 
 // Element 128h + 32j + k: bits 2j of qs[32h + k].
+// Q2_K's sixteen scales and mins as bytes of four little-endian words (byte
+// g % 4 of word g / 4: group g): scales[g]'s low nibble is the scale, its
+// high nibble the min.
+inline void scales_mins_q2_K(const uint8_t* scales, uint32_t (&sc)[4], uint32_t (&mn)[4]) {
+    uint32_t w[4];
+    std::memcpy(w, scales, 16);
+    for (int i = 0; i < 4; ++i) {
+        sc[i] = w[i] & 0x0F0F0F0F;
+        mn[i] = (w[i] >> 4) & 0x0F0F0F0F;
+    }
+}
+
 inline void unpack_q2_K(const BlockQ2_K& b, Unpacked& u) {
     for (int h = 0; h < 2; ++h) {
         const Bytes32 q = load32(b.qs + 32 * h);
         for (int j = 0; j < 4; j += 2) store64(u.q + 128 * h + 32 * j, bits(q, 2 * j, 3), bits(q, 2 * j + 2, 3));
     }
-    // scales[g]: low nibble the scale, high nibble the min.
-    uint32_t w[4], sc[4], mn[4];
-    std::memcpy(w, b.scales, 16);
-    for (int i = 0; i < 4; ++i) {
-        sc[i] = w[i] & 0x0F0F0F0F;
-        mn[i] = (w[i] >> 4) & 0x0F0F0F0F;
-    }
+    uint32_t sc[4], mn[4];
+    scales_mins_q2_K(b.scales, sc, mn);
     set_groups(sc, mn, 0, u);
     u.d = fp16_to_f32(b.d);
     u.dm = fp16_to_f32(b.dmin);
