@@ -8,10 +8,10 @@
 //   F32, F16, BF16 x F32 (the weights are widened to f32 as they are loaded:
 //   rounding the activations to 16 bits would cost accuracy, and the
 //   conversion is shared by the tile's columns).
-// Tiles are 4 x 4 with AVX-512 (8 x 1 for the 32-element types), smaller
+// Tiles are 4 x 4 with AVX-512 (up to 8 x 1 for Q4_0 and Q8_0), smaller
 // with AVX2 and in the scalar build; read max_nr / max_nc / wide_nr rather
-// than assuming them. vec_dot takes any K that is
-// a multiple of both types' block sizes, any row strides, and unaligned rows.
+// than assuming them. vec_dot takes any K that is a multiple of both types'
+// block sizes, any row strides, and unaligned rows.
 // All functions are pure and may be called from any number of threads.
 #pragma once
 

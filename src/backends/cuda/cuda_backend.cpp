@@ -65,6 +65,12 @@ bool env_flag(const char* name) {
     return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
+// A switch that is on unless the variable is "0".
+bool env_not_off(const char* name) {
+    const char* v = std::getenv(name);
+    return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 bool is_repacked(const Tensor& w) { return is_device_weight_type(w.type) && !is_plain(w.type); }
 
 WeightLayout layout_of(const Tensor& w) { return weight_layout(w.type, w.ne[0], w.ne[1] * w.ne[2] * w.ne[3]); }
@@ -114,12 +120,9 @@ void CudaBackend::init() {
         check(cudaEventCreate(&timing_->begin), "cudaEventCreate");
         check(cudaEventCreate(&timing_->end), "cudaEventCreate");
     }
-    const char* pdl = std::getenv("LANTERN_CUDA_PDL");
-    ctx_.pdl = pdl == nullptr || std::strcmp(pdl, "0") != 0;
-    const char* bulk = std::getenv("LANTERN_CUDA_BULK");
-    ctx_.bulk = bulk == nullptr || std::strcmp(bulk, "0") != 0;
-    const char* runs = std::getenv("LANTERN_CUDA_RUNS");
-    ctx_.runs = runs == nullptr || std::strcmp(runs, "0") != 0;
+    ctx_.pdl = env_not_off("LANTERN_CUDA_PDL");
+    ctx_.bulk = env_not_off("LANTERN_CUDA_BULK");
+    ctx_.runs = env_not_off("LANTERN_CUDA_RUNS");
     if (const char* b = std::getenv("LANTERN_CUDA_BALANCE"); b != nullptr && *b != '\0') {
         char* end = nullptr;
         const long n = std::strtol(b, &end, 10);
