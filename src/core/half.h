@@ -1,6 +1,6 @@
 // IEEE half and bfloat16 conversions: scalar, and in bulk (rows of n values,
-// vectorised with F16C / AVX2 / AVX-512 where the compiler targets them; the
-// bulk functions give exactly the scalar results).
+// vectorised with F16C / AVX2 / AVX-512 / AArch64 NEON where the compiler
+// targets them; the bulk functions give exactly the scalar results).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 namespace lantern {
@@ -32,6 +34,10 @@ inline float f32_from_bits(uint32_t u) {
 inline float fp16_to_f32(uint16_t h) {
 #if defined(__F16C__)
     return _cvtsh_ss(h);
+#elif defined(__aarch64__)
+    __fp16 x;
+    std::memcpy(&x, &h, 2);
+    return static_cast<float>(x);
 #else
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
@@ -56,6 +62,11 @@ inline float fp16_to_f32(uint16_t h) {
 inline uint16_t f32_to_fp16(float f) {
 #if defined(__F16C__)
     return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#elif defined(__aarch64__)
+    const __fp16 x = static_cast<__fp16>(f);  // the default rounding mode: nearest even
+    uint16_t h;
+    std::memcpy(&h, &x, 2);
+    return h;
 #else
     const uint32_t x = f32_bits(f);
     const uint32_t sign = (x >> 16) & 0x8000u;
@@ -107,6 +118,8 @@ inline void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
     }
+#elif defined(__aarch64__)
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(src + i))));
 #endif
     for (; i < n; ++i) dst[i] = fp16_to_f32(src[i]);
 }
@@ -123,6 +136,8 @@ inline void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
         const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
     }
+#elif defined(__aarch64__)
+    for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
 #endif
     for (; i < n; ++i) dst[i] = f32_to_fp16(src[i]);
 }
@@ -139,6 +154,8 @@ inline void bf16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_slli_epi32(w, 16));
     }
+#elif defined(__aarch64__)
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(src + i), 16)));
 #endif
     for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
 }

@@ -22,7 +22,7 @@ namespace {
 
 using kquant::Unpacked;
 
-#if LANTERN_SIMD_WIDTH
+#if LANTERN_SIMD_X86
 // acc + factor * (the activation's sums per 16 elements . per_group, 16
 // int16): the mins' or the offset's term of a super-block.
 inline simd::VF add_group_term(const BlockQ8_K& a, __m256i per_group, float factor, simd::VF acc) {
@@ -48,6 +48,26 @@ inline simd::VF dot_superblock(const Unpacked& w, const BlockQ8_K& a, simd::VF a
 inline __m256i sub_block_mins(const uint32_t (&mn)[2]) {
     const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(mn[1]), static_cast<int>(mn[0]));
     return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(m8, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)));
+}
+#elif LANTERN_SIMD_WIDTH == 128
+// NEON: each 16-element group's integer dot (quants < 64, so signed bytes
+// serve) times its scale, in four int32 lanes; the mins' term from the
+// activation's bsums in the other half of the vector.
+inline simd::VF dot_superblock(const Unpacked& w, const BlockQ8_K& a, simd::VF acc) {
+    int32x4_t isum = vdupq_n_s32(0);
+    for (int g = 0; g < kQKK / 16; ++g) {
+        const int8x16_t q = vreinterpretq_s8_u8(vld1q_u8(w.q + 16 * g));
+        isum = vmlaq_n_s32(isum, simd::neon::dot4(vdupq_n_s32(0), q, vld1q_s8(a.qs + 16 * g)), w.scale(g));
+    }
+    int32x4_t msum = vdupq_n_s32(0);
+    for (int g = 0; g < kQKK / 16; g += 8) {
+        const int16x8_t mn = vld1q_s16(w.mn + g), bs = vld1q_s16(a.bsums + g);
+        msum = vmlal_s16(msum, vget_low_s16(mn), vget_low_s16(bs));
+        msum = vmlal_high_s16(msum, mn, bs);
+    }
+    acc.lo = vfmaq_n_f32(acc.lo, vcvtq_f32_s32(isum), w.d * a.d);
+    acc.hi = vfmaq_n_f32(acc.hi, vcvtq_f32_s32(msum), -w.dm * a.d);
+    return acc;
 }
 #else
 inline float dot_superblock(const Unpacked& w, const BlockQ8_K& a) {
@@ -281,8 +301,12 @@ struct KTile {
 
 // 4 x 4: one vector accumulator per pair; the unpacked super-block lives in
 // L1, so the shape is bound by accumulators only (AVX2 measured 4 x 4 a little
-// faster than 2 x 4 despite spilling some of them).
-#if LANTERN_SIMD_WIDTH
+// faster than 2 x 4 despite spilling some of them). NEON's vectors take two
+// of its 32 registers: 2 x 4 keeps the accumulators in half of them
+// (unmeasured: no ARM machine yet).
+#if LANTERN_SIMD_WIDTH == 128
+constexpr int kNR = 2, kNC = 4;
+#elif LANTERN_SIMD_WIDTH
 constexpr int kNR = 4, kNC = 4;
 #else
 constexpr int kNR = 2, kNC = 2;

@@ -185,6 +185,10 @@ private:
 // for the prompt tiles cost pp 5-8%.
 #if LANTERN_SIMD_WIDTH == 512
 constexpr int kNR = 4, kNC = 4, kDecodeNR = 8;
+#elif LANTERN_SIMD_WIDTH == 128
+// NEON: a vector is two of its 32 registers, so 2 x 4 accumulators (and four
+// rows for Q4_0/Q8_0 with one activation row). Unmeasured: no ARM machine yet.
+constexpr int kNR = 2, kNC = 4, kDecodeNR = 4;
 #elif LANTERN_SIMD_WIDTH
 constexpr int kNR = 4, kNC = 4, kDecodeNR = 4;
 #else

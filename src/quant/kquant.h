@@ -53,8 +53,8 @@ inline constexpr int kOffsetQ6_K = 32;
 
 
 // 32 bytes of quants, with the few byte-wise operations the unpackers need;
-// one AVX2 register, or a plain array without AVX2.
-#if LANTERN_SIMD_WIDTH
+// one AVX2 register, two NEON registers, or a plain array.
+#if LANTERN_SIMD_X86
 struct Bytes32 {
     __m256i v;
 };
@@ -77,6 +77,29 @@ inline void store64(uint8_t* p, Bytes32 a, Bytes32 b) {
     store32(p, a);
     store32(p + 32, b);
 #endif
+}
+#elif LANTERN_SIMD_WIDTH == 128
+struct Bytes32 {
+    uint8x16_t lo, hi;
+};
+inline Bytes32 load32(const uint8_t* p) { return {vld1q_u8(p), vld1q_u8(p + 16)}; }
+inline void store32(uint8_t* p, Bytes32 x) {
+    vst1q_u8(p, x.lo);
+    vst1q_u8(p + 16, x.hi);
+}
+inline Bytes32 bits(Bytes32 x, int shift, uint8_t mask) {
+    const int8x16_t right = vdupq_n_s8(static_cast<int8_t>(-shift));
+    const uint8x16_t m = vdupq_n_u8(mask);
+    return {vandq_u8(vshlq_u8(x.lo, right), m), vandq_u8(vshlq_u8(x.hi, right), m)};
+}
+inline Bytes32 shl(Bytes32 x, int shift) {
+    const int8x16_t left = vdupq_n_s8(static_cast<int8_t>(shift));
+    return {vshlq_u8(x.lo, left), vshlq_u8(x.hi, left)};
+}
+inline Bytes32 operator|(Bytes32 a, Bytes32 b) { return {vorrq_u8(a.lo, b.lo), vorrq_u8(a.hi, b.hi)}; }
+inline void store64(uint8_t* p, Bytes32 a, Bytes32 b) {
+    store32(p, a);
+    store32(p + 32, b);
 }
 #else
 struct Bytes32 {
@@ -111,7 +134,7 @@ inline void store64(uint8_t* p, Bytes32 a, Bytes32 b) {
 // when offset == 0, and offset * sc[g] otherwise. (Built from words in
 // registers: going through a byte array would stall on store forwarding.)
 inline void set_groups(const uint32_t (&sc)[4], const uint32_t (&mn)[4], int offset, Unpacked& u) {
-#if LANTERN_SIMD_WIDTH
+#if LANTERN_SIMD_X86
     const __m128i s = _mm_setr_epi32(static_cast<int>(sc[0]), static_cast<int>(sc[1]), static_cast<int>(sc[2]),
                                      static_cast<int>(sc[3]));
     for (int i = 0; i < 8; i += 2) {

@@ -23,6 +23,8 @@ struct F32Weights {
     static simd::VF load(const float* p) { return _mm512_loadu_ps(p); }
 #elif LANTERN_SIMD_WIDTH == 256
     static simd::VF load(const float* p) { return _mm256_loadu_ps(p); }
+#elif LANTERN_SIMD_WIDTH == 128
+    static simd::VF load(const float* p) { return simd::load_f(p); }
 #endif
 };
 
@@ -36,6 +38,11 @@ struct F16Weights {
 #elif LANTERN_SIMD_WIDTH == 256
     static simd::VF load(const uint16_t* p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    }
+#elif LANTERN_SIMD_WIDTH == 128
+    static simd::VF load(const uint16_t* p) {
+        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+        return {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
     }
 #endif
 };
@@ -52,6 +59,11 @@ struct BF16Weights {
     static simd::VF load(const uint16_t* p) {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+#elif LANTERN_SIMD_WIDTH == 128
+    static simd::VF load(const uint16_t* p) {
+        const uint16x8_t w = vld1q_u16(p);
+        return {vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(w), 16)), vreinterpretq_f32_u32(vshll_high_n_u16(w, 16))};
     }
 #endif
 };
@@ -108,8 +120,8 @@ struct PlainTile {
 
 #if LANTERN_SIMD_WIDTH == 512
 constexpr int kMaxNR = 4, kMaxNC = 4;  // 16 accumulators + 4 activations + 1 weight of 32 zmm
-#elif LANTERN_SIMD_WIDTH == 256
-constexpr int kMaxNR = 2, kMaxNC = 4;  // 8 + 4 + 1 of 16 ymm
+#elif LANTERN_SIMD_WIDTH
+constexpr int kMaxNR = 2, kMaxNC = 4;  // 8 + 4 + 1 of 16 ymm (of 32 NEON registers, two each)
 #else
 constexpr int kMaxNR = 2, kMaxNC = 2;
 #endif

@@ -1,11 +1,14 @@
 // The vector primitives the quantized kernels are written in: one set per
 // instruction tier, chosen at compile time, so that each kernel is written
-// once and compiles to AVX-512 or AVX2 (or to its scalar fallback when
+// once and compiles to AVX-512, AVX2 or NEON (or to its scalar fallback when
 // LANTERN_SIMD_WIDTH is 0).
 //
 //   512: AVX-512 F/BW/VL/DQ + FMA + F16C. A vector holds 64 bytes, i.e. two
 //        32-element blocks ("pieces") of int8 quants, or 16 floats.
 //   256: AVX2 + FMA + F16C. One piece of 32 bytes, or 8 floats.
+//   128: AArch64 NEON (simd_neon.h): one piece in a pair of registers.
+// LANTERN_SIMD_X86 is set for the first two: code written in x86 intrinsics
+// rather than these primitives tests it.
 // LANTERN_SIMD_VNNI additionally selects vpdpbusd (AVX512-VNNI or AVX-VNNI)
 // for the u8 x s8 dot products instead of vpmaddubsw + vpmaddwd.
 #pragma once
@@ -18,9 +21,12 @@
 #define LANTERN_SIMD_WIDTH 512
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define LANTERN_SIMD_WIDTH 256
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define LANTERN_SIMD_WIDTH 128
 #else
 #define LANTERN_SIMD_WIDTH 0
 #endif
+#define LANTERN_SIMD_X86 (LANTERN_SIMD_WIDTH == 512 || LANTERN_SIMD_WIDTH == 256)
 
 #if LANTERN_SIMD_WIDTH == 512 && defined(__AVX512VNNI__)
 #define LANTERN_SIMD_VNNI 1
@@ -30,7 +36,9 @@
 #define LANTERN_SIMD_VNNI 0
 #endif
 
-#if LANTERN_SIMD_WIDTH
+#if LANTERN_SIMD_WIDTH == 128
+#include "quant/simd_neon.h"
+#elif LANTERN_SIMD_X86
 // GCC 12's AVX-512 headers initialise their "undefined" vectors from
 // themselves, which -Wuninitialized reports wherever they are inlined.
 #pragma GCC diagnostic push
@@ -254,4 +262,4 @@ inline constexpr int kFloats = kBytes / 4;  // floats (or int32) per vector
 
 }  // namespace lantern::quant::simd
 
-#endif  // LANTERN_SIMD_WIDTH
+#endif  // LANTERN_SIMD_X86

@@ -356,7 +356,9 @@ TEST(TokenSampler, LargeVocabularyIsFast) {
         for (int i = 0; i < steps; ++i) s.accept(s.sample(logits.data()));
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         std::printf("sampler: n_vocab %d top_k %d: %.3f ms/token\n", n, top_k, ms / steps);
+#if !defined(LANTERN_TESTS_EMULATED)  // under qemu the bound would time the emulator
         EXPECT_LT(ms / steps, 50.0);  // generous: a full sort per token would still pass, a bug would not
+#endif
     }
 }
 

@@ -3,6 +3,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define LANTERN_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define LANTERN_PAUSE() asm volatile("yield")
 #else
 #define LANTERN_PAUSE() std::this_thread::yield()
 #endif
