@@ -43,8 +43,7 @@ TEST_P(ArchReference, LogitsMatch) {
 
     std::vector<int32_t> tokens;
     for (int i = 0; i < 20; ++i) tokens.push_back((i * 37 + 5) % 250);
-    std::string list;
-    for (int32_t t : tokens) list += (list.empty() ? "" : ",") + std::to_string(t);
+    const std::string list = comma_list(tokens);
     run("python3 " + ref_dir + "/reference_forward.py '" + model + "' --tokens " + list + " --out '" + logits +
         "' --n-ctx " + std::to_string(c.n_ctx) + " > /dev/null");
 

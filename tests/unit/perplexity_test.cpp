@@ -99,8 +99,7 @@ TEST_F(PerplexityCli, MatchesReferenceOnTinyModel) {
     for (int c = 0; c < 2; ++c) {
         std::vector<int32_t> chunk(tokens.begin() + c * 128, tokens.begin() + (c + 1) * 128);
         chunk[0] = vocab->bos_token();
-        std::string list;
-        for (int32_t t : chunk) list += (list.empty() ? "" : ",") + std::to_string(t);
+        const std::string list = comma_list(chunk);
         const std::string out = temp_path("ppl-ref.bin").string();
         const std::string cmd = "python3 " + (source_dir() / "tests/reference/reference_forward.py").string() + " " +
                                 shell_quote(model) + " --tokens " + list + " --out " + shell_quote(out) + " > /dev/null";

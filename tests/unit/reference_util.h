@@ -23,8 +23,7 @@ inline int32_t argmax(const float* v, int64_t n) { return static_cast<int32_t>(s
 inline std::vector<float> reference_logits(const std::string& model, const std::vector<int32_t>& tokens,
                                            int64_t n_vocab) {
     const std::string out = temp_path("reference-logits.bin").string();
-    std::string list;
-    for (int32_t t : tokens) list += (list.empty() ? "" : ",") + std::to_string(t);
+    const std::string list = comma_list(tokens);
     const std::string cache = (std::filesystem::path(LANTERN_BINARY_DIR) / "reference-cache").string();
     const std::string cmd = "python3 " + (source_dir() / "tests/reference/reference_forward.py").string() + " '" +
                             model + "' --tokens " + list + " --out '" + out + "' --cache-dir '" + cache +

@@ -40,6 +40,16 @@ inline std::filesystem::path temp_path(const std::string& name) {
            ("lantern-test-" + std::to_string(::getpid()) + "-" + name);
 }
 
+// Token ids as "1,2,3" (the Python reference's --tokens).
+inline std::string comma_list(const std::vector<int32_t>& ids) {
+    std::string list;
+    for (int32_t t : ids) {
+        if (!list.empty()) list += ',';
+        list += std::to_string(t);
+    }
+    return list;
+}
+
 // Uniform floats in [lo, hi), never all zero.
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
     std::mt19937 rng(seed);
