@@ -70,6 +70,10 @@ struct DeviceInfo {
 std::vector<DeviceInfo> list_devices();
 // Backends built into this binary ("cpu" first).
 std::vector<std::string> available_backends();
+// The instruction set the CPU backend's kernels were built for ("AVX-512
+// VNNI", "AVX2", "NEON SDOT", "scalar", ...): a build without -march for its
+// machine runs the slower ones.
+std::string cpu_kernels();
 
 class Model {
 public:

@@ -1,6 +1,7 @@
 #include "backends/registry.h"
 
 #include "lantern/error.h"
+#include "quant/quant.h"
 
 #if defined(LANTERN_HAVE_CUDA)
 #include "backends/cuda/cuda_registry.h"
@@ -46,5 +47,7 @@ std::vector<std::string> available_backends() {
     for (const BackendFactory& f : gpu_backend_factories()) names.emplace_back(f.name);
     return names;
 }
+
+std::string cpu_kernels() { return quant::kernel_set(); }
 
 }  // namespace lantern

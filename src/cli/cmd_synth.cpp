@@ -43,12 +43,13 @@ void add_synth_command(CLI::App& app) {
 }
 
 void add_devices_command(CLI::App& app) {
-    CLI::App* cmd = app.add_subcommand("devices", "list the GPU devices of the backends built in");
+    CLI::App* cmd = app.add_subcommand("devices", "list the backends built in, the CPU kernels and the GPU devices");
     cmd->callback([] {
         std::printf("backends: ");
         const std::vector<std::string> names = available_backends();
         for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
         std::printf("\n");
+        std::printf("cpu: %s kernels, %d hardware threads\n", cpu_kernels().c_str(), hardware_threads());
         const std::vector<DeviceInfo> devices = list_devices();
         if (devices.empty()) std::printf("no GPU devices found\n");
         for (const DeviceInfo& d : devices) {

@@ -25,6 +25,7 @@ std::string default_model_path() {
     if (const char* env = std::getenv("LANTERN_MODEL"); env != nullptr && *env != '\0') return env;
     const fs::path candidates[] = {
         executable_dir() / ".." / ".." / "models" / kDefaultModelFile,  // build/bin -> repo root
+        fs::path(LANTERN_MODELS_DIR) / kDefaultModelFile,                // the checkout it was built from
         fs::path("models") / kDefaultModelFile,
     };
     for (const fs::path& p : candidates) {

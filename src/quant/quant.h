@@ -9,7 +9,7 @@
 //   rounding the activations to 16 bits would cost accuracy, and the
 //   conversion is shared by the tile's columns).
 // Tiles are 4 x 4 with AVX-512 (up to 8 x 1 for Q4_0 and Q8_0), smaller
-// with AVX2 and in the scalar build; read max_nr / max_nc / wide_nr rather
+// with AVX2, NEON and in the scalar build; read max_nr / max_nc / wide_nr rather
 // than assuming them. vec_dot takes any K that is a multiple of both types'
 // block sizes, any row strides, and unaligned rows.
 // All functions are pure and may be called from any number of threads.
@@ -49,6 +49,10 @@ struct TypeOps {
 
 // Kernels of a type, or nullptr when the CPU has none for it.
 const TypeOps* type_ops(DType t);
+
+// The instruction set these kernels were compiled for: "AVX-512 VNNI",
+// "AVX-512", "AVX2 VNNI", "AVX2", "NEON SDOT", "NEON" or "scalar".
+const char* kernel_set();
 
 // Convenience wrappers over type_ops (throw Error(Unsupported) when missing).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -4,6 +4,7 @@
 
 #include "lantern/error.h"
 #include "quant/kernels.h"
+#include "quant/simd.h"
 
 namespace lantern::quant {
 namespace {
@@ -69,6 +70,20 @@ const TypeOps* type_ops(DType t) {
         if (e.type == t) return &e.ops;
     }
     return nullptr;
+}
+
+const char* kernel_set() {
+#if LANTERN_SIMD_WIDTH == 512
+    return LANTERN_SIMD_VNNI ? "AVX-512 VNNI" : "AVX-512";
+#elif LANTERN_SIMD_WIDTH == 256
+    return LANTERN_SIMD_VNNI ? "AVX2 VNNI" : "AVX2";
+#elif LANTERN_SIMD_WIDTH == 128 && defined(__ARM_FEATURE_DOTPROD)
+    return "NEON SDOT";
+#elif LANTERN_SIMD_WIDTH == 128
+    return "NEON";
+#else
+    return "scalar";
+#endif
 }
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -90,6 +91,22 @@ TEST(QuantTable, EveryTypeHasItsKernels) {
     EXPECT_EQ(type_ops(DType::Q5_1)->vec_dot_type, DType::Q8_1);
     EXPECT_EQ(type_ops(DType::Q8_0)->vec_dot_type, DType::Q8_0);
     EXPECT_EQ(type_ops(DType::Q4_K)->vec_dot_type, DType::Q8_K);
+}
+
+// kernel_set() names what the compiler targeted (lantern devices prints it).
+TEST(QuantTable, NamesTheInstructionSetItWasBuiltFor) {
+    const std::string set = kernel_set();
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+    EXPECT_EQ(set.rfind("AVX-512", 0), 0u) << set;
+#elif defined(__AVX2__) && defined(__FMA__)
+    EXPECT_EQ(set.rfind("AVX2", 0), 0u) << set;
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+    EXPECT_EQ(set, "NEON SDOT");
+#elif defined(__aarch64__)
+    EXPECT_EQ(set, "NEON");
+#else
+    EXPECT_EQ(set, "scalar");
+#endif
 }
 
 TEST(QuantTable, TypesWithoutKernelsAreUnsupported) {

@@ -31,10 +31,12 @@ inline std::string shell_quote(const std::string& s) {
     return q + "'";
 }
 
-// `lantern ARGS` (ARGS already quoted) with stdout and stderr captured.
-inline CliOutput run_lantern(const std::string& args) {
+// `BINARY ARGS` (ARGS already quoted) with stdout and stderr captured, in
+// directory cwd when given.
+inline CliOutput run_binary(const std::string& binary, const std::string& args, const std::string& cwd = "") {
     const std::string err_file = temp_path("cli-runner-stderr.txt").string();
-    const std::string cmd = shell_quote(lantern_binary()) + " " + args + " 2> " + shell_quote(err_file);
+    const std::string cmd = (cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ") + shell_quote(binary) + " " + args +
+                            " 2> " + shell_quote(err_file);
     CliOutput o;
     FILE* p = popen(cmd.c_str(), "r");
     if (p == nullptr) return o;
@@ -50,5 +52,8 @@ inline CliOutput run_lantern(const std::string& args) {
     std::remove(err_file.c_str());
     return o;
 }
+
+// `lantern ARGS`, the binary of this build.
+inline CliOutput run_lantern(const std::string& args) { return run_binary(lantern_binary(), args); }
 
 }  // namespace lantern::test

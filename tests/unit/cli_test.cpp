@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli_runner.h"
+#include "lantern/lantern.h"
 
 namespace lantern::test {
 namespace {
@@ -62,6 +63,28 @@ TEST(Cli, TokenizeMatchesVocabVectors) {
         }
     }
     EXPECT_GE(files, 5);
+}
+
+// `lantern devices` says which CPU kernels the binary runs.
+TEST(Cli, DevicesNamesTheCpuKernels) {
+    const CliOutput o = run_lantern("devices");
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out.find("cpu: " + cpu_kernels() + " kernels, "), std::string::npos) << o.out;
+}
+
+// A build directory outside the checkout (LANTERN_BUILD_DIR=/elsewhere
+// scripts/setup.sh) still finds the default model the set-up fetched.
+TEST(Cli, DefaultModelFoundFromABuildOutsideTheCheckout) {
+    if (std::getenv("LANTERN_MODEL") != nullptr) GTEST_SKIP() << "LANTERN_MODEL names the model";
+    ASSERT_TRUE(std::filesystem::exists(default_model_path()));
+    const std::filesystem::path bin = temp_path("relocated-build") / "bin";
+    std::filesystem::create_directories(bin);
+    std::filesystem::copy_file(lantern_binary(), bin / "lantern", std::filesystem::copy_options::overwrite_existing);
+    // Run from that directory: no models/ beside the binary or below the cwd.
+    const CliOutput o = run_binary((bin / "lantern").string(), "tokenize -p hi --ids", bin.string());
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out.rfind("[", 0), 0u) << o.out;
+    std::filesystem::remove_all(bin.parent_path());
 }
 
 // A corrupt or truncated GGUF: one line on stderr, exit code 1, no crash.
