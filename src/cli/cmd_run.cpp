@@ -82,7 +82,17 @@ std::string generate(const Model& model, Context& ctx, Sampler& sampler, int n, 
             }
         }
         show(safe);
-        if (ctx.sequence_length(0) >= ctx.n_ctx()) break;
+        if (ctx.sequence_length(0) >= ctx.n_ctx()) {
+            if (i + 1 < n) {  // the user asked for more: say why it ends here
+                show(text.size());
+                std::fprintf(stderr,
+                             "\nnote: the context is full (%d tokens): generation stopped after %d tokens; raise "
+                             "-c/--ctx-size\n",
+                             ctx.n_ctx(), i + 1);
+                return text;
+            }
+            break;
+        }
         feed(ctx, {tok});  // the cache holds all of `text`, a matched reverse prompt too
         if (hit) {
             *stopped = true;

@@ -87,6 +87,15 @@ TEST(Cli, DefaultModelFoundFromABuildOutsideTheCheckout) {
     std::filesystem::remove_all(bin.parent_path());
 }
 
+// Generation that reaches the end of the context says so, not just stops.
+TEST(Cli, FullContextIsReported) {
+    const CliOutput o = run_lantern("run -c 32 -n 64 --temp 0 --ignore-eos -t 1 -p 'Once upon a time'");
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("note: the context is full (32 tokens): generation stopped after"), std::string::npos) << o.err;
+    const CliOutput enough = run_lantern("run -c 32 -n 4 --temp 0 --ignore-eos -t 1 -p 'Once upon a time'");
+    EXPECT_EQ(enough.err.find("context is full"), std::string::npos) << enough.err;
+}
+
 // A corrupt or truncated GGUF: one line on stderr, exit code 1, no crash.
 TEST(Cli, CorruptModelGivesOneLineError) {
     const std::string good = default_model_path().string();
