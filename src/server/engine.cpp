@@ -1,6 +1,8 @@
 #include "server/engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 namespace lantern::server {
 
@@ -15,6 +17,9 @@ struct Engine::Slot {
     int generated = 0;
     std::string text;          // all generated text
     size_t emitted = 0;        // bytes of text already sent
+    std::vector<TokenLogprob> logprobs;  // per generated token, when asked for
+    std::vector<size_t> token_end;       // where each one's text ends in `text`
+    size_t logprobs_sent = 0;
     bool active() const { return req != nullptr; }
 };
 
@@ -33,6 +38,28 @@ size_t incomplete_utf8_tail(const std::string& s) {
         return need > back ? back : 0;
     }
     return 0;
+}
+
+// The log-softmax of `logits` at `token`, and the n_top most likely tokens.
+TokenLogprob token_logprob(const Model& model, const float* logits, int n_vocab, int32_t token, int n_top) {
+    float max = logits[0];
+    for (int i = 1; i < n_vocab; ++i) max = std::max(max, logits[i]);
+    double sum = 0.0;
+    for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+    const float log_z = max + static_cast<float>(std::log(sum));
+    TokenLogprob t;
+    t.token = model.token_to_piece(token);
+    t.logprob = logits[token] - log_z;
+    const int k = std::min(n_top, n_vocab);
+    if (k > 0) {
+        std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+        std::iota(ids.begin(), ids.end(), 0);
+        std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+            return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+        });
+        for (int i = 0; i < k; ++i) t.top.emplace_back(model.token_to_piece(ids[i]), logits[ids[i]] - log_z);
+    }
+    return t;
 }
 
 }  // namespace
@@ -124,6 +151,9 @@ void Engine::admit_queued() {
         s->generated = 0;
         s->text.clear();
         s->emitted = 0;
+        s->logprobs.clear();
+        s->token_end.clear();
+        s->logprobs_sent = 0;
         ctx_->clear_sequence(s->id);
     }
     stats_.queued = static_cast<int>(queue_.size());
@@ -149,16 +179,27 @@ bool Engine::emit(Slot& s, bool final) {
             }
         }
     }
-    if (end <= s.emitted) return true;
-    const std::string piece = s.text.substr(s.emitted, end - s.emitted);
-    s.emitted = end;
-    return !s.req->on_text || s.req->on_text(piece);
+    // The tokens whose text is now all sent; at the end also one that a stop
+    // string cut short (its text began before the cut).
+    std::vector<TokenLogprob> tokens;
+    while (s.logprobs_sent < s.logprobs.size()) {
+        const size_t i = s.logprobs_sent;
+        const size_t start = i > 0 ? s.token_end[i - 1] : 0;
+        if (s.token_end[i] > end && !(final && start < end)) break;
+        tokens.push_back(s.logprobs[i]);
+        ++s.logprobs_sent;
+    }
+    if (end <= s.emitted && tokens.empty()) return true;
+    const std::string piece = s.text.substr(s.emitted, end - std::min(end, s.emitted));
+    s.emitted = std::max(s.emitted, end);
+    return !s.req->on_text || s.req->on_text(piece, tokens);
 }
 
 void Engine::finish(Slot& s, const std::string& reason, const std::string& error) {
     if (reason != "error") emit(s, true);
     GenerationResult r;
     r.text = s.text.substr(0, s.emitted);
+    r.logprobs.assign(s.logprobs.begin(), s.logprobs.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent));
     r.prompt_tokens = static_cast<int>(s.req->prompt.size());
     r.completion_tokens = s.generated;
     r.finish_reason = reason;
@@ -176,13 +217,18 @@ void Engine::step() {
         Slot& s = *sp;
         if (!s.active() || !s.has_logits) continue;
         s.has_logits = false;
-        const int32_t tok = s.sampler->sample(ctx_->logits(s.out_index));
+        const float* logits = ctx_->logits(s.out_index);
+        const int32_t tok = s.sampler->sample(logits);
         if (model_.is_end_of_generation(tok) && !s.req->ignore_eos) {
             finish(s, "stop");
             continue;
         }
         ++s.generated;
         s.text += model_.token_to_piece(tok);
+        if (s.req->logprobs >= 0) {
+            s.logprobs.push_back(token_logprob(model_, logits, model_.n_vocab(), tok, s.req->logprobs));
+            s.token_end.push_back(s.text.size());
+        }
         // Stop strings.
         bool stopped = false;
         for (const std::string& stop : s.req->stop) {

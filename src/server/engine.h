@@ -18,8 +18,18 @@
 
 namespace lantern::server {
 
+// A generated token's log-probability under the model (the log-softmax of
+// its raw logits, before any sampling setting), and the most likely tokens
+// at that position when asked for.
+struct TokenLogprob {
+    std::string token;  // its text (may be part of a UTF-8 character)
+    float logprob = 0.0f;
+    std::vector<std::pair<std::string, float>> top;  // most likely first
+};
+
 struct GenerationResult {
     std::string text;
+    std::vector<TokenLogprob> logprobs;  // when asked for: the tokens of `text`
     int prompt_tokens = 0;
     int completion_tokens = 0;
     std::string finish_reason;  // "stop", "length", or "error"
@@ -32,10 +42,12 @@ struct GenerationRequest {
     int max_tokens = 256;
     std::vector<std::string> stop;  // stop strings (not included in the text)
     bool ignore_eos = false;
+    int logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
     // Called on the engine thread with each new piece of text (whole UTF-8
-    // characters; text that may begin a stop string is held back). Returning
+    // characters; text that may begin a stop string is held back) and, when
+    // logprobs were asked for, the tokens whose text it completes. Returning
     // false cancels the request (the client went away).
-    std::function<bool(const std::string& piece)> on_text;
+    std::function<bool(const std::string& piece, const std::vector<TokenLogprob>& tokens)> on_text;
     // Called once on the engine thread when the request ends.
     std::function<void(const GenerationResult&)> on_done;
 };

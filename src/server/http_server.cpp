@@ -141,6 +141,7 @@ void HttpServer::routes() {
             gen->max_tokens = req->max_tokens;
             gen->stop = req->stop;
             gen->ignore_eos = req->ignore_eos;
+            gen->logprobs = req->logprobs;
             const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
             const int64_t created = unix_time();
             const std::string model_name = options_.model_name;
@@ -158,9 +159,12 @@ void HttpServer::routes() {
 
             auto stream = std::make_shared<Stream>();
             auto sse = [](const json& j) { return "data: " + j.dump() + "\n\n"; };
-            gen->on_text = [stream, req, id, model_name, created, sse](const std::string& piece) {
+            auto text_offset = std::make_shared<size_t>(0);  // of the chunk's first token (completions)
+            gen->on_text = [stream, req, id, model_name, created, sse, text_offset](
+                               const std::string& piece, const std::vector<TokenLogprob>& tokens) {
                 if (stream->cancelled) return false;
-                stream->push(sse(completion_chunk(*req, piece, "", id, model_name, created)), false);
+                stream->push(sse(completion_chunk(*req, piece, "", id, model_name, created, tokens, *text_offset)), false);
+                for (const TokenLogprob& t : tokens) *text_offset += t.token.size();
                 return true;
             };
             gen->on_done = [stream, req, id, model_name, created, sse](const GenerationResult& r) {

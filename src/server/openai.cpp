@@ -1,5 +1,7 @@
 #include "server/openai.h"
 
+#include <algorithm>
+
 namespace lantern::server {
 namespace {
 
@@ -92,6 +94,27 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         }
     }
     if (auto n = field<int>(body, "n", 1); n != 1) throw ApiError(400, "'n' other than 1 is not supported");
+    // Log-probabilities: chat asks with "logprobs": true and "top_logprobs": N,
+    // completions with "logprobs": N (up to 20 alternatives either way).
+    constexpr int kMaxTop = 20;
+    if (chat) {
+        const int top = field<int>(body, "top_logprobs", -1);
+        if (field<bool>(body, "logprobs", false)) {
+            r.logprobs = std::max(top, 0);
+        } else if (top >= 0) {
+            throw ApiError(400, "'top_logprobs' needs 'logprobs': true");
+        }
+    } else {
+        r.logprobs = field<int>(body, "logprobs", -1);
+        if (body.contains("logprobs") && !body["logprobs"].is_null() && r.logprobs < 0) {
+            throw ApiError(400, "'logprobs' must be 0 or more");
+        }
+    }
+    if (r.logprobs > kMaxTop) throw ApiError(400, "at most " + std::to_string(kMaxTop) + " top logprobs per token");
+    if (!chat && field<bool>(body, "echo", false)) throw ApiError(400, "'echo' is not supported");
+    if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !it->empty()) {
+        throw ApiError(400, "'logit_bias' is not supported");
+    }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;
 }
@@ -100,9 +123,48 @@ json error_body(const ApiError& e) {
     return json{{"error", {{"message", e.what()}, {"type", e.type}, {"code", e.status}}}};
 }
 
+namespace {
+
+json byte_list(const std::string& s) {
+    json bytes = json::array();
+    for (char c : s) bytes.push_back(static_cast<unsigned char>(c));
+    return bytes;
+}
+
+// A choice's "logprobs": null unless asked for; chat's {"content": [...]}
+// or completions' parallel lists.
+json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+    if (req.logprobs < 0) return json();
+    if (req.chat) {
+        json content = json::array();
+        for (const TokenLogprob& t : tokens) {
+            json top = json::array();
+            for (const auto& [text, lp] : t.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", byte_list(text)}});
+            content.push_back(
+                {{"token", t.token}, {"logprob", t.logprob}, {"bytes", byte_list(t.token)}, {"top_logprobs", top}});
+        }
+        return json{{"content", content}};
+    }
+    json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    for (const TokenLogprob& t : tokens) {
+        texts.push_back(t.token);
+        lps.push_back(t.logprob);
+        json top = json::object();
+        for (const auto& [text, lp] : t.top) {
+            if (!top.contains(text)) top[text] = lp;
+        }
+        tops.push_back(top);
+        offsets.push_back(text_offset);
+        text_offset += t.token.size();
+    }
+    return json{{"tokens", texts}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+}  // namespace
+
 json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
                          const std::string& model, int64_t created) {
-    json choice = {{"index", 0}, {"finish_reason", r.finish_reason}};
+    json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
     if (req.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", r.text}};
     } else {
@@ -120,8 +182,11 @@ json completion_response(const CompletionRequest& req, const GenerationResult& r
 }
 
 json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,
-                      const std::string& id, const std::string& model, int64_t created) {
-    json choice = {{"index", 0}, {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
+                      const std::string& id, const std::string& model, int64_t created,
+                      const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+    json choice = {{"index", 0},
+                   {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)},
+                   {"logprobs", logprobs_json(req, tokens, text_offset)}};
     if (req.chat) {
         choice["delta"] = finish_reason.empty() ? json{{"role", "assistant"}, {"content", text}} : json::object();
     } else {

@@ -29,6 +29,8 @@ struct CompletionRequest {
     std::vector<std::string> stop;
     bool stream = false;
     bool ignore_eos = false;
+    // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
+    int logprobs = -1;  // -1: not asked for
 };
 
 // Parses and validates a request body; throws ApiError(400) naming the field.
@@ -39,8 +41,11 @@ nlohmann::json error_body(const ApiError& e);
 // Full (non-streamed) response.
 nlohmann::json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
                                    const std::string& model, int64_t created);
-// One streamed chunk: a text delta (finish_reason empty) or the final chunk.
+// One streamed chunk: a text delta (finish_reason empty) or the final chunk,
+// with the logprobs of the tokens it completes (text_offset: where the first
+// of them starts in the generated text).
 nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,
-                                const std::string& id, const std::string& model, int64_t created);
+                                const std::string& id, const std::string& model, int64_t created,
+                                const std::vector<TokenLogprob>& tokens = {}, size_t text_offset = 0);
 
 }  // namespace lantern::server

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <cmath>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -141,6 +142,75 @@ TEST_F(Server, StopStringsEndTheAnswer) {
     EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
 }
 
+// Chat logprobs: one entry per generated token, its text the answer's, at
+// temperature 0 the chosen token the most likely one.
+TEST_F(Server, ChatLogprobsDescribeEachToken) {
+    const json r = post("/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}}},
+                         {"temperature", 0},
+                         {"max_tokens", 12},
+                         {"logprobs", true},
+                         {"top_logprobs", 3}});
+    const json& content = r["choices"][0]["logprobs"]["content"];
+    ASSERT_TRUE(content.is_array());
+    EXPECT_EQ(content.size(), r["usage"]["completion_tokens"].get<size_t>());
+    std::string text;
+    for (const json& t : content) {
+        text += t["token"].get<std::string>();
+        const float lp = t["logprob"].get<float>();
+        EXPECT_LE(lp, 0.0f);
+        ASSERT_EQ(t["top_logprobs"].size(), 3u);
+        EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]);  // greedy
+        EXPECT_FLOAT_EQ(t["top_logprobs"][0]["logprob"].get<float>(), lp);
+        EXPECT_GE(t["top_logprobs"][0]["logprob"].get<float>(), t["top_logprobs"][1]["logprob"].get<float>());
+        EXPECT_GE(t["top_logprobs"][1]["logprob"].get<float>(), t["top_logprobs"][2]["logprob"].get<float>());
+        double mass = 0.0;
+        for (const json& a : t["top_logprobs"]) mass += std::exp(a["logprob"].get<double>());
+        EXPECT_LE(mass, 1.0 + 1e-4);
+        EXPECT_EQ(t["bytes"].size(), t["token"].get<std::string>().size());
+    }
+    EXPECT_EQ(text, r["choices"][0]["message"]["content"].get<std::string>());
+    // Not asked for: null.
+    EXPECT_TRUE(chat("Hi", 2)["choices"][0]["logprobs"].is_null());
+}
+
+// Completions logprobs, streamed and not: the same tokens and values.
+TEST_F(Server, StreamedCompletionLogprobsEqualTheFullOnes) {
+    const json body = {{"prompt", "The history of the printing press"}, {"temperature", 0}, {"max_tokens", 10}, {"logprobs", 2}};
+    const json full = post("/v1/completions", body)["choices"][0];
+    const json& lp = full["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), 10u);
+    std::string joined;
+    for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+        EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size());
+        joined += lp["tokens"][i].get<std::string>();
+        EXPECT_LE(lp["top_logprobs"][i].size(), 2u);
+        EXPECT_TRUE(lp["top_logprobs"][i].contains(lp["tokens"][i].get<std::string>()));
+    }
+    EXPECT_EQ(joined, full["text"].get<std::string>());
+    json sbody = body;
+    sbody["stream"] = true;
+    auto res = client().Post("/v1/completions", sbody.dump(), "application/json");
+    ASSERT_TRUE(res);
+    json tokens = json::array(), values = json::array(), offsets = json::array();
+    size_t pos = 0;
+    while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
+        const size_t end = res->body.find("\n\n", pos);
+        const std::string data = res->body.substr(pos + 6, end - pos - 6);
+        pos = end;
+        if (data == "[DONE]") break;
+        const json c = json::parse(data)["choices"][0]["logprobs"];
+        for (size_t i = 0; i < c["tokens"].size(); ++i) {
+            tokens.push_back(c["tokens"][i]);
+            values.push_back(c["token_logprobs"][i]);
+            offsets.push_back(c["text_offset"][i]);
+        }
+    }
+    EXPECT_EQ(tokens, lp["tokens"]);
+    EXPECT_EQ(values, lp["token_logprobs"]);
+    EXPECT_EQ(offsets, lp["text_offset"]);
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
@@ -157,6 +227,18 @@ TEST_F(Server, MalformedRequestsGet400) {
     e = post("/v1/completions", {{"prompt", huge}}, &status);
     EXPECT_EQ(status, 400);
     EXPECT_NE(e["error"]["message"].get<std::string>().find("tokens"), std::string::npos);
+    const json user = {{{"role", "user"}, {"content", "hi"}}};
+    for (const json& b : {json{{"messages", user}, {"top_logprobs", 2}},
+                          json{{"messages", user}, {"logprobs", true}, {"top_logprobs", 21}},
+                          json{{"messages", user}, {"logit_bias", {{"15", 5}}}}}) {
+        e = post("/v1/chat/completions", b, &status);
+        EXPECT_EQ(status, 400) << b;
+        EXPECT_NE(e["error"]["message"].get<std::string>().find("log"), std::string::npos) << e;
+    }
+    for (const json& b : {json{{"prompt", "hi"}, {"logprobs", -2}}, json{{"prompt", "hi"}, {"echo", true}}}) {
+        e = post("/v1/completions", b, &status);
+        EXPECT_EQ(status, 400) << b;
+    }
     auto missing = client().Get("/v2/nothing");
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404);
