@@ -155,6 +155,7 @@ void add_bench_command(CLI::App& app) {
                                {"model_n_params", info.n_params},
                                {"backends", backend},
                                {"device", info.device},
+                               {"cpu_kernels", cpu_kernels()},
                                {"n_threads", threads},
                                {"n_gpu_layers", info.n_gpu_layers},
                                {"n_batch", o->n_batch},
@@ -175,7 +176,7 @@ void add_bench_command(CLI::App& app) {
                             human_size(info.file_bytes).c_str(), human_params(info.n_params).c_str(), backend.c_str(),
                             info.n_gpu_layers, threads, r.test.c_str(), r.mean(), r.stddev());
             }
-            std::printf("\ndevice: %s\n", info.device.c_str());
+            std::printf("\ndevice: %s\ncpu kernels: %s\n", info.device.c_str(), cpu_kernels().c_str());
         }
         if (o->model.verbose) {
             for (const auto& [name, stats] : ctx.perf().backend_stats) {

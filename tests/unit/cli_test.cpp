@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli_runner.h"
@@ -70,6 +71,10 @@ TEST(Cli, DevicesNamesTheCpuKernels) {
     const CliOutput o = run_lantern("devices");
     EXPECT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("cpu: " + cpu_kernels() + " kernels, "), std::string::npos) << o.out;
+    // And lantern bench records them with its figures.
+    const CliOutput b = run_lantern("bench -r 1 -p 8 -n 2 -t 1 -o json");
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(b.out).at(0).at("cpu_kernels"), cpu_kernels()) << b.out;
 }
 
 // A build directory outside the checkout (LANTERN_BUILD_DIR=/elsewhere
