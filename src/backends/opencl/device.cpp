@@ -53,7 +53,9 @@ DeviceCaps query(cl_platform_id p, cl_device_id d, int index) {
     c.vendor = device_string(d, CL_DEVICE_VENDOR);
     c.version = device_string(d, CL_DEVICE_VERSION);
     c.driver = device_string(d, CL_DRIVER_VERSION);
-    c.extensions = " " + device_string(d, CL_DEVICE_EXTENSIONS) + " ";
+    // Space-delimited at both ends, so that " name " finds whole names (appended:
+    // " " + string trips GCC 12's false -Wrestrict).
+    c.extensions = std::string(" ").append(device_string(d, CL_DEVICE_EXTENSIONS)).append(" ");
     parse_c_version(device_string(d, CL_DEVICE_OPENCL_C_VERSION), c.c_major, c.c_minor);
     c.global_mem = device_value<cl_ulong>(d, CL_DEVICE_GLOBAL_MEM_SIZE);
     c.max_alloc = device_value<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
