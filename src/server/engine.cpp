@@ -190,7 +190,7 @@ bool Engine::emit(Slot& s, bool final) {
         ++s.logprobs_sent;
     }
     if (end <= s.emitted && tokens.empty()) return true;
-    const std::string piece = s.text.substr(s.emitted, end - std::min(end, s.emitted));
+    const std::string piece = end > s.emitted ? s.text.substr(s.emitted, end - s.emitted) : std::string();
     s.emitted = std::max(s.emitted, end);
     return !s.req->on_text || s.req->on_text(piece, tokens);
 }
