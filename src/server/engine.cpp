@@ -204,11 +204,18 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
     r.completion_tokens = s.generated;
     r.finish_reason = reason;
     r.error = error;
-    if (s.req->on_done) s.req->on_done(r);
-    s.req.reset();
+    const std::shared_ptr<GenerationRequest> req = std::move(s.req);
     s.sampler.reset();
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++stats_.requests_done;
+    {
+        // Counted before the client hears of it, so that /health and /metrics
+        // read after a response include that request (the slot is free now,
+        // not at the next admission).
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.requests_done;
+        stats_.active_slots =
+            static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& x) { return x->active(); }));
+    }
+    if (req->on_done) req->on_done(r);
 }
 
 void Engine::step() {
@@ -224,6 +231,12 @@ void Engine::step() {
             continue;
         }
         ++s.generated;
+        {
+            // Counted now: the request may finish (and its client read the
+            // counters) before this step ends.
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++stats_.generated_tokens;
+        }
         s.text += model_.token_to_piece(tok);
         if (s.req->logprobs >= 0) {
             s.logprobs.push_back(token_logprob(model_, logits, model_.n_vocab(), tok, s.req->logprobs));
@@ -261,6 +274,7 @@ void Engine::step() {
     // prompt chunks within the remaining budget.
     Batch batch;
     std::vector<Slot*> want;  // slots asking for logits, in output order
+    uint64_t prompt = 0;
     for (auto& sp : slots_) {
         Slot& s = *sp;
         if (!s.active() || s.prompt_done < s.req->prompt.size() || s.last < 0) continue;
@@ -281,6 +295,7 @@ void Engine::step() {
             if (last) want.push_back(&s);
         }
         s.prompt_done += n;
+        prompt += n;
     }
     if (batch.size() == 0) return;
 
@@ -302,6 +317,7 @@ void Engine::step() {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.steps;
     stats_.tokens_decoded += batch.size();
+    stats_.prompt_tokens += prompt;
 }
 
 }  // namespace lantern::server

@@ -61,7 +61,9 @@ struct EngineParams {
 struct EngineStats {
     uint64_t requests_done = 0;
     uint64_t steps = 0;
-    uint64_t tokens_decoded = 0;
+    uint64_t tokens_decoded = 0;     // prompt and generated tokens through the model
+    uint64_t prompt_tokens = 0;      // of them, prompt tokens
+    uint64_t generated_tokens = 0;   // tokens sampled (end-of-generation tokens excepted)
     int active_slots = 0;
     int queued = 0;
 };

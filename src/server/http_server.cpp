@@ -96,6 +96,24 @@ void HttpServer::routes() {
         send_json(res, 200, json{{"status", "ok"}, {"slots", engine_.params().n_slots}, {"active", st.active_slots},
                                  {"queued", st.queued}, {"requests_done", st.requests_done}});
     });
+    // Prometheus' text format, for monitoring.
+    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        const EngineStats st = engine_.stats();
+        std::string out;
+        auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+            out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+                   std::to_string(value) + "\n";
+        };
+        metric("lantern_requests_total", "counter", "Requests finished (any outcome).", st.requests_done);
+        metric("lantern_prompt_tokens_total", "counter", "Prompt tokens decoded.", st.prompt_tokens);
+        metric("lantern_generated_tokens_total", "counter", "Tokens generated.", st.generated_tokens);
+        metric("lantern_decode_steps_total", "counter", "Batches decoded.", st.steps);
+        metric("lantern_slots", "gauge", "Requests served at once (--parallel).",
+               static_cast<uint64_t>(engine_.params().n_slots));
+        metric("lantern_slots_active", "gauge", "Slots serving a request.", static_cast<uint64_t>(st.active_slots));
+        metric("lantern_requests_queued", "gauge", "Requests waiting for a slot.", static_cast<uint64_t>(st.queued));
+        res.set_content(out, "text/plain; version=0.0.4");
+    });
     s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
         send_json(res, 200, json{{"object", "list"},
                                  {"data", json::array({json{{"id", options_.model_name},

@@ -211,6 +211,34 @@ TEST_F(Server, StreamedCompletionLogprobsEqualTheFullOnes) {
     EXPECT_EQ(offsets, lp["text_offset"]);
 }
 
+// GET /metrics counts what a request did.
+TEST_F(Server, MetricsCountTokensAndRequests) {
+    auto value = [](const std::string& text, const std::string& name) {
+        const size_t at = text.find("\n" + name + " ");
+        EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
+        return at == std::string::npos ? uint64_t{0} : std::stoull(text.substr(at + name.size() + 2));
+    };
+    auto metrics = [] {
+        auto res = client().Get("/metrics");
+        EXPECT_TRUE(res);
+        if (!res) return std::string();
+        EXPECT_EQ(res->status, 200);
+        EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+        return res->body;
+    };
+    const std::string before = metrics();
+    const json r = chat("Name a color.", 6);
+    const std::string after = metrics();
+    EXPECT_EQ(value(after, "lantern_requests_total"), value(before, "lantern_requests_total") + 1);
+    EXPECT_EQ(value(after, "lantern_prompt_tokens_total") - value(before, "lantern_prompt_tokens_total"),
+              r["usage"]["prompt_tokens"].get<uint64_t>());
+    EXPECT_EQ(value(after, "lantern_generated_tokens_total") - value(before, "lantern_generated_tokens_total"),
+              r["usage"]["completion_tokens"].get<uint64_t>());
+    EXPECT_GT(value(after, "lantern_decode_steps_total"), value(before, "lantern_decode_steps_total"));
+    EXPECT_EQ(value(after, "lantern_slots"), 4u);
+    EXPECT_EQ(value(after, "lantern_slots_active"), 0u);
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
