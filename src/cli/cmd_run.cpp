@@ -159,7 +159,7 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
             if (user.empty()) continue;
         }
         messages.push_back({"user", user});
-        const std::string full = model.apply_chat_template(messages, true, o.chat_template);
+        std::string full = model.apply_chat_template(messages, true, o.chat_template);
         std::string delta;
         if (full.compare(0, cached.size(), cached) == 0) {
             delta = full.substr(cached.size());
@@ -169,11 +169,38 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
             cached.clear();
         }
         const std::string bos = model.bos_token() >= 0 ? model.token_to_piece(model.bos_token(), true) : "";
-        const bool add_special = cached.empty() && (bos.empty() || full.rfind(bos, 0) != 0);
-        const std::vector<int32_t> tokens = model.tokenize(delta, add_special, true);
-        if (ctx.sequence_length(0) + static_cast<int>(tokens.size()) >= ctx.n_ctx()) {
-            throw Error(ErrorCode::ContextFull, "the conversation no longer fits in the context (" +
-                                                    std::to_string(ctx.n_ctx()) + " tokens)");
+        auto tokenize = [&](const std::string& text) {
+            const bool add_special = cached.empty() && (bos.empty() || full.rfind(bos, 0) != 0);
+            return model.tokenize(text, add_special, true);
+        };
+        std::vector<int32_t> tokens = tokenize(delta);
+        // Room for the reply: a conversation that would leave less than this
+        // loses its oldest exchanges (the system message stays) and is read
+        // again from the start, rather than ending the chat.
+        const int reserve = std::min(std::max(o.n_predict, 1), ctx.n_ctx() / 4);
+        if (ctx.sequence_length(0) + static_cast<int>(tokens.size()) + reserve >= ctx.n_ctx()) {
+            const size_t keep = !messages.empty() && messages[0].role == "system" ? 1 : 0;
+            size_t dropped = 0;
+            ctx.clear_sequence(0);
+            cached.clear();
+            for (;;) {
+                full = model.apply_chat_template(messages, true, o.chat_template);
+                tokens = tokenize(full);
+                if (static_cast<int>(tokens.size()) + reserve < ctx.n_ctx()) break;
+                if (messages.size() - keep <= 1) {
+                    throw Error(ErrorCode::ContextFull, "the message does not fit in the context (" +
+                                                            std::to_string(ctx.n_ctx()) + " tokens) with room for a reply");
+                }
+                // The oldest exchange: a user message and the reply to it.
+                const size_t n = messages.size() - keep > 2 && messages[keep + 1].role == "assistant" ? 2 : 1;
+                messages.erase(messages.begin() + static_cast<std::ptrdiff_t>(keep),
+                               messages.begin() + static_cast<std::ptrdiff_t>(keep + n));
+                dropped += n;
+            }
+            if (dropped > 0) {
+                std::fprintf(stderr, "note: the conversation outgrew the context (%d tokens): the oldest %zu message%s dropped\n",
+                             ctx.n_ctx(), dropped, dropped == 1 ? " was" : "s were");
+            }
         }
         for (int32_t t : tokens) sampler.accept(t);
         feed(ctx, tokens);

@@ -136,6 +136,19 @@ TEST(Cli, ChatAnswersGolden) {
     EXPECT_EQ(o.err.find("no chat template"), std::string::npos) << o.err;  // SmolLM2 carries its own
 }
 
+// A chat longer than the context goes on without its oldest exchanges.
+TEST(Cli, ChatOutgrowingTheContextDropsTheOldestTurns) {
+    const std::string input = temp_path("chat-turns.txt").string();
+    std::ofstream(input) << "Name a fruit.\nName a color.\nName an animal.\nName a country.\nName a planet.\n";
+    const CliOutput o = run_lantern("run --chat -c 160 -n 24 --temp 0 -t 1 < " + shell_quote(input));
+    std::remove(input.c_str());
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("note: the conversation outgrew the context (160 tokens): the oldest"), std::string::npos)
+        << o.err;
+    EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 5) << o.out;  // a reply to every message
+    EXPECT_NE(o.out.find("planet"), std::string::npos) << o.out;
+}
+
 TEST(Cli, CompletionIsSeededAndReproducible) {
     const std::string args = "run -n 24 --temp 0.8 --seed 42 -p " + shell_quote("Once upon a time") + " 2>/dev/null";
     const CliOutput a = run_lantern(args), b = run_lantern(args);
