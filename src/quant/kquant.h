@@ -68,16 +68,6 @@ inline Bytes32 bits(Bytes32 x, int shift, uint8_t mask) {
 // x << shift in every byte; the caller's bytes have no bits that would cross.
 inline Bytes32 shl(Bytes32 x, int shift) { return {_mm256_slli_epi16(x.v, shift)}; }
 inline Bytes32 operator|(Bytes32 a, Bytes32 b) { return {_mm256_or_si256(a.v, b.v)}; }
-// a then b at p. One 64-byte store with AVX-512, so that the dot product's
-// 64-byte loads are forwarded from a single store.
-inline void store64(uint8_t* p, Bytes32 a, Bytes32 b) {
-#if LANTERN_SIMD_WIDTH == 512
-    _mm512_storeu_si512(p, _mm512_inserti64x4(_mm512_castsi256_si512(a.v), b.v, 1));
-#else
-    store32(p, a);
-    store32(p + 32, b);
-#endif
-}
 #elif LANTERN_SIMD_WIDTH == 128
 struct Bytes32 {
     uint8x16_t lo, hi;
@@ -97,10 +87,6 @@ inline Bytes32 shl(Bytes32 x, int shift) {
     return {vshlq_u8(x.lo, left), vshlq_u8(x.hi, left)};
 }
 inline Bytes32 operator|(Bytes32 a, Bytes32 b) { return {vorrq_u8(a.lo, b.lo), vorrq_u8(a.hi, b.hi)}; }
-inline void store64(uint8_t* p, Bytes32 a, Bytes32 b) {
-    store32(p, a);
-    store32(p + 32, b);
-}
 #else
 struct Bytes32 {
     uint8_t v[32];
@@ -123,11 +109,18 @@ inline Bytes32 operator|(Bytes32 a, Bytes32 b) {
     for (int i = 0; i < 32; ++i) a.v[i] |= b.v[i];
     return a;
 }
+#endif
+
+// a then b at p. One 64-byte store with AVX-512, so that the dot product's
+// 64-byte loads are forwarded from a single store.
 inline void store64(uint8_t* p, Bytes32 a, Bytes32 b) {
+#if LANTERN_SIMD_WIDTH == 512
+    _mm512_storeu_si512(p, _mm512_inserti64x4(_mm512_castsi256_si512(a.v), b.v, 1));
+#else
     store32(p, a);
     store32(p + 32, b);
-}
 #endif
+}
 
 // Sets u's group scales and min multipliers: sc[g] is byte g of the four
 // little-endian words sc (int8); mn[g] is byte g of the words mn (unsigned)

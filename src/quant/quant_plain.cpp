@@ -19,11 +19,7 @@ namespace {
 struct F32Weights {
     using T = float;
     static float scalar(float v) { return v; }
-#if LANTERN_SIMD_WIDTH == 512
-    static simd::VF load(const float* p) { return _mm512_loadu_ps(p); }
-#elif LANTERN_SIMD_WIDTH == 256
-    static simd::VF load(const float* p) { return _mm256_loadu_ps(p); }
-#elif LANTERN_SIMD_WIDTH == 128
+#if LANTERN_SIMD_WIDTH
     static simd::VF load(const float* p) { return simd::load_f(p); }
 #endif
 };

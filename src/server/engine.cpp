@@ -18,8 +18,8 @@ struct Engine::Slot {
     std::string text;          // all generated text
     size_t emitted = 0;        // bytes of text already sent
     std::vector<TokenLogprob> logprobs;  // per generated token, when asked for
-    std::vector<size_t> token_end;       // where each one's text ends in `text`
     size_t logprobs_sent = 0;
+    size_t logprobs_sent_end = 0;        // where the sent tokens' text ends in `text`
     bool active() const { return req != nullptr; }
 };
 
@@ -40,15 +40,23 @@ size_t incomplete_utf8_tail(const std::string& s) {
     return 0;
 }
 
-// The log-softmax of `logits` at `token`, and the n_top most likely tokens.
-TokenLogprob token_logprob(const Model& model, const float* logits, int n_vocab, int32_t token, int n_top) {
+// Slots serving a request (Engine::slots_).
+template <class Slots>
+int count_active(const Slots& slots) {
+    return static_cast<int>(std::count_if(slots.begin(), slots.end(), [](const auto& s) { return s->active(); }));
+}
+
+// The log-softmax of `logits` at `token` (whose text is `piece`), and the
+// n_top most likely tokens.
+TokenLogprob token_logprob(const Model& model, const float* logits, int n_vocab, int32_t token, std::string piece,
+                           int n_top) {
     float max = logits[0];
     for (int i = 1; i < n_vocab; ++i) max = std::max(max, logits[i]);
     double sum = 0.0;
     for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
     const float log_z = max + static_cast<float>(std::log(sum));
     TokenLogprob t;
-    t.token = model.token_to_piece(token);
+    t.token = std::move(piece);
     t.logprob = logits[token] - log_z;
     const int k = std::min(n_top, n_vocab);
     if (k > 0) {
@@ -152,13 +160,12 @@ void Engine::admit_queued() {
         s->text.clear();
         s->emitted = 0;
         s->logprobs.clear();
-        s->token_end.clear();
         s->logprobs_sent = 0;
+        s->logprobs_sent_end = 0;
         ctx_->clear_sequence(s->id);
     }
     stats_.queued = static_cast<int>(queue_.size());
-    stats_.active_slots =
-        static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); }));
+    stats_.active_slots = count_active(slots_);
 }
 
 // Sends what can be sent of the slot's text; false when the client cancelled.
@@ -183,11 +190,12 @@ bool Engine::emit(Slot& s, bool final) {
     // string cut short (its text began before the cut).
     std::vector<TokenLogprob> tokens;
     while (s.logprobs_sent < s.logprobs.size()) {
-        const size_t i = s.logprobs_sent;
-        const size_t start = i > 0 ? s.token_end[i - 1] : 0;
-        if (s.token_end[i] > end && !(final && start < end)) break;
-        tokens.push_back(s.logprobs[i]);
+        const TokenLogprob& t = s.logprobs[s.logprobs_sent];
+        const size_t start = s.logprobs_sent_end, token_end = start + t.token.size();
+        if (token_end > end && !(final && start < end)) break;
+        tokens.push_back(t);
         ++s.logprobs_sent;
+        s.logprobs_sent_end = token_end;
     }
     if (end <= s.emitted && tokens.empty()) return true;
     const std::string piece = end > s.emitted ? s.text.substr(s.emitted, end - s.emitted) : std::string();
@@ -212,8 +220,7 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
         // not at the next admission).
         std::lock_guard<std::mutex> lock(mutex_);
         ++stats_.requests_done;
-        stats_.active_slots =
-            static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& x) { return x->active(); }));
+        stats_.active_slots = count_active(slots_);
     }
     if (req->on_done) req->on_done(r);
 }
@@ -237,10 +244,10 @@ void Engine::step() {
             std::lock_guard<std::mutex> lock(mutex_);
             ++stats_.generated_tokens;
         }
-        s.text += model_.token_to_piece(tok);
+        std::string piece = model_.token_to_piece(tok);
+        s.text += piece;
         if (s.req->logprobs >= 0) {
-            s.logprobs.push_back(token_logprob(model_, logits, model_.n_vocab(), tok, s.req->logprobs));
-            s.token_end.push_back(s.text.size());
+            s.logprobs.push_back(token_logprob(model_, logits, model_.n_vocab(), tok, std::move(piece), s.req->logprobs));
         }
         // Stop strings.
         bool stopped = false;

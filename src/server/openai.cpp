@@ -36,6 +36,41 @@ std::string content_text(const json& content, size_t index) {
     throw ApiError(400, "messages[" + std::to_string(index) + "].content must be a string or a list of text parts");
 }
 
+json byte_list(const std::string& s) {
+    json bytes = json::array();
+    for (char c : s) bytes.push_back(static_cast<unsigned char>(c));
+    return bytes;
+}
+
+// A choice's "logprobs": null unless asked for; chat's {"content": [...]}
+// or completions' parallel lists.
+json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+    if (req.logprobs < 0) return json();
+    if (req.chat) {
+        json content = json::array();
+        for (const TokenLogprob& t : tokens) {
+            json top = json::array();
+            for (const auto& [text, lp] : t.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", byte_list(text)}});
+            content.push_back(
+                {{"token", t.token}, {"logprob", t.logprob}, {"bytes", byte_list(t.token)}, {"top_logprobs", top}});
+        }
+        return json{{"content", content}};
+    }
+    json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+    for (const TokenLogprob& t : tokens) {
+        texts.push_back(t.token);
+        lps.push_back(t.logprob);
+        json top = json::object();
+        for (const auto& [text, lp] : t.top) {
+            if (!top.contains(text)) top[text] = lp;
+        }
+        tops.push_back(top);
+        offsets.push_back(text_offset);
+        text_offset += t.token.size();
+    }
+    return json{{"tokens", texts}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(const std::string& body_text, bool chat) {
@@ -123,44 +158,6 @@ json error_body(const ApiError& e) {
     return json{{"error", {{"message", e.what()}, {"type", e.type}, {"code", e.status}}}};
 }
 
-namespace {
-
-json byte_list(const std::string& s) {
-    json bytes = json::array();
-    for (char c : s) bytes.push_back(static_cast<unsigned char>(c));
-    return bytes;
-}
-
-// A choice's "logprobs": null unless asked for; chat's {"content": [...]}
-// or completions' parallel lists.
-json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
-    if (req.logprobs < 0) return json();
-    if (req.chat) {
-        json content = json::array();
-        for (const TokenLogprob& t : tokens) {
-            json top = json::array();
-            for (const auto& [text, lp] : t.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", byte_list(text)}});
-            content.push_back(
-                {{"token", t.token}, {"logprob", t.logprob}, {"bytes", byte_list(t.token)}, {"top_logprobs", top}});
-        }
-        return json{{"content", content}};
-    }
-    json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-    for (const TokenLogprob& t : tokens) {
-        texts.push_back(t.token);
-        lps.push_back(t.logprob);
-        json top = json::object();
-        for (const auto& [text, lp] : t.top) {
-            if (!top.contains(text)) top[text] = lp;
-        }
-        tops.push_back(top);
-        offsets.push_back(text_offset);
-        text_offset += t.token.size();
-    }
-    return json{{"tokens", texts}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
-}
-
-}  // namespace
 
 json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
                          const std::string& model, int64_t created) {
