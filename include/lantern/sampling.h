@@ -3,13 +3,21 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace lantern {
 
 // Seed value meaning "draw a random seed".
 inline constexpr uint64_t kSamplerRandomSeed = 0xFFFFFFFFu;
 
-// llama.cpp's conventions: penalties, then top-k, top-p, min-p, temperature
+// A bias added to one token's logit before anything else; -infinity bans the
+// token (OpenAI's and llama.cpp's logit_bias). Biases of one token add up.
+struct LogitBias {
+    int32_t token = 0;
+    float bias = 0.0f;
+};
+
+// llama.cpp's conventions: logit biases, penalties, then top-k, top-p, min-p, temperature
 // and a seeded draw; temperature <= 0 is greedy (argmax, ties to the lowest id).
 struct SamplerParams {
     float temperature = 0.8f;        // <= 0: greedy
@@ -21,6 +29,7 @@ struct SamplerParams {
     float frequency_penalty = 0.0f;  // 0: off
     float presence_penalty = 0.0f;   // 0: off
     uint64_t seed = kSamplerRandomSeed;
+    std::vector<LogitBias> logit_bias;  // tokens in [0, n_vocab); no NaN or +infinity
 };
 
 }  // namespace lantern

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -28,7 +30,32 @@ struct RunOptions {
     bool ignore_eos = false;
     bool no_display_prompt = false;
     std::vector<std::string> reverse_prompts;  // stop when the text ends with one
+    std::vector<std::string> logit_bias;       // TOKEN+BIAS / TOKEN-BIAS, as llama.cpp's -l
 };
+
+// "15043+1", "15043-0.5", "15043-inf" (a ban): llama.cpp's --logit-bias form.
+LogitBias parse_logit_bias(const std::string& s) {
+    const size_t sign = s.find_first_of("+-");
+    const std::string id = s.substr(0, sign), value = sign == std::string::npos ? "" : s.substr(sign);
+    const bool id_ok = !id.empty() && id.size() <= 9 && id.find_first_not_of("0123456789") == std::string::npos;
+    LogitBias b;
+    bool ok = id_ok && value.size() > 1;
+    if (ok) {
+        b.token = std::stoi(id);
+        if (value == "-inf") {
+            b.bias = -INFINITY;
+        } else {
+            char* end = nullptr;
+            b.bias = std::strtof(value.c_str(), &end);
+            ok = *end == '\0' && std::isfinite(b.bias);
+        }
+    }
+    if (!ok) {
+        throw Error(ErrorCode::InvalidArgument,
+                    "--logit-bias wants TOKEN+BIAS or TOKEN-BIAS (e.g. 15043+1, 15043-inf), not '" + s + "'");
+    }
+    return b;
+}
 
 // Decodes `tokens` at the end of sequence 0, asking for the last logits.
 void feed(Context& ctx, const std::vector<int32_t>& tokens) {
@@ -241,6 +268,8 @@ void add_run_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty");
     cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty");
+    cmd->add_option("-l,--logit-bias", o->logit_bias,
+                    "add BIAS to TOKEN's logit before sampling: TOKEN+BIAS or TOKEN-BIAS, -inf bans it (repeatable)");
     cmd->add_option("-s,--seed", o->seed, "random seed (-1: random)")->capture_default_str();
     cmd->add_flag("--chat,-i", o->chat, "chat with the model's chat template");
     cmd->add_flag("--single-turn", o->single_turn, "in chat mode, stop after the first answer");
@@ -259,6 +288,7 @@ void add_run_command(CLI::App& app) {
             ss << in.rdbuf();
             o->prompt = ss.str();
         }
+        for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
         std::unique_ptr<Model> model = o->model.load();
         ContextParams cp;
         cp.n_ctx = std::min(o->n_ctx, model->info().n_ctx_train > 0 ? model->info().n_ctx_train : o->n_ctx);

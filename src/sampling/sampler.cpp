@@ -36,6 +36,12 @@ TokenSampler::TokenSampler(const SamplerParams& params, int32_t n_vocab) : param
     check(params.repeat_last_n >= -1, "repeat_last_n must be >= -1, got " + std::to_string(params.repeat_last_n));
     check(std::isfinite(params.frequency_penalty) && std::isfinite(params.presence_penalty),
           "frequency/presence penalties must be finite");
+    for (const LogitBias& b : params.logit_bias) {
+        check(b.token >= 0 && b.token < n_vocab, "logit bias for token " + std::to_string(b.token) +
+                                                     ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+        check(!std::isnan(b.bias) && b.bias != INFINITY,
+              "logit bias for token " + std::to_string(b.token) + " must be a number or -infinity");
+    }
 
     seed_ = params.seed;
     if (seed_ == kSamplerRandomSeed) {
@@ -257,6 +263,10 @@ int32_t TokenSampler::sample(const float* logits) {
     }
     sorted_ = false;
 
+    for (const LogitBias& b : params_.logit_bias) {
+        float& l = cands_[size_t(b.token)].logit;
+        l = std::min(l + b.bias, FLT_MAX);
+    }
     penalize_candidates();
     if (params_.temperature <= 0.0f) return argmax();
 

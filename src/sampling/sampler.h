@@ -1,6 +1,7 @@
 // Token sampling: turns one step's logits into the next token.
 //
 // The pipeline follows llama.cpp's conventions, in this order:
+//   0. logit bias    logit += bias, per SamplerParams::logit_bias entry
 //   1. penalties     over the last `repeat_last_n` accepted tokens:
 //                      repetition  logit > 0 ? logit / repeat_penalty : logit * repeat_penalty
 //                      frequency   logit -= count * frequency_penalty
@@ -40,7 +41,8 @@ namespace lantern {
 class TokenSampler {
 public:
     // Throws Error(InvalidArgument) if n_vocab <= 0 or a parameter is out of
-    // range (negative penalty, top_p/min_p outside [0, 1], NaN).
+    // range (negative penalty, top_p/min_p outside [0, 1], NaN, a logit bias
+    // for a token outside the vocabulary or of NaN / +infinity).
     TokenSampler(const SamplerParams& params, int32_t n_vocab);
 
     // Picks the next token from `logits` (n_vocab floats, not modified).

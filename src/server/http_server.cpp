@@ -148,6 +148,12 @@ void HttpServer::routes() {
     auto completion = [this](bool chat) {
         return [this, chat](const httplib::Request& http_req, httplib::Response& res) {
             auto req = std::make_shared<CompletionRequest>(parse_completion_request(http_req.body, chat));
+            for (const LogitBias& b : req->sampling.logit_bias) {
+                if (b.token >= model_.n_vocab()) {
+                    throw ApiError(400, "'logit_bias' names token " + std::to_string(b.token) + ", outside the vocabulary (" +
+                                            std::to_string(model_.n_vocab()) + " tokens)");
+                }
+            }
             const std::string text = chat ? model_.apply_chat_template(req->messages, true, options_.chat_template)
                                           : req->prompt;
             auto gen = std::make_shared<GenerationRequest>();

@@ -1,6 +1,7 @@
 #include "server/openai.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace lantern::server {
 namespace {
@@ -147,8 +148,26 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     if (r.logprobs > kMaxTop) throw ApiError(400, "at most " + std::to_string(kMaxTop) + " top logprobs per token");
     if (!chat && field<bool>(body, "echo", false)) throw ApiError(400, "'echo' is not supported");
-    if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null() && !it->empty()) {
-        throw ApiError(400, "'logit_bias' is not supported");
+    // {"token id": bias in [-100, 100]} as OpenAI takes it, or false to ban
+    // the token (llama.cpp's server). The ids are checked against the
+    // vocabulary by the caller (check_logit_bias).
+    if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+        if (!it->is_object()) throw ApiError(400, "'logit_bias' must be an object mapping token ids to biases");
+        for (const auto& [key, v] : it->items()) {
+            const bool digits = !key.empty() && key.size() <= 9 &&
+                                key.find_first_not_of("0123456789") == std::string::npos;
+            if (!digits) throw ApiError(400, "'logit_bias' keys must be token ids, not '" + key + "'");
+            LogitBias b;
+            b.token = std::stoi(key);
+            if (v.is_boolean() && !v.get<bool>()) {
+                b.bias = -INFINITY;
+            } else if (v.is_number() && v.get<double>() >= -100.0 && v.get<double>() <= 100.0) {
+                b.bias = v.get<float>();
+            } else {
+                throw ApiError(400, "'logit_bias' for token " + key + " must be a number in [-100, 100] or false");
+            }
+            s.logit_bias.push_back(b);
+        }
     }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;

@@ -149,6 +149,31 @@ TEST(Cli, ChatOutgrowingTheContextDropsTheOldestTurns) {
     EXPECT_NE(o.out.find("planet"), std::string::npos) << o.out;
 }
 
+// -l/--logit-bias: +100 makes a token the only choice, -inf bans it, and a
+// malformed or out-of-vocabulary bias is a one-line error.
+TEST(Cli, LogitBiasForcesAndBansTokens) {
+    const CliOutput ids = run_lantern("tokenize --ids -p Yes");
+    ASSERT_EQ(ids.exit_code, 0) << ids.err;
+    ASSERT_EQ(ids.out.front(), '[') << ids.out;
+    const std::string yes = ids.out.substr(1, ids.out.find(']') - 1);
+    const std::string prompt = shell_quote("Once upon a time");
+    CliOutput o = run_lantern("run -n 3 --temp 0 -t 1 -p " + prompt + " -l " + yes + "+100");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out, "Once upon a timeYesYesYes\n");
+    const CliOutput plain = run_lantern("run -n 1 --temp 0 -t 1 -p " + prompt + " 2>/dev/null");
+    const CliOutput first = run_lantern("tokenize --ids -p " + shell_quote(plain.out.substr(16, plain.out.size() - 17)));
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    const std::string top = first.out.substr(1, first.out.find_first_of(",]") - 1);
+    o = run_lantern("run -n 1 --temp 0 -t 1 -p " + prompt + " --logit-bias " + top + "-inf");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.out, plain.out);
+    for (const char* bad : {"12x", "12+", "+3", "12*3", "99999999+1"}) {
+        o = run_lantern("run -n 1 -p hi -l " + shell_quote(bad));
+        EXPECT_EQ(o.exit_code, 1) << bad;
+        EXPECT_NE(o.err.find("logit"), std::string::npos) << o.err;
+    }
+}
+
 TEST(Cli, CompletionIsSeededAndReproducible) {
     const std::string args = "run -n 24 --temp 0.8 --seed 42 -p " + shell_quote("Once upon a time") + " 2>/dev/null";
     const CliOutput a = run_lantern(args), b = run_lantern(args);

@@ -239,6 +239,31 @@ TEST_F(Server, MetricsCountTokensAndRequests) {
     EXPECT_EQ(value(after, "lantern_slots_active"), 0u);
 }
 
+// logit_bias: a bias of 100 makes a token the only choice, false bans one.
+TEST_F(Server, LogitBiasForcesAndBansTokens) {
+    auto token_of = [](const std::string& text) {
+        const json t = post("/tokenize", {{"content", text}});
+        EXPECT_EQ(t["tokens"].size(), 1u) << text << ": " << t;
+        return t["tokens"][0].get<int>();
+    };
+    const json user = {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}};
+    const int yes = token_of("Yes");
+    json r = post("/v1/chat/completions", {{"messages", user}, {"temperature", 0}, {"max_tokens", 3},
+                                           {"logit_bias", {{std::to_string(yes), 100}}}});
+    EXPECT_EQ(r["choices"][0]["message"]["content"], "YesYesYes") << r;
+    // Sampling with temperature too: the bias comes before every filter.
+    r = post("/v1/completions", {{"prompt", "Once upon a time"}, {"temperature", 1.0}, {"seed", 7}, {"max_tokens", 2},
+                                 {"logit_bias", {{std::to_string(yes), 100}}}});
+    EXPECT_EQ(r["choices"][0]["text"], "YesYes") << r;
+    // The greedy answer starts "The capital"; with "The" banned it cannot.
+    const int the = token_of("The");
+    r = post("/v1/chat/completions", {{"messages", user}, {"temperature", 0}, {"max_tokens", 8},
+                                      {"logit_bias", {{std::to_string(the), false}}}});
+    const std::string content = r["choices"][0]["message"]["content"];
+    EXPECT_FALSE(content.empty());
+    EXPECT_NE(content.rfind("The", 0), 0u) << content;
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
@@ -258,7 +283,11 @@ TEST_F(Server, MalformedRequestsGet400) {
     const json user = {{{"role", "user"}, {"content", "hi"}}};
     for (const json& b : {json{{"messages", user}, {"top_logprobs", 2}},
                           json{{"messages", user}, {"logprobs", true}, {"top_logprobs", 21}},
-                          json{{"messages", user}, {"logit_bias", {{"15", 5}}}}}) {
+                          json{{"messages", user}, {"logit_bias", {{"abc", 5}}}},
+                          json{{"messages", user}, {"logit_bias", {{"15", 500}}}},
+                          json{{"messages", user}, {"logit_bias", {{"15", "up"}}}},
+                          json{{"messages", user}, {"logit_bias", json::array({15})}},
+                          json{{"messages", user}, {"logit_bias", {{"99999999", 1}}}}}) {
         e = post("/v1/chat/completions", b, &status);
         EXPECT_EQ(status, 400) << b;
         EXPECT_NE(e["error"]["message"].get<std::string>().find("log"), std::string::npos) << e;

@@ -237,6 +237,39 @@ TEST(TokenSampler, PenaltiesApplyBeforeGreedy) {
     EXPECT_EQ(s.sample(logits.data()), 1);
 }
 
+TEST(TokenSampler, LogitBiasAppliesFirstAndAddsUp) {
+    SamplerParams p;
+    p.temperature = 0.0f;
+    p.repeat_penalty = 2.0f;
+    const std::vector<float> logits = {2.0f, 1.9f, -5.0f, 0.0f};
+    // Token 2 pushed above the rest (two entries add up: -5 + 4 + 4 = 3).
+    p.logit_bias = {{2, 4.0f}, {2, 4.0f}};
+    TokenSampler s(p, 4);
+    EXPECT_EQ(s.sample(logits.data()), 2);
+    // Before the penalty: 3 / 2 = 1.5 once token 2 was seen, under 2.0.
+    s.accept(2);
+    EXPECT_EQ(s.sample(logits.data()), 0);
+    // -infinity bans a token, with or without randomness.
+    p = SamplerParams{};
+    p.temperature = 0.0f;
+    p.logit_bias = {{0, -INFINITY}};
+    TokenSampler ban(p, 4);
+    EXPECT_EQ(ban.sample(logits.data()), 1);
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 3;
+    p.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
+    TokenSampler draws(p, 4);
+    for (int i = 0; i < 200; ++i) {
+        const int32_t t = draws.sample(logits.data());
+        EXPECT_TRUE(t == 2 || t == 3) << t;
+    }
+    // The caller's logits are not modified.
+    EXPECT_EQ(logits[0], 2.0f);
+}
+
 TEST(TokenSampler, SameSeedSameTokens) {
     const int n = 1000;
     std::mt19937 gen(7);
@@ -376,6 +409,11 @@ TEST(TokenSampler, RejectsBadArguments) {
     p = plain();
     p.repeat_last_n = -2;
     EXPECT_THROW(TokenSampler(p, 10), Error);
+    for (LogitBias b : {LogitBias{10, 1.0f}, LogitBias{-1, 1.0f}, LogitBias{3, NAN}, LogitBias{3, INFINITY}}) {
+        p = plain();
+        p.logit_bias = {b};
+        EXPECT_THROW(TokenSampler(p, 10), Error) << b.token << " " << b.bias;
+    }
     TokenSampler s(plain(), 10);
     EXPECT_THROW(s.accept(10), Error);
     EXPECT_THROW(s.accept(-1), Error);
