@@ -51,7 +51,7 @@ models=("$@")
 [ ${#models[@]} -eq 0 ] && models=(smollm2-135m:q4_0 tinyllama-1.1b:q4_0 llama2-7b:q4_0 llama2-7b:q8_0)
 out="${OUT:-$root/out}"
 mkdir -p "$out"
-bin="$root/build-cuda/bin"
+bin="${LANTERN_DEVICE_BIN:-$root/build-cuda/bin}"  # LANTERN_DEVICE_BIN: another carried build
 export LANTERN_TESTDATA="$root/.devcarry/testdata"
 vocab="$LANTERN_TESTDATA/vocab/ggml-vocab-llama-spm.gguf"
 summary="$out/summary.txt"
