@@ -1,0 +1,176 @@
+/* Lantern's C API: the C++ API (lantern.h) behind a plain C ABI, for C
+ * programs and for language bindings (Python ctypes, Go cgo, C# P/Invoke,
+ * Rust FFI). Built as the shared library liblantern_c (CMake target
+ * lantern_c), which exports these functions and nothing else.
+ *
+ *   lantern_model *m = lantern_model_load("model.gguf", NULL);
+ *   if (!m) { fprintf(stderr, "%s\n", lantern_last_error()); return 1; }
+ *   lantern_context *c = lantern_context_new(m, NULL);
+ *   int32_t ids[256];
+ *   int n = lantern_tokenize(m, "Hello", 5, 1, 0, ids, 256);
+ *   lantern_decode(c, ids, NULL, NULL, NULL, n);        (positions 0..n-1, sequence 0)
+ *   lantern_sampler *s = lantern_sampler_new(NULL, lantern_model_n_vocab(m));
+ *   int32_t next = lantern_sampler_sample(s, lantern_logits(c, 0));
+ *
+ * Errors: a function that fails returns NULL or a negative status (a
+ * LANTERN_ERR_* code) and records a message for the calling thread,
+ * lantern_last_error(). No C++ exception crosses this boundary.
+ *
+ * Strings in: UTF-8, with an explicit length where they may hold NUL bytes.
+ * Strings out: written into the caller's buffer; the return value is the
+ * full length in bytes (without the NUL), which may exceed `capacity`: the
+ * buffer then holds a truncated, NUL-terminated prefix (when capacity > 0),
+ * and a second call with a larger buffer gets all of it. Token lists out
+ * work the same way, counted in tokens.
+ *
+ * Threads: a model may be shared by contexts on several threads; a context
+ * or a sampler is used by one thread at a time. */
+#ifndef LANTERN_C_H
+#define LANTERN_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define LANTERN_C_API __attribute__((visibility("default")))
+#else
+#define LANTERN_C_API
+#endif
+
+/* Statuses: 0, or the negative code of lantern::ErrorCode + 1. */
+enum {
+    LANTERN_OK = 0,
+    LANTERN_ERR_INVALID_ARGUMENT = -1,
+    LANTERN_ERR_IO = -2,
+    LANTERN_ERR_FORMAT = -3,
+    LANTERN_ERR_UNSUPPORTED = -4,
+    LANTERN_ERR_BACKEND = -5,
+    LANTERN_ERR_OUT_OF_MEMORY = -6,
+    LANTERN_ERR_CONTEXT_FULL = -7,
+    LANTERN_ERR_TOKENIZER = -8,
+    LANTERN_ERR_TEMPLATE = -9,
+    LANTERN_ERR_INTERNAL = -100 /* anything else (a bug: please report it) */
+};
+
+/* The calling thread's last failure: its message ("" if none) and status. */
+LANTERN_C_API const char *lantern_last_error(void);
+LANTERN_C_API int lantern_last_error_code(void);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+LANTERN_C_API const char *lantern_version(void);
+
+typedef struct lantern_model lantern_model;
+typedef struct lantern_context lantern_context;
+typedef struct lantern_sampler lantern_sampler;
+
+/* --- models --------------------------------------------------------------- */
+
+typedef struct {
+    const char *backend; /* "cpu", "cuda", "opencl" or "auto"; NULL: "cpu" */
+    int device;          /* device index within the backend */
+    int n_gpu_layers;    /* the last N layers on the GPU backend; more than the model has: all */
+    int n_threads;       /* CPU threads; 0: all hardware threads */
+    int vocab_only;      /* nonzero: the vocabulary and chat template only (no contexts) */
+} lantern_model_params;
+
+LANTERN_C_API lantern_model_params lantern_model_default_params(void);
+/* params NULL: the defaults. NULL on failure. */
+LANTERN_C_API lantern_model *lantern_model_load(const char *path, const lantern_model_params *params);
+LANTERN_C_API void lantern_model_free(lantern_model *model); /* NULL: nothing */
+
+LANTERN_C_API int lantern_model_n_vocab(const lantern_model *model);
+LANTERN_C_API int lantern_model_n_ctx_train(const lantern_model *model);
+LANTERN_C_API int lantern_model_n_embd(const lantern_model *model);
+LANTERN_C_API int lantern_model_n_layer(const lantern_model *model);
+/* "llama 135M Q4_1", as llama-bench prints it; owned by the model. */
+LANTERN_C_API const char *lantern_model_description(const lantern_model *model);
+
+LANTERN_C_API int32_t lantern_token_bos(const lantern_model *model); /* -1: none */
+LANTERN_C_API int32_t lantern_token_eos(const lantern_model *model); /* -1: none */
+/* 1 if generation ends at this token (EOS, EOT, ...), 0 if not. */
+LANTERN_C_API int lantern_token_is_eog(const lantern_model *model, int32_t token);
+
+/* --- text ----------------------------------------------------------------- */
+
+/* Token ids of text[0, text_len): the count, or a negative status.
+ * add_special: BOS (and EOS) as the vocabulary asks; parse_special: spell
+ * special tokens such as "<|im_start|>" as themselves. */
+LANTERN_C_API int lantern_tokenize(const lantern_model *model, const char *text, size_t text_len, int add_special,
+                                   int parse_special, int32_t *tokens, int capacity);
+/* A token's text (render_special: special tokens as their text, not ""). */
+LANTERN_C_API int lantern_token_to_piece(const lantern_model *model, int32_t token, int render_special, char *buf,
+                                         int capacity);
+LANTERN_C_API int lantern_detokenize(const lantern_model *model, const int32_t *tokens, int n_tokens,
+                                     int render_special, char *buf, int capacity);
+/* A conversation (roles[i], contents[i]) rendered with the model's chat
+ * template, or with override_template (a built-in name such as "chatml", or
+ * Jinja source; NULL or "": the model's). */
+LANTERN_C_API int lantern_chat_apply(const lantern_model *model, const char *const *roles, const char *const *contents,
+                                     int n_messages, int add_generation_prompt, const char *override_template,
+                                     char *buf, int capacity);
+
+/* --- contexts ------------------------------------------------------------- */
+
+typedef struct {
+    int n_ctx;     /* positions per sequence (capped at the model's training context) */
+    int n_seq;     /* sequences the KV cache holds */
+    int n_batch;   /* tokens per forward pass; longer batches are split */
+    int n_threads; /* 0: the model's */
+} lantern_context_params;
+
+LANTERN_C_API lantern_context_params lantern_context_default_params(void);
+/* The model must outlive the context. NULL on failure. */
+LANTERN_C_API lantern_context *lantern_context_new(lantern_model *model, const lantern_context_params *params);
+LANTERN_C_API void lantern_context_free(lantern_context *ctx); /* NULL: nothing */
+
+/* Runs n tokens. pos NULL: each sequence continues where it is (token i of
+ * a sequence at its length + the tokens before it in this call); seq NULL:
+ * sequence 0; want_logits NULL: only the last token's. LANTERN_OK or a
+ * negative status (LANTERN_ERR_CONTEXT_FULL past n_ctx); on failure the
+ * cache keeps what it held. */
+LANTERN_C_API int lantern_decode(lantern_context *ctx, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                                 const int8_t *want_logits, int n);
+/* Logits (n_vocab floats) of the i-th token that asked for them in the
+ * last decode, valid until the next decode; NULL if there is no such token. */
+LANTERN_C_API const float *lantern_logits(lantern_context *ctx, int i);
+LANTERN_C_API int lantern_n_outputs(const lantern_context *ctx);
+LANTERN_C_API int lantern_sequence_length(const lantern_context *ctx, int seq);
+LANTERN_C_API int lantern_clear_sequence(lantern_context *ctx, int seq);
+LANTERN_C_API int lantern_context_n_ctx(const lantern_context *ctx);
+
+/* --- sampling ------------------------------------------------------------- */
+
+typedef struct {
+    float temperature; /* <= 0: greedy */
+    int top_k;         /* <= 0: off */
+    float top_p;       /* >= 1: off */
+    float min_p;       /* <= 0: off */
+    float repeat_penalty;
+    int repeat_last_n;
+    float frequency_penalty;
+    float presence_penalty;
+    uint64_t seed;              /* 0xFFFFFFFF: a random seed */
+    const int32_t *bias_tokens; /* n_bias logit biases (bias_values[i] added to bias_tokens[i]) */
+    const float *bias_values;
+    int n_bias;
+} lantern_sampler_params;
+
+LANTERN_C_API lantern_sampler_params lantern_sampler_default_params(void);
+LANTERN_C_API lantern_sampler *lantern_sampler_new(const lantern_sampler_params *params, int n_vocab);
+LANTERN_C_API void lantern_sampler_free(lantern_sampler *sampler); /* NULL: nothing */
+/* The next token from n_vocab logits (recorded for the penalties), or a
+ * negative status. */
+LANTERN_C_API int32_t lantern_sampler_sample(lantern_sampler *sampler, const float *logits);
+/* Records a token chosen elsewhere (a prompt's) for the penalties. */
+LANTERN_C_API int lantern_sampler_accept(lantern_sampler *sampler, int32_t token);
+LANTERN_C_API void lantern_sampler_reset(lantern_sampler *sampler);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LANTERN_C_H */

@@ -1,0 +1,353 @@
+// The C API (include/lantern/lantern_c.h) over the C++ one: handles that own
+// the C++ objects, every call inside a guard that turns an exception into a
+// status and the thread's last error.
+#include "lantern/lantern_c.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lantern/lantern.h"
+
+struct lantern_model {
+    std::unique_ptr<lantern::Model> model;
+};
+
+struct lantern_context {
+    std::unique_ptr<lantern::Context> ctx;
+};
+
+struct lantern_sampler {
+    std::unique_ptr<lantern::Sampler> sampler;
+};
+
+namespace {
+
+struct LastError {
+    std::string message;
+    int code = LANTERN_OK;
+};
+
+// Per thread, so that one thread's failure is not another's message.
+LastError& last_error() {
+    thread_local LastError e;
+    return e;
+}
+
+int status_of(lantern::ErrorCode code) { return -(static_cast<int>(code) + 1); }
+
+int fail(int code, const std::string& message) {
+    last_error() = {message, code};
+    return code;
+}
+
+// Runs fn, returning its result. An exception becomes the thread's last
+// error and the result null (pointers) or the failure's status (numbers).
+template <class Fn>
+auto guarded(Fn&& fn) -> decltype(fn()) {
+    using R = decltype(fn());
+    try {
+        return fn();
+    } catch (const lantern::Error& e) {
+        fail(status_of(e.code()), e.what());
+    } catch (const std::bad_alloc&) {
+        fail(LANTERN_ERR_OUT_OF_MEMORY, "out of memory");
+    } catch (const std::exception& e) {
+        fail(LANTERN_ERR_INTERNAL, std::string("internal error: ") + e.what());
+    } catch (...) {
+        fail(LANTERN_ERR_INTERNAL, "internal error");
+    }
+    if constexpr (std::is_pointer_v<R>) {
+        return nullptr;
+    } else {
+        return static_cast<R>(last_error().code);
+    }
+}
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw lantern::Error(lantern::ErrorCode::InvalidArgument, what);
+}
+
+// Copies bytes into the caller's buffer (NUL-terminated, truncated to fit)
+// and returns their full length.
+int copy_out(const std::string& s, char* buf, int capacity) {
+    require(capacity >= 0 && (buf != nullptr || capacity == 0), "the output buffer is null or its capacity negative");
+    require(s.size() < static_cast<size_t>(INT32_MAX), "the text is too long for an int length");
+    if (capacity > 0) {
+        const size_t n = std::min(s.size(), static_cast<size_t>(capacity) - 1);
+        std::memcpy(buf, s.data(), n);
+        buf[n] = '\0';
+    }
+    return static_cast<int>(s.size());
+}
+
+const lantern::Model& model_of(const lantern_model* m) {
+    require(m != nullptr && m->model != nullptr, "the model is null");
+    return *m->model;
+}
+
+lantern::Context& context_of(const lantern_context* c) {
+    require(c != nullptr && c->ctx != nullptr, "the context is null");
+    return *c->ctx;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* lantern_last_error(void) { return last_error().message.c_str(); }
+int lantern_last_error_code(void) { return last_error().code; }
+const char* lantern_version(void) { return LANTERN_VERSION_STRING; }
+
+lantern_model_params lantern_model_default_params(void) {
+    const lantern::ModelParams d;
+    return {nullptr, d.device, d.n_gpu_layers, d.n_threads, d.vocab_only ? 1 : 0};
+}
+
+lantern_model* lantern_model_load(const char* path, const lantern_model_params* params) {
+    return guarded(
+        [&]() -> lantern_model* {
+            require(path != nullptr, "the model path is null");
+            const lantern_model_params p = params != nullptr ? *params : lantern_model_default_params();
+            lantern::ModelParams mp;
+            if (p.backend != nullptr) mp.backend = p.backend;
+            mp.device = p.device;
+            mp.n_gpu_layers = p.n_gpu_layers;
+            mp.n_threads = p.n_threads;
+            mp.vocab_only = p.vocab_only != 0;
+            auto m = std::make_unique<lantern_model>();
+            m->model = lantern::Model::load(path, mp);
+            return m.release();
+        });
+}
+
+void lantern_model_free(lantern_model* model) { delete model; }
+
+int lantern_model_n_vocab(const lantern_model* model) {
+    return guarded([&] { return model_of(model).n_vocab(); });
+}
+int lantern_model_n_ctx_train(const lantern_model* model) {
+    return guarded([&] { return model_of(model).info().n_ctx_train; });
+}
+int lantern_model_n_embd(const lantern_model* model) {
+    return guarded([&] { return model_of(model).info().n_embd; });
+}
+int lantern_model_n_layer(const lantern_model* model) {
+    return guarded([&] { return model_of(model).info().n_layer; });
+}
+const char* lantern_model_description(const lantern_model* model) {
+    return guarded([&] { return model_of(model).info().description.c_str(); });
+}
+
+int32_t lantern_token_bos(const lantern_model* model) {
+    return guarded([&]() -> int32_t { return model_of(model).bos_token(); });
+}
+int32_t lantern_token_eos(const lantern_model* model) {
+    return guarded([&]() -> int32_t { return model_of(model).eos_token(); });
+}
+int lantern_token_is_eog(const lantern_model* model, int32_t token) {
+    return guarded([&] { return model_of(model).is_end_of_generation(token) ? 1 : 0; });
+}
+
+int lantern_tokenize(const lantern_model* model, const char* text, size_t text_len, int add_special, int parse_special,
+                     int32_t* tokens, int capacity) {
+    return guarded(
+        [&] {
+            require(text != nullptr || text_len == 0, "the text is null");
+            require(capacity >= 0 && (tokens != nullptr || capacity == 0), "the token buffer is null or its capacity negative");
+            const std::vector<int32_t> ids =
+                model_of(model).tokenize(std::string_view(text == nullptr ? "" : text, text_len), add_special != 0,
+                                         parse_special != 0);
+            require(ids.size() < static_cast<size_t>(INT32_MAX), "too many tokens for an int count");
+            std::copy_n(ids.begin(), std::min(ids.size(), static_cast<size_t>(capacity)), tokens);
+            return static_cast<int>(ids.size());
+        });
+}
+
+int lantern_token_to_piece(const lantern_model* model, int32_t token, int render_special, char* buf, int capacity) {
+    return guarded(
+        [&] {
+            const lantern::Model& m = model_of(model);
+            require(token >= 0 && token < m.n_vocab(), "token " + std::to_string(token) + " is outside the vocabulary");
+            return copy_out(m.token_to_piece(token, render_special != 0), buf, capacity);
+        });
+}
+
+int lantern_detokenize(const lantern_model* model, const int32_t* tokens, int n_tokens, int render_special, char* buf,
+                       int capacity) {
+    return guarded(
+        [&] {
+            const lantern::Model& m = model_of(model);
+            require(n_tokens >= 0 && (tokens != nullptr || n_tokens == 0), "the token list is null or its length negative");
+            std::vector<int32_t> ids(tokens, tokens + n_tokens);
+            for (int32_t t : ids) require(t >= 0 && t < m.n_vocab(), "token " + std::to_string(t) + " is outside the vocabulary");
+            return copy_out(m.detokenize(ids, render_special != 0), buf, capacity);
+        });
+}
+
+int lantern_chat_apply(const lantern_model* model, const char* const* roles, const char* const* contents,
+                       int n_messages, int add_generation_prompt, const char* override_template, char* buf,
+                       int capacity) {
+    return guarded(
+        [&] {
+            require(n_messages >= 0 && (n_messages == 0 || (roles != nullptr && contents != nullptr)),
+                    "the message lists are null or their length negative");
+            std::vector<lantern::ChatMessage> messages;
+            for (int i = 0; i < n_messages; ++i) {
+                require(roles[i] != nullptr && contents[i] != nullptr, "message " + std::to_string(i) + " has a null string");
+                messages.push_back({roles[i], contents[i]});
+            }
+            const std::string text = model_of(model).apply_chat_template(
+                messages, add_generation_prompt != 0, override_template != nullptr ? override_template : "");
+            return copy_out(text, buf, capacity);
+        });
+}
+
+lantern_context_params lantern_context_default_params(void) {
+    const lantern::ContextParams d;
+    return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads};
+}
+
+lantern_context* lantern_context_new(lantern_model* model, const lantern_context_params* params) {
+    return guarded(
+        [&]() -> lantern_context* {
+            require(model != nullptr && model->model != nullptr, "the model is null");
+            const lantern_context_params p = params != nullptr ? *params : lantern_context_default_params();
+            lantern::ContextParams cp;
+            cp.n_ctx = p.n_ctx;
+            cp.n_seq = p.n_seq;
+            cp.n_batch = p.n_batch;
+            cp.n_threads = p.n_threads;
+            auto c = std::make_unique<lantern_context>();
+            c->ctx = std::make_unique<lantern::Context>(*model->model, cp);
+            return c.release();
+        });
+}
+
+void lantern_context_free(lantern_context* ctx) { delete ctx; }
+
+int lantern_decode(lantern_context* ctx, const int32_t* tokens, const int32_t* pos, const int32_t* seq,
+                   const int8_t* want_logits, int n) {
+    return guarded(
+        [&]() -> int {
+            lantern::Context& c = context_of(ctx);
+            require(n > 0 && tokens != nullptr, "decode needs at least one token");
+            lantern::Batch b;
+            std::map<int32_t, int32_t> next;  // each sequence's next position (pos NULL)
+            for (int i = 0; i < n; ++i) {
+                const int32_t s = seq != nullptr ? seq[i] : 0;
+                require(s >= 0 && s < c.n_seq(), "sequence " + std::to_string(s) + " is outside [0, " +
+                                                     std::to_string(c.n_seq()) + ")");
+                int32_t p = 0;
+                if (pos != nullptr) {
+                    p = pos[i];
+                } else {
+                    auto it = next.find(s);
+                    if (it == next.end()) it = next.emplace(s, c.sequence_length(s)).first;
+                    p = it->second++;
+                }
+                const bool logits = want_logits != nullptr ? want_logits[i] != 0 : i + 1 == n;
+                b.add(tokens[i], p, s, logits);
+            }
+            c.decode(b);
+            return LANTERN_OK;
+        });
+}
+
+const float* lantern_logits(lantern_context* ctx, int i) {
+    return guarded(
+        [&] {
+            lantern::Context& c = context_of(ctx);
+            require(i >= 0 && i < c.n_outputs(), "no logits for output " + std::to_string(i) + " (the last decode gave " +
+                                                     std::to_string(c.n_outputs()) + ")");
+            return c.logits(i);
+        });
+}
+
+int lantern_n_outputs(const lantern_context* ctx) {
+    return guarded([&] { return context_of(ctx).n_outputs(); });
+}
+
+int lantern_sequence_length(const lantern_context* ctx, int seq) {
+    return guarded(
+        [&] {
+            const lantern::Context& c = context_of(ctx);
+            require(seq >= 0 && seq < c.n_seq(), "sequence " + std::to_string(seq) + " is outside the context");
+            return c.sequence_length(seq);
+        });
+}
+
+int lantern_clear_sequence(lantern_context* ctx, int seq) {
+    return guarded(
+        [&]() -> int {
+            lantern::Context& c = context_of(ctx);
+            require(seq >= 0 && seq < c.n_seq(), "sequence " + std::to_string(seq) + " is outside the context");
+            c.clear_sequence(seq);
+            return LANTERN_OK;
+        });
+}
+
+int lantern_context_n_ctx(const lantern_context* ctx) {
+    return guarded([&] { return context_of(ctx).n_ctx(); });
+}
+
+lantern_sampler_params lantern_sampler_default_params(void) {
+    const lantern::SamplerParams d;
+    return {d.temperature,       d.top_k,          d.top_p, d.min_p,   d.repeat_penalty, d.repeat_last_n,
+            d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0};
+}
+
+lantern_sampler* lantern_sampler_new(const lantern_sampler_params* params, int n_vocab) {
+    return guarded(
+        [&]() -> lantern_sampler* {
+            const lantern_sampler_params p = params != nullptr ? *params : lantern_sampler_default_params();
+            lantern::SamplerParams sp;
+            sp.temperature = p.temperature;
+            sp.top_k = p.top_k;
+            sp.top_p = p.top_p;
+            sp.min_p = p.min_p;
+            sp.repeat_penalty = p.repeat_penalty;
+            sp.repeat_last_n = p.repeat_last_n;
+            sp.frequency_penalty = p.frequency_penalty;
+            sp.presence_penalty = p.presence_penalty;
+            sp.seed = p.seed;
+            require(p.n_bias >= 0 && (p.n_bias == 0 || (p.bias_tokens != nullptr && p.bias_values != nullptr)),
+                    "the logit bias lists are null or their length negative");
+            for (int i = 0; i < p.n_bias; ++i) sp.logit_bias.push_back({p.bias_tokens[i], p.bias_values[i]});
+            auto s = std::make_unique<lantern_sampler>();
+            s->sampler = std::make_unique<lantern::Sampler>(sp, n_vocab);
+            return s.release();
+        });
+}
+
+void lantern_sampler_free(lantern_sampler* sampler) { delete sampler; }
+
+int32_t lantern_sampler_sample(lantern_sampler* sampler, const float* logits) {
+    return guarded(
+        [&]() -> int32_t {
+            require(sampler != nullptr && sampler->sampler != nullptr, "the sampler is null");
+            require(logits != nullptr, "the logits are null");
+            return sampler->sampler->sample(logits);
+        });
+}
+
+int lantern_sampler_accept(lantern_sampler* sampler, int32_t token) {
+    return guarded(
+        [&]() -> int {
+            require(sampler != nullptr && sampler->sampler != nullptr, "the sampler is null");
+            sampler->sampler->accept(token);
+            return LANTERN_OK;
+        });
+}
+
+void lantern_sampler_reset(lantern_sampler* sampler) {
+    if (sampler != nullptr && sampler->sampler != nullptr) sampler->sampler->reset();
+}
+
+}  // extern "C"

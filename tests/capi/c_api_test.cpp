@@ -1,0 +1,196 @@
+// The C API (include/lantern/lantern_c.h) through the shared library alone:
+// this binary links liblantern_c, not the engine's static libraries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../unit/test_util.h"
+#include "lantern/lantern_c.h"
+
+extern "C" int c_chat_answer(const char* model_path, const char* question, int max_tokens, char* out, int capacity);
+
+namespace lantern::test {
+namespace {
+
+struct ModelFixture : ::testing::Test {
+    static void SetUpTestSuite() {
+        lantern_model_params p = lantern_model_default_params();
+        p.n_threads = 2;
+        model = lantern_model_load(default_model_path().c_str(), &p);
+        ASSERT_NE(model, nullptr) << lantern_last_error();
+    }
+    static void TearDownTestSuite() { lantern_model_free(model); }
+    static lantern_model* model;
+};
+lantern_model* ModelFixture::model = nullptr;
+
+// The README's question through a C program: the golden answer the CLI and
+// the server give.
+TEST(CApi, ChatFromC) {
+    char out[512];
+    const int n = c_chat_answer(default_model_path().c_str(), "What is the capital of France? Answer in one sentence.", 32,
+                                out, sizeof out);
+    ASSERT_GT(n, 0) << lantern_last_error();
+    EXPECT_STREQ(out, "The capital of France is Paris.");
+}
+
+TEST_F(ModelFixture, TextRoundTripsAndBuffersReportTheirLength) {
+    EXPECT_EQ(lantern_model_n_vocab(model), 49152);
+    EXPECT_GT(lantern_model_n_embd(model), 0);
+    EXPECT_EQ(lantern_model_n_layer(model), 30);
+    EXPECT_NE(std::string(lantern_model_description(model)).find("Q4_1"), std::string::npos);
+    const std::string text = "Hello world, this is Lantern.";
+    // Capacity 0 asks for the count.
+    const int n = lantern_tokenize(model, text.data(), text.size(), 0, 0, nullptr, 0);
+    ASSERT_GT(n, 2);
+    std::vector<int32_t> ids(n);
+    ASSERT_EQ(lantern_tokenize(model, text.data(), text.size(), 0, 0, ids.data(), n), n);
+    char buf[8];
+    const int len = lantern_detokenize(model, ids.data(), n, 0, buf, sizeof buf);
+    EXPECT_EQ(len, static_cast<int>(text.size()));
+    EXPECT_EQ(std::string(buf), text.substr(0, sizeof buf - 1));  // truncated, terminated
+    std::string full(len + 1, '\0');
+    ASSERT_EQ(lantern_detokenize(model, ids.data(), n, 0, full.data(), len + 1), len);
+    EXPECT_EQ(full.c_str(), text);
+    // Special tokens parse only when asked.
+    const std::string im = "<|im_start|>";
+    EXPECT_EQ(lantern_tokenize(model, im.data(), im.size(), 0, 1, nullptr, 0), 1);
+    EXPECT_GT(lantern_tokenize(model, im.data(), im.size(), 0, 0, nullptr, 0), 1);
+    // A conversation through a built-in template.
+    const char* roles[] = {"system", "user"};
+    const char* contents[] = {"Be brief.", "Hi"};
+    char chat[512];
+    ASSERT_GT(lantern_chat_apply(model, roles, contents, 2, 1, "chatml", chat, sizeof chat), 0) << lantern_last_error();
+    EXPECT_NE(std::string(chat).find("<|im_start|>user\nHi<|im_end|>"), std::string::npos) << chat;
+}
+
+TEST_F(ModelFixture, DecodeSampleAndContextLimits) {
+    lantern_context_params cp = lantern_context_default_params();
+    cp.n_ctx = 16;
+    cp.n_seq = 2;
+    lantern_context* c = lantern_context_new(model, &cp);
+    ASSERT_NE(c, nullptr) << lantern_last_error();
+    const std::string text = "Once upon a time";
+    int32_t ids[32];
+    const int n = lantern_tokenize(model, text.data(), text.size(), 0, 0, ids, 32);
+    ASSERT_GT(n, 0);
+    ASSERT_EQ(lantern_decode(c, ids, nullptr, nullptr, nullptr, n), LANTERN_OK) << lantern_last_error();
+    EXPECT_EQ(lantern_n_outputs(c), 1);
+    EXPECT_EQ(lantern_sequence_length(c, 0), n);
+    EXPECT_EQ(lantern_sequence_length(c, 1), 0);
+    const float* logits = lantern_logits(c, 0);
+    ASSERT_NE(logits, nullptr);
+    std::vector<float> first(logits, logits + lantern_model_n_vocab(model));
+    EXPECT_EQ(lantern_logits(c, 1), nullptr);
+    EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_INVALID_ARGUMENT);
+
+    // The same tokens in sequence 1, positions given: the same logits.
+    std::vector<int32_t> pos(n), seq(n, 1);
+    for (int i = 0; i < n; ++i) pos[i] = i;
+    ASSERT_EQ(lantern_decode(c, ids, pos.data(), seq.data(), nullptr, n), LANTERN_OK) << lantern_last_error();
+    logits = lantern_logits(c, 0);
+    for (size_t i = 0; i < first.size(); i += 997) EXPECT_NEAR(logits[i], first[i], 1e-3f) << i;
+
+    // Greedy with a bias that forces token 42, then one that bans the argmax.
+    lantern_sampler_params sp = lantern_sampler_default_params();
+    sp.temperature = 0.0f;
+    const int32_t forced = 42;
+    const float plus = 100.0f;
+    sp.bias_tokens = &forced;
+    sp.bias_values = &plus;
+    sp.n_bias = 1;
+    lantern_sampler* s = lantern_sampler_new(&sp, lantern_model_n_vocab(model));
+    ASSERT_NE(s, nullptr) << lantern_last_error();
+    EXPECT_EQ(lantern_sampler_sample(s, first.data()), 42);
+    lantern_sampler_free(s);
+    sp.n_bias = 0;
+    s = lantern_sampler_new(&sp, lantern_model_n_vocab(model));
+    const int32_t top = lantern_sampler_sample(s, first.data());
+    const float ban = -INFINITY;
+    sp.bias_tokens = &top;
+    sp.bias_values = &ban;
+    sp.n_bias = 1;
+    lantern_sampler* banned = lantern_sampler_new(&sp, lantern_model_n_vocab(model));
+    EXPECT_NE(lantern_sampler_sample(banned, first.data()), top);
+    EXPECT_EQ(lantern_sampler_accept(s, -5), LANTERN_ERR_INVALID_ARGUMENT);
+    lantern_sampler_free(banned);
+    lantern_sampler_free(s);
+
+    // Past n_ctx: CONTEXT_FULL, and the sequence keeps what it held.
+    std::vector<int32_t> many(20, ids[0]);
+    EXPECT_EQ(lantern_decode(c, many.data(), nullptr, nullptr, nullptr, 20), LANTERN_ERR_CONTEXT_FULL);
+    EXPECT_NE(std::string(lantern_last_error()).find("context"), std::string::npos) << lantern_last_error();
+    EXPECT_EQ(lantern_sequence_length(c, 0), n);
+    EXPECT_EQ(lantern_clear_sequence(c, 0), LANTERN_OK);
+    EXPECT_EQ(lantern_sequence_length(c, 0), 0);
+    EXPECT_EQ(lantern_clear_sequence(c, 7), LANTERN_ERR_INVALID_ARGUMENT);
+    int32_t bad_seq = 5;
+    EXPECT_EQ(lantern_decode(c, ids, nullptr, &bad_seq, nullptr, 1), LANTERN_ERR_INVALID_ARGUMENT);
+    lantern_context_free(c);
+}
+
+TEST(CApi, FailuresAreStatusesWithMessages) {
+    const std::string missing = temp_path("no-such-model.gguf").string();
+    EXPECT_EQ(lantern_model_load(missing.c_str(), nullptr), nullptr);
+    EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_IO);
+    EXPECT_NE(std::string(lantern_last_error()).find(missing), std::string::npos) << lantern_last_error();
+    // A corrupt file: FORMAT, named.
+    const std::string garbage = temp_path("garbage-c.gguf").string();
+    std::FILE* f = std::fopen(garbage.c_str(), "wb");
+    const char bytes[] = "GGUF\x03\x00\x00\x00 this is not a model";
+    std::fwrite(bytes, 1, sizeof bytes - 1, f);
+    std::fclose(f);
+    EXPECT_EQ(lantern_model_load(garbage.c_str(), nullptr), nullptr);
+    EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_FORMAT) << lantern_last_error();
+    std::remove(garbage.c_str());
+    // Null handles and bad parameters never crash.
+    EXPECT_EQ(lantern_model_n_vocab(nullptr), LANTERN_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(lantern_context_new(nullptr, nullptr), nullptr);
+    EXPECT_EQ(lantern_decode(nullptr, nullptr, nullptr, nullptr, nullptr, 1), LANTERN_ERR_INVALID_ARGUMENT);
+    lantern_sampler_params sp = lantern_sampler_default_params();
+    sp.top_p = 2.0f;
+    EXPECT_EQ(lantern_sampler_new(&sp, 100), nullptr);
+    EXPECT_NE(std::string(lantern_last_error()).find("top_p"), std::string::npos) << lantern_last_error();
+    lantern_model_free(nullptr);
+    lantern_context_free(nullptr);
+    lantern_sampler_free(nullptr);
+    // Each thread has its own last error.
+    std::string other;
+    std::thread([&] {
+        lantern_model_n_vocab(nullptr);
+        other = lantern_last_error();
+    }).join();
+    EXPECT_NE(other, lantern_last_error());
+    EXPECT_STREQ(lantern_version(), "0.1.0");
+}
+
+// The library exports the C API and nothing else (the engine inside it is
+// hidden, so it cannot clash with another copy of it in the process).
+TEST(CApi, ExportsOnlyTheCApi) {
+    const std::string cmd = "nm -D --defined-only " + std::string(LANTERN_C_LIBRARY) + " 2>&1";
+    std::FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char line[1024];
+    int api = 0;
+    std::vector<std::string> others;
+    while (std::fgets(line, sizeof line, p) != nullptr) {
+        std::string s(line);
+        const std::string name = s.substr(s.find_last_of(' ') + 1, s.find_last_not_of("\n") - s.find_last_of(' '));
+        const char kind = s.size() > 17 ? s[17] : ' ';
+        if (name.rfind("lantern_", 0) == 0) {
+            ++api;
+        } else if (kind == 'T' || kind == 'W' || kind == 'D' || kind == 'B') {
+            others.push_back(name);
+        }
+    }
+    pclose(p);
+    EXPECT_GE(api, 30);
+    EXPECT_TRUE(others.empty()) << others.size() << " others, e.g. " << others.front();
+}
+
+}  // namespace
+}  // namespace lantern::test
