@@ -1,0 +1,281 @@
+"""Lantern from Python: the C API (include/lantern/lantern_c.h, liblantern_c.so)
+through ctypes, with no other dependency.
+
+    import lantern
+    model = lantern.Model("model.gguf")
+    print(model.chat([{"role": "user", "content": "Hi!"}], max_tokens=64, temperature=0))
+
+    ctx = lantern.Context(model, n_ctx=2048)          # the lower level: decode and sample
+    ctx.decode(model.tokenize("The sky is"))
+    sampler = lantern.Sampler(model.n_vocab, temperature=0)
+    token = sampler.sample(ctx.logits())
+
+The library is found through LANTERN_LIBRARY (a path to liblantern_c.so), else
+in build/lib of the checkout this file is in, else by the loader's search path.
+A failure raises LanternError, whose `code` is the C API's LANTERN_ERR_* status.
+"""
+import ctypes
+import os
+import pathlib
+
+__all__ = ["LanternError", "Model", "Context", "Sampler"]
+
+_p, _i32p, _fp, _cs = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float), ctypes.c_char_p
+
+
+class _ModelParams(ctypes.Structure):
+    _fields_ = [("backend", _cs), ("device", ctypes.c_int), ("n_gpu_layers", ctypes.c_int),
+                ("n_threads", ctypes.c_int), ("vocab_only", ctypes.c_int)]
+
+
+class _ContextParams(ctypes.Structure):
+    _fields_ = [("n_ctx", ctypes.c_int), ("n_seq", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_threads", ctypes.c_int)]
+
+
+class _SamplerParams(ctypes.Structure):
+    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
+                ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float), ("repeat_last_n", ctypes.c_int),
+                ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
+                ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int)]
+
+
+# name: (result, arguments); the C header is the reference.
+_SIGNATURES = {
+    "lantern_last_error": (_cs, []),
+    "lantern_last_error_code": (ctypes.c_int, []),
+    "lantern_version": (_cs, []),
+    "lantern_model_default_params": (_ModelParams, []),
+    "lantern_model_load": (_p, [_cs, ctypes.POINTER(_ModelParams)]),
+    "lantern_model_free": (None, [_p]),
+    "lantern_model_n_vocab": (ctypes.c_int, [_p]),
+    "lantern_model_n_ctx_train": (ctypes.c_int, [_p]),
+    "lantern_model_description": (_cs, [_p]),
+    "lantern_token_bos": (ctypes.c_int32, [_p]),
+    "lantern_token_is_eog": (ctypes.c_int, [_p, ctypes.c_int32]),
+    "lantern_tokenize": (ctypes.c_int, [_p, _cs, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _i32p, ctypes.c_int]),
+    "lantern_token_to_piece": (ctypes.c_int, [_p, ctypes.c_int32, ctypes.c_int, _cs, ctypes.c_int]),
+    "lantern_detokenize": (ctypes.c_int, [_p, _i32p, ctypes.c_int, ctypes.c_int, _cs, ctypes.c_int]),
+    "lantern_chat_apply": (ctypes.c_int, [_p, ctypes.POINTER(_cs), ctypes.POINTER(_cs), ctypes.c_int, ctypes.c_int,
+                                          _cs, _cs, ctypes.c_int]),
+    "lantern_context_default_params": (_ContextParams, []),
+    "lantern_context_new": (_p, [_p, ctypes.POINTER(_ContextParams)]),
+    "lantern_context_free": (None, [_p]),
+    "lantern_decode": (ctypes.c_int, [_p, _i32p, _i32p, _i32p, ctypes.POINTER(ctypes.c_int8), ctypes.c_int]),
+    "lantern_logits": (_fp, [_p, ctypes.c_int]),
+    "lantern_n_outputs": (ctypes.c_int, [_p]),
+    "lantern_sequence_length": (ctypes.c_int, [_p, ctypes.c_int]),
+    "lantern_clear_sequence": (ctypes.c_int, [_p, ctypes.c_int]),
+    "lantern_context_n_ctx": (ctypes.c_int, [_p]),
+    "lantern_sampler_default_params": (_SamplerParams, []),
+    "lantern_sampler_new": (_p, [ctypes.POINTER(_SamplerParams), ctypes.c_int]),
+    "lantern_sampler_free": (None, [_p]),
+    "lantern_sampler_sample": (ctypes.c_int32, [_p, _fp]),
+    "lantern_sampler_accept": (ctypes.c_int, [_p, ctypes.c_int32]),
+}
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        path = os.environ.get("LANTERN_LIBRARY")
+        if path is None:
+            local = pathlib.Path(__file__).resolve().parents[2] / "build" / "lib" / "liblantern_c.so"
+            path = str(local) if local.exists() else "liblantern_c.so"
+        lib = ctypes.CDLL(path)
+        for name, (res, args) in _SIGNATURES.items():
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+        _lib = lib
+    return _lib
+
+
+class LanternError(Exception):
+    """A failed call: `code` is the LANTERN_ERR_* status, str() the library's message."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+def _raise():
+    lib = _library()
+    raise LanternError(lib.lantern_last_error_code(), lib.lantern_last_error().decode("utf-8", "replace"))
+
+
+def _check(status):
+    if status < 0:
+        _raise()
+    return status
+
+
+def _text(fn, *args):
+    """Calls a function that writes text into a buffer, with a second call if it was short."""
+    buf = ctypes.create_string_buffer(256)
+    n = _check(fn(*args, buf, len(buf)))
+    if n >= len(buf):
+        buf = ctypes.create_string_buffer(n + 1)
+        _check(fn(*args, buf, n + 1))
+    return buf.raw[:n].decode("utf-8", "replace")
+
+
+def _ids(tokens):
+    return (ctypes.c_int32 * len(tokens))(*tokens)
+
+
+class Model:
+    """A GGUF model. backend: "cpu", "cuda", "opencl" or "auto"; n_gpu_layers: the last N
+    layers on that backend (a large number: all of them)."""
+
+    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0):
+        lib = _library()
+        params = lib.lantern_model_default_params()
+        params.backend, params.device = backend.encode(), device
+        params.n_gpu_layers, params.n_threads = n_gpu_layers, n_threads
+        self._h = lib.lantern_model_load(os.fsencode(path), ctypes.byref(params))
+        if not self._h:
+            _raise()
+        self.n_vocab = _check(lib.lantern_model_n_vocab(self._h))
+        self.n_ctx_train = _check(lib.lantern_model_n_ctx_train(self._h))
+        self.description = lib.lantern_model_description(self._h).decode()
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _library().lantern_model_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        data = text.encode()
+        lib = _library()
+        n = _check(lib.lantern_tokenize(self._h, data, len(data), int(add_special), int(parse_special), None, 0))
+        out = (ctypes.c_int32 * n)()
+        _check(lib.lantern_tokenize(self._h, data, len(data), int(add_special), int(parse_special), out, n))
+        return list(out)
+
+    def detokenize(self, tokens, render_special=False):
+        return _text(_library().lantern_detokenize, self._h, _ids(tokens), len(tokens), int(render_special))
+
+    def token_to_piece(self, token, render_special=False):
+        return _text(_library().lantern_token_to_piece, self._h, token, int(render_special))
+
+    def is_end_of_generation(self, token):
+        return _check(_library().lantern_token_is_eog(self._h, token)) == 1
+
+    def apply_chat_template(self, messages, add_generation_prompt=True, template=None):
+        """messages: [{"role": ..., "content": ...}]; template: a built-in name or Jinja source."""
+        roles = (_cs * len(messages))(*[m["role"].encode() for m in messages])
+        contents = (_cs * len(messages))(*[m["content"].encode() for m in messages])
+        return _text(_library().lantern_chat_apply, self._h, roles, contents, len(messages),
+                     int(add_generation_prompt), template.encode() if template else None)
+
+    def generate(self, prompt, max_tokens=256, n_ctx=4096, parse_special=False, add_special=True, **sampling):
+        """Text generated after `prompt` (stops at an end-of-generation token);
+        sampling: Sampler's keyword arguments."""
+        ctx = Context(self, n_ctx=n_ctx)
+        sampler = Sampler(self.n_vocab, **sampling)
+        ids = self.tokenize(prompt, add_special, parse_special)
+        ctx.decode(ids)
+        out = []
+        while len(out) < max_tokens and ctx.sequence_length() < ctx.n_ctx:
+            token = sampler.sample(ctx.logits())
+            if self.is_end_of_generation(token):
+                break
+            out.append(token)
+            ctx.decode([token])
+        return self.detokenize(out)
+
+    def chat(self, messages, template=None, **kwargs):
+        """The assistant's reply to a conversation, through the chat template."""
+        prompt = self.apply_chat_template(messages, True, template)
+        bos = _library().lantern_token_bos(self._h)
+        starts_with_bos = bos >= 0 and prompt.startswith(self.token_to_piece(bos, True))
+        return self.generate(prompt, parse_special=True, add_special=bos >= 0 and not starts_with_bos, **kwargs)
+
+
+class Context:
+    """A KV cache of n_seq sequences of n_ctx positions each, and the last decode's logits."""
+
+    def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0):
+        lib = _library()
+        params = _ContextParams(n_ctx, n_seq, n_batch, n_threads)
+        self._model = model  # the model must outlive the context
+        self._h = lib.lantern_context_new(model._h, ctypes.byref(params))
+        if not self._h:
+            _raise()
+        self.n_vocab = model.n_vocab
+        self.n_ctx = _check(lib.lantern_context_n_ctx(self._h))
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _library().lantern_context_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def decode(self, tokens, seq=0, positions=None, logits=None):
+        """Runs tokens in sequence `seq` (positions: where they go, by default after what it holds;
+        logits: which tokens' logits to keep, by default the last one's)."""
+        n = len(tokens)
+        pos = _ids(positions) if positions is not None else None
+        want = (ctypes.c_int8 * n)(*[int(bool(x)) for x in logits]) if logits is not None else None
+        _check(_library().lantern_decode(self._h, _ids(tokens), pos, _ids([seq] * n), want, n))
+
+    def logits(self, i=0):
+        """The i-th kept logits of the last decode, as a ctypes float array (valid until the next decode)."""
+        ptr = _library().lantern_logits(self._h, i)
+        if not ptr:
+            _raise()
+        return ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * self.n_vocab)).contents
+
+    def sequence_length(self, seq=0):
+        return _check(_library().lantern_sequence_length(self._h, seq))
+
+    def clear_sequence(self, seq=0):
+        _check(_library().lantern_clear_sequence(self._h, seq))
+
+
+class Sampler:
+    """llama.cpp's sampling chain: logit_bias ({token: bias}, -inf bans), penalties, top-k,
+    top-p, min-p, temperature (0: greedy); seed None draws one."""
+
+    def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
+                 repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None):
+        lib = _library()
+        p = lib.lantern_sampler_default_params()
+        p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
+        p.repeat_penalty, p.repeat_last_n = repeat_penalty, repeat_last_n
+        p.frequency_penalty, p.presence_penalty = frequency_penalty, presence_penalty
+        if seed is not None:
+            p.seed = seed
+        bias = dict(logit_bias or {})
+        self._bias = (_ids(list(bias)), (ctypes.c_float * len(bias))(*bias.values()))
+        p.bias_tokens, p.bias_values, p.n_bias = self._bias[0], self._bias[1], len(bias)
+        self._h = lib.lantern_sampler_new(ctypes.byref(p), n_vocab)
+        if not self._h:
+            _raise()
+        self.n_vocab = n_vocab
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _library().lantern_sampler_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def sample(self, logits):
+        """The next token from n_vocab logits (Context.logits(), or any float sequence)."""
+        if not isinstance(logits, ctypes.Array):
+            logits = (ctypes.c_float * self.n_vocab)(*logits)
+        return _check(_library().lantern_sampler_sample(self._h, ctypes.cast(logits, _fp)))
+
+    def accept(self, token):
+        _check(_library().lantern_sampler_accept(self._h, token))

@@ -1,0 +1,79 @@
+"""The Python binding (bindings/python/lantern.py) over the C API's shared
+library: the build's liblantern_c (LANTERN_BUILD_DIR, else build/) and the
+default model (LANTERN_MODEL, else models/). Skipped when either is missing."""
+import math
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LIB = pathlib.Path(os.environ.get("LANTERN_BUILD_DIR", ROOT / "build")) / "lib" / "liblantern_c.so"
+MODEL = pathlib.Path(os.environ.get("LANTERN_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+QUESTION = "What is the capital of France? Answer in one sentence."
+
+
+@pytest.fixture(scope="module")
+def lantern():
+    if not LIB.exists() or not MODEL.exists():
+        pytest.skip(f"needs {LIB} and {MODEL}")
+    os.environ["LANTERN_LIBRARY"] = str(LIB)
+    sys.path.insert(0, str(ROOT / "bindings" / "python"))
+    import lantern as module
+    return module
+
+
+@pytest.fixture(scope="module")
+def model(lantern):
+    with lantern.Model(MODEL, n_threads=2) as m:
+        yield m
+
+
+def test_chat_gives_the_golden_answer(model):
+    assert model.chat([{"role": "user", "content": QUESTION}], max_tokens=32, temperature=0) == \
+        "The capital of France is Paris."
+
+
+def test_tokens_round_trip_and_long_text(model):
+    text = "Lantern runs GGUF models. " * 40  # longer than the first text buffer
+    ids = model.tokenize(text, add_special=False)
+    assert len(ids) > 100
+    assert model.detokenize(ids) == text
+    assert model.tokenize("<|im_start|>", add_special=False, parse_special=True) == [1]
+    assert "<|im_start|>user" in model.apply_chat_template([{"role": "user", "content": "Hi"}], template="chatml")
+
+
+def test_decode_sample_and_bias(lantern, model):
+    ctx = lantern.Context(model, n_ctx=64, n_seq=2)
+    ids = model.tokenize("Once upon a time", add_special=False)
+    ctx.decode(ids)
+    first = list(ctx.logits())
+    assert len(first) == model.n_vocab and all(math.isfinite(x) for x in first[:1000])
+    ctx.decode(ids, seq=1)
+    again = ctx.logits()
+    assert max(abs(again[i] - first[i]) for i in range(0, model.n_vocab, 97)) < 1e-3
+    assert (ctx.sequence_length(0), ctx.sequence_length(1)) == (len(ids), len(ids))
+    greedy = lantern.Sampler(model.n_vocab, temperature=0)
+    top = greedy.sample(first)
+    assert first[top] == max(first)
+    assert lantern.Sampler(model.n_vocab, temperature=0, logit_bias={top: -math.inf}).sample(first) != top
+    assert lantern.Sampler(model.n_vocab, temperature=0.7, seed=1, logit_bias={42: 100}).sample(first) == 42
+    # A base-model style completion through the high-level call.
+    out = model.generate("Once upon a time", max_tokens=8, temperature=0)
+    assert 0 < len(out) < 200
+
+
+def test_errors_raise(lantern, model):
+    with pytest.raises(lantern.LanternError) as e:
+        lantern.Model("/nonexistent/model.gguf")
+    assert e.value.code == -2 and "/nonexistent/model.gguf" in str(e.value)  # LANTERN_ERR_IO
+    ctx = lantern.Context(model, n_ctx=8)
+    with pytest.raises(lantern.LanternError) as e:
+        ctx.decode([1] * 20)
+    assert e.value.code == -7  # LANTERN_ERR_CONTEXT_FULL
+    assert ctx.sequence_length() == 0
+    with pytest.raises(lantern.LanternError):
+        lantern.Sampler(model.n_vocab, top_p=2.0)
+    with pytest.raises(lantern.LanternError):
+        model.detokenize([model.n_vocab + 5])
