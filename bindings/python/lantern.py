@@ -36,7 +36,8 @@ class _SamplerParams(ctypes.Structure):
     _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
                 ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float), ("repeat_last_n", ctypes.c_int),
                 ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
-                ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int)]
+                ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int),
+                ("json_object", ctypes.c_int)]
 
 
 # name: (result, arguments); the C header is the reference.
@@ -68,6 +69,7 @@ _SIGNATURES = {
     "lantern_context_n_ctx": (ctypes.c_int, [_p]),
     "lantern_sampler_default_params": (_SamplerParams, []),
     "lantern_sampler_new": (_p, [ctypes.POINTER(_SamplerParams), ctypes.c_int]),
+    "lantern_sampler_new_for_model": (_p, [ctypes.POINTER(_SamplerParams), _p]),
     "lantern_sampler_free": (None, [_p]),
     "lantern_sampler_sample": (ctypes.c_int32, [_p, _fp]),
     "lantern_sampler_accept": (ctypes.c_int, [_p, ctypes.c_int32]),
@@ -179,9 +181,9 @@ class Model:
 
     def generate(self, prompt, max_tokens=256, n_ctx=4096, parse_special=False, add_special=True, **sampling):
         """Text generated after `prompt` (stops at an end-of-generation token);
-        sampling: Sampler's keyword arguments."""
+        sampling: Sampler's keyword arguments (json_object=True: the text is one JSON object)."""
         ctx = Context(self, n_ctx=n_ctx)
-        sampler = Sampler(self.n_vocab, **sampling)
+        sampler = Sampler(self.n_vocab, model=self, **sampling)
         ids = self.tokenize(prompt, add_special, parse_special)
         ctx.decode(ids)
         out = []
@@ -245,10 +247,12 @@ class Context:
 
 class Sampler:
     """llama.cpp's sampling chain: logit_bias ({token: bias}, -inf bans), penalties, top-k,
-    top-p, min-p, temperature (0: greedy); seed None draws one."""
+    top-p, min-p, temperature (0: greedy); seed None draws one. json_object: the output is
+    one JSON object (needs `model`, whose vocabulary it checks tokens against)."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
-                 repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None):
+                 repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None,
+                 json_object=False, model=None):
         lib = _library()
         p = lib.lantern_sampler_default_params()
         p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
@@ -259,7 +263,12 @@ class Sampler:
         bias = dict(logit_bias or {})
         self._bias = (_ids(list(bias)), (ctypes.c_float * len(bias))(*bias.values()))
         p.bias_tokens, p.bias_values, p.n_bias = self._bias[0], self._bias[1], len(bias)
-        self._h = lib.lantern_sampler_new(ctypes.byref(p), n_vocab)
+        p.json_object = int(json_object)
+        self._model = model  # the model must outlive the sampler
+        if model is not None:
+            self._h = lib.lantern_sampler_new_for_model(ctypes.byref(p), model._h)
+        else:
+            self._h = lib.lantern_sampler_new(ctypes.byref(p), n_vocab)
         if not self._h:
             _raise()
         self.n_vocab = n_vocab

@@ -182,12 +182,16 @@ private:
 class Sampler {
 public:
     Sampler(const SamplerParams& params, int n_vocab);
+    // With the model's vocabulary, which SamplerParams::json_object needs.
+    Sampler(const SamplerParams& params, const Model& model);
     ~Sampler();
     Sampler(Sampler&&) noexcept;
     Sampler& operator=(Sampler&&) noexcept;
 
     // Picks a token from n_vocab logits and records it for the penalties.
     int32_t sample(const float* logits);
+    // Under json_object: the output so far is a complete JSON object.
+    bool output_complete() const;
     void accept(int32_t token);
     void reset();
 

@@ -157,10 +157,15 @@ typedef struct {
     const int32_t *bias_tokens; /* n_bias logit biases (bias_values[i] added to bias_tokens[i]) */
     const float *bias_values;
     int n_bias;
+    int json_object; /* nonzero: the output is one JSON object (needs lantern_sampler_new_for_model) */
 } lantern_sampler_params;
 
 LANTERN_C_API lantern_sampler_params lantern_sampler_default_params(void);
 LANTERN_C_API lantern_sampler *lantern_sampler_new(const lantern_sampler_params *params, int n_vocab);
+/* With the model's vocabulary, which json_object needs; the model must
+ * outlive the sampler. */
+LANTERN_C_API lantern_sampler *lantern_sampler_new_for_model(const lantern_sampler_params *params,
+                                                             const lantern_model *model);
 LANTERN_C_API void lantern_sampler_free(lantern_sampler *sampler); /* NULL: nothing */
 /* The next token from n_vocab logits (recorded for the penalties), or a
  * negative status. */

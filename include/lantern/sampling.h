@@ -30,6 +30,11 @@ struct SamplerParams {
     float presence_penalty = 0.0f;   // 0: off
     uint64_t seed = kSamplerRandomSeed;
     std::vector<LogitBias> logit_bias;  // tokens in [0, n_vocab); no NaN or +infinity
+    // The output is one JSON object (OpenAI's response_format json_object):
+    // each token is drawn among those that keep the text a valid JSON prefix,
+    // and generation ends only once the object is closed. Needs the model's
+    // vocabulary: Sampler(params, model).
+    bool json_object = false;
 };
 
 }  // namespace lantern

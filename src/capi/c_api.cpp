@@ -300,30 +300,46 @@ int lantern_context_n_ctx(const lantern_context* ctx) {
 lantern_sampler_params lantern_sampler_default_params(void) {
     const lantern::SamplerParams d;
     return {d.temperature,       d.top_k,          d.top_p, d.min_p,   d.repeat_penalty, d.repeat_last_n,
-            d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0};
+            d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0, d.json_object ? 1 : 0};
 }
 
+namespace {
+
+lantern::SamplerParams sampler_params(const lantern_sampler_params* params) {
+    const lantern_sampler_params p = params != nullptr ? *params : lantern_sampler_default_params();
+    lantern::SamplerParams sp;
+    sp.temperature = p.temperature;
+    sp.top_k = p.top_k;
+    sp.top_p = p.top_p;
+    sp.min_p = p.min_p;
+    sp.repeat_penalty = p.repeat_penalty;
+    sp.repeat_last_n = p.repeat_last_n;
+    sp.frequency_penalty = p.frequency_penalty;
+    sp.presence_penalty = p.presence_penalty;
+    sp.seed = p.seed;
+    sp.json_object = p.json_object != 0;
+    require(p.n_bias >= 0 && (p.n_bias == 0 || (p.bias_tokens != nullptr && p.bias_values != nullptr)),
+            "the logit bias lists are null or their length negative");
+    for (int i = 0; i < p.n_bias; ++i) sp.logit_bias.push_back({p.bias_tokens[i], p.bias_values[i]});
+    return sp;
+}
+
+}  // namespace
+
 lantern_sampler* lantern_sampler_new(const lantern_sampler_params* params, int n_vocab) {
-    return guarded(
-        [&]() -> lantern_sampler* {
-            const lantern_sampler_params p = params != nullptr ? *params : lantern_sampler_default_params();
-            lantern::SamplerParams sp;
-            sp.temperature = p.temperature;
-            sp.top_k = p.top_k;
-            sp.top_p = p.top_p;
-            sp.min_p = p.min_p;
-            sp.repeat_penalty = p.repeat_penalty;
-            sp.repeat_last_n = p.repeat_last_n;
-            sp.frequency_penalty = p.frequency_penalty;
-            sp.presence_penalty = p.presence_penalty;
-            sp.seed = p.seed;
-            require(p.n_bias >= 0 && (p.n_bias == 0 || (p.bias_tokens != nullptr && p.bias_values != nullptr)),
-                    "the logit bias lists are null or their length negative");
-            for (int i = 0; i < p.n_bias; ++i) sp.logit_bias.push_back({p.bias_tokens[i], p.bias_values[i]});
-            auto s = std::make_unique<lantern_sampler>();
-            s->sampler = std::make_unique<lantern::Sampler>(sp, n_vocab);
-            return s.release();
-        });
+    return guarded([&]() -> lantern_sampler* {
+        auto s = std::make_unique<lantern_sampler>();
+        s->sampler = std::make_unique<lantern::Sampler>(sampler_params(params), n_vocab);
+        return s.release();
+    });
+}
+
+lantern_sampler* lantern_sampler_new_for_model(const lantern_sampler_params* params, const lantern_model* model) {
+    return guarded([&]() -> lantern_sampler* {
+        auto s = std::make_unique<lantern_sampler>();
+        s->sampler = std::make_unique<lantern::Sampler>(sampler_params(params), model_of(model));
+        return s.release();
+    });
 }
 
 void lantern_sampler_free(lantern_sampler* sampler) { delete sampler; }

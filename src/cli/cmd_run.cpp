@@ -268,6 +268,8 @@ void add_run_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty");
     cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty");
+    cmd->add_flag("--json", o->sampling.json_object,
+                  "the output is one JSON object: tokens that would break it are never drawn");
     cmd->add_option("-l,--logit-bias", o->logit_bias,
                     "add BIAS to TOKEN's logit before sampling: TOKEN+BIAS or TOKEN-BIAS, -inf bans it (repeatable)");
     cmd->add_option("-s,--seed", o->seed, "random seed (-1: random)")->capture_default_str();
@@ -296,7 +298,7 @@ void add_run_command(CLI::App& app) {
         Context ctx(*model, cp);
         SamplerParams sp = o->sampling;
         sp.seed = o->seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(o->seed);
-        Sampler sampler(sp, model->n_vocab());
+        Sampler sampler(sp, *model);
         if (o->chat_template == "plain" && o->reverse_prompts.empty()) o->reverse_prompts.push_back("\nUser");
         if (o->chat || o->prompt.empty()) {
             run_chat(*o, *model, ctx, sampler);

@@ -151,7 +151,7 @@ void Engine::admit_queued() {
         if (s->active() || queue_.empty()) continue;
         s->req = std::move(queue_.front());
         queue_.pop_front();
-        s->sampler = std::make_unique<Sampler>(s->req->sampling, model_.n_vocab());
+        s->sampler = std::make_unique<Sampler>(s->req->sampling, model_);
         for (int32_t t : s->req->prompt) s->sampler->accept(t);
         s->prompt_done = 0;
         s->last = -1;

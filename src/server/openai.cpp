@@ -169,6 +169,20 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             s.logit_bias.push_back(b);
         }
     }
+    // {"type": "json_object"}: the output is one JSON object (the sampler
+    // keeps it valid). A JSON schema would be a promise this does not keep.
+    if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+        const std::string type = it->is_object() && it->contains("type") && (*it)["type"].is_string()
+                                     ? (*it)["type"].get<std::string>()
+                                     : std::string();
+        if (type == "json_object") {
+            s.json_object = true;
+        } else if (type == "json_schema") {
+            throw ApiError(400, "'response_format' json_schema is not supported; json_object is");
+        } else if (type != "text") {
+            throw ApiError(400, "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
+        }
+    }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;
 }

@@ -133,6 +133,30 @@ TEST_F(ModelFixture, DecodeSampleAndContextLimits) {
     lantern_context_free(c);
 }
 
+// json_object needs the model's vocabulary; with it, the first token of a
+// reply can only open the object (or be whitespace).
+TEST_F(ModelFixture, JsonObjectSamplerNeedsTheModel) {
+    lantern_sampler_params sp = lantern_sampler_default_params();
+    sp.temperature = 0.0f;
+    sp.json_object = 1;
+    EXPECT_EQ(lantern_sampler_new(&sp, lantern_model_n_vocab(model)), nullptr);
+    EXPECT_NE(std::string(lantern_last_error()).find("json_object"), std::string::npos) << lantern_last_error();
+    lantern_sampler* s = lantern_sampler_new_for_model(&sp, model);
+    ASSERT_NE(s, nullptr) << lantern_last_error();
+    std::vector<float> logits(lantern_model_n_vocab(model), 0.0f);
+    const std::string hello = "Hello";
+    int32_t id = 0;
+    ASSERT_EQ(lantern_tokenize(model, hello.data(), hello.size(), 0, 0, &id, 1), 1);
+    logits[id] = 50.0f;  // prose is what the logits want
+    const int32_t t = lantern_sampler_sample(s, logits.data());
+    ASSERT_GE(t, 0) << lantern_last_error();
+    char piece[64];
+    ASSERT_GT(lantern_token_to_piece(model, t, 0, piece, sizeof piece), 0);
+    const std::string first = piece;
+    EXPECT_EQ(first.find_first_not_of(" \n\t\r"), first.find('{')) << first;
+    lantern_sampler_free(s);
+}
+
 TEST(CApi, FailuresAreStatusesWithMessages) {
     const std::string missing = temp_path("no-such-model.gguf").string();
     EXPECT_EQ(lantern_model_load(missing.c_str(), nullptr), nullptr);

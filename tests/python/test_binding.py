@@ -35,6 +35,12 @@ def test_chat_gives_the_golden_answer(model):
         "The capital of France is Paris."
 
 
+def test_json_object_output(model):
+    import json
+    reply = model.chat([{"role": "user", "content": QUESTION}], max_tokens=96, temperature=0, json_object=True)
+    assert isinstance(json.loads(reply), dict), reply
+
+
 def test_tokens_round_trip_and_long_text(model):
     text = "Lantern runs GGUF models. " * 40  # longer than the first text buffer
     ids = model.tokenize(text, add_special=False)

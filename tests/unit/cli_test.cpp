@@ -174,6 +174,16 @@ TEST(Cli, LogitBiasForcesAndBansTokens) {
     }
 }
 
+// --json: the chat reply is one JSON object.
+TEST(Cli, JsonOutputIsOneObject) {
+    const CliOutput o = run_lantern("run --chat --single-turn --json --temp 0 -n 96 -t 1 -p " +
+                                    shell_quote("What is the capital of France? Reply in JSON.") + " < /dev/null");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const nlohmann::json parsed = nlohmann::json::parse(o.out, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << o.out;
+    EXPECT_TRUE(parsed.is_object()) << o.out;
+}
+
 TEST(Cli, CompletionIsSeededAndReproducible) {
     const std::string args = "run -n 24 --temp 0.8 --seed 42 -p " + shell_quote("Once upon a time") + " 2>/dev/null";
     const CliOutput a = run_lantern(args), b = run_lantern(args);

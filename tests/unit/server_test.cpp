@@ -264,6 +264,28 @@ TEST_F(Server, LogitBiasForcesAndBansTokens) {
     EXPECT_NE(content.rfind("The", 0), 0u) << content;
 }
 
+// response_format json_object: the reply is one JSON object, ended by the
+// model once it is closed.
+TEST_F(Server, JsonObjectResponseFormat) {
+    const json user = {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}};
+    const json r = post("/v1/chat/completions", {{"messages", user}, {"temperature", 0}, {"max_tokens", 96},
+                                                 {"response_format", {{"type", "json_object"}}}});
+    const std::string content = r["choices"][0]["message"]["content"];
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << content;
+    const json parsed = json::parse(content, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << content;
+    EXPECT_TRUE(parsed.is_object()) << content;
+    // Without it the same request gets prose (ChatCompletionGolden).
+    EXPECT_NE(parsed.dump().find("Paris"), std::string::npos) << content;
+    int status = 0;
+    for (const json& f : {json{{"type", "json_schema"}, {"json_schema", json::object()}}, json{{"type", "yaml"}},
+                          json("json")}) {
+        const json e = post("/v1/chat/completions", {{"messages", user}, {"response_format", f}}, &status);
+        EXPECT_EQ(status, 400) << f;
+        EXPECT_NE(e["error"]["message"].get<std::string>().find("response_format"), std::string::npos) << e;
+    }
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);

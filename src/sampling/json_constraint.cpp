@@ -1,0 +1,232 @@
+#include "sampling/json_constraint.h"
+
+#include <cmath>
+#include <utility>
+
+#include "lantern/error.h"
+
+namespace lantern {
+
+namespace {
+
+bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+}  // namespace
+
+bool JsonState::feed(unsigned char c) {
+    JsonState next = *this;
+    if (!next.step(c)) return false;
+    *this = std::move(next);
+    return true;
+}
+
+bool JsonState::feed(const std::string& text) {
+    JsonState next = *this;
+    for (char c : text) {
+        if (!next.step(static_cast<unsigned char>(c))) return false;
+    }
+    *this = std::move(next);
+    return true;
+}
+
+bool JsonState::end_value() {
+    mode_ = stack_.empty() ? Mode::Done : Mode::After;
+    return true;
+}
+
+bool JsonState::open(char bracket) {
+    if (static_cast<int>(stack_.size()) >= kMaxDepth) return false;
+    stack_.push_back(bracket);
+    mode_ = bracket == '{' ? Mode::KeyFirst : Mode::ArrayFirst;
+    return true;
+}
+
+bool JsonState::close(char bracket) {
+    const char opener = bracket == '}' ? '{' : '[';
+    if (stack_.empty() || stack_.back() != opener) return false;
+    stack_.pop_back();
+    return end_value();
+}
+
+bool JsonState::start_value(unsigned char c) {
+    switch (c) {
+        case '{':
+        case '[': return open(static_cast<char>(c));
+        case '"': mode_ = Mode::String, key_ = false; return true;
+        case '-': mode_ = Mode::Minus; return true;
+        case '0': mode_ = Mode::Zero; return true;
+        case 't': mode_ = Mode::Literal, literal_ = "rue"; return true;
+        case 'f': mode_ = Mode::Literal, literal_ = "alse"; return true;
+        case 'n': mode_ = Mode::Literal, literal_ = "ull"; return true;
+        default:
+            if (c < '1' || c > '9') return false;
+            mode_ = Mode::Int;
+            return true;
+    }
+}
+
+bool JsonState::space(unsigned char c) {
+    if (!is_space(c) || spaces_ >= kMaxSpaces) return false;
+    ++spaces_;
+    return true;
+}
+
+bool JsonState::step(unsigned char c) {
+    // Inside a token: strings, escapes, numbers, literals. A number ends at
+    // the first byte that cannot continue it, which then counts as what
+    // comes after the value.
+    switch (mode_) {
+        case Mode::String:
+            if (c == '"') {
+                if (!key_) return end_value();
+                mode_ = Mode::Colon;
+                return true;
+            }
+            if (c == '\\') mode_ = Mode::Escape;
+            return c >= 0x20;  // control characters must be escaped
+        case Mode::Escape:
+            if (c == 'u') {
+                mode_ = Mode::Unicode, hex_ = 0;
+                return true;
+            }
+            mode_ = Mode::String;
+            return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
+        case Mode::Unicode:
+            if (!is_hex(c)) return false;
+            if (++hex_ == 4) mode_ = Mode::String;
+            return true;
+        case Mode::Literal:
+            if (c != static_cast<unsigned char>(*literal_)) return false;
+            if (*++literal_ == '\0') return end_value();
+            return true;
+        case Mode::Minus:
+            if (!is_digit(c)) return false;
+            mode_ = c == '0' ? Mode::Zero : Mode::Int;
+            return true;
+        case Mode::Zero:
+        case Mode::Int:
+        case Mode::Frac:
+        case Mode::ExpInt:
+            if (is_digit(c) && mode_ != Mode::Zero) return true;
+            if (c == '.' && (mode_ == Mode::Zero || mode_ == Mode::Int)) {
+                mode_ = Mode::Dot;
+                return true;
+            }
+            if ((c == 'e' || c == 'E') && mode_ != Mode::ExpInt) {
+                mode_ = Mode::Exp;
+                return true;
+            }
+            end_value();
+            return step(c);
+        case Mode::Dot:
+            if (!is_digit(c)) return false;
+            mode_ = Mode::Frac;
+            return true;
+        case Mode::Exp:
+            if (c == '+' || c == '-') {
+                mode_ = Mode::ExpSign;
+                return true;
+            }
+            [[fallthrough]];
+        case Mode::ExpSign:
+            if (!is_digit(c)) return false;
+            mode_ = Mode::ExpInt;
+            return true;
+        default:
+            break;
+    }
+    // Between tokens.
+    if (is_space(c)) return space(c);
+    spaces_ = 0;
+    switch (mode_) {
+        case Mode::Start: return c == '{' && open('{');
+        case Mode::Value: return start_value(c);
+        case Mode::ArrayFirst: return c == ']' ? close(']') : start_value(c);
+        case Mode::KeyFirst:
+            if (c == '}') return close('}');
+            [[fallthrough]];
+        case Mode::Key:
+            if (c != '"') return false;
+            mode_ = Mode::String, key_ = true;
+            return true;
+        case Mode::Colon:
+            if (c != ':') return false;
+            mode_ = Mode::Value;
+            return true;
+        case Mode::After:
+            if (c == ',') {
+                mode_ = stack_.back() == '{' ? Mode::Key : Mode::Value;
+                return true;
+            }
+            return (c == '}' || c == ']') && close(static_cast<char>(c));
+        default:
+            return false;  // Done: whitespace only
+    }
+}
+
+JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog)
+    : pieces_(std::move(pieces)), eog_(std::move(eog)) {
+    if (pieces_.empty() || eog_.size() != pieces_.size()) {
+        throw Error(ErrorCode::InvalidArgument, "JSON constraint: one piece and one end flag per token");
+    }
+}
+
+bool JsonConstraint::allows(int32_t token) const {
+    if (token < 0 || static_cast<size_t>(token) >= pieces_.size()) return false;
+    if (eog_[static_cast<size_t>(token)]) return state_.complete();
+    const std::string& piece = pieces_[static_cast<size_t>(token)];
+    if (piece.empty()) return false;
+    JsonState s = state_;
+    return s.feed(piece);
+}
+
+void JsonConstraint::advance(int32_t token) {
+    if (!eog_[static_cast<size_t>(token)]) state_.feed(pieces_[static_cast<size_t>(token)]);
+}
+
+int32_t JsonConstraint::sample(TokenSampler& sampler, const float* logits) {
+    const auto n = static_cast<size_t>(sampler.n_vocab());
+    if (n != pieces_.size()) throw Error(ErrorCode::InvalidArgument, "JSON constraint: the sampler's vocabulary differs");
+    const float* cur = logits;
+    for (int tries = 0; tries < kMaxRejections; ++tries) {
+        const int32_t t = sampler.sample(cur);
+        if (allows(t)) {
+            advance(t);
+            return t;
+        }
+        if (cur == logits) {
+            masked_.assign(logits, logits + n);
+            cur = masked_.data();
+        }
+        masked_[static_cast<size_t>(t)] = -INFINITY;
+    }
+    // Many disallowed picks: mask them all at once.
+    int32_t first = -1;
+    for (size_t t = 0; t < n; ++t) {
+        if (masked_[t] == -INFINITY) continue;
+        if (allows(static_cast<int32_t>(t))) {
+            if (first < 0) first = static_cast<int32_t>(t);
+        } else {
+            masked_[t] = -INFINITY;
+        }
+    }
+    int32_t t = first >= 0 ? sampler.sample(masked_.data()) : -1;
+    // Nothing allowed had a finite logit (or nothing is allowed at all):
+    // any allowed token, else an end-of-generation one.
+    if (t < 0 || !allows(t)) {
+        t = -1;
+        for (size_t i = 0; i < n && t < 0; ++i) {
+            if (allows(static_cast<int32_t>(i))) t = static_cast<int32_t>(i);
+        }
+        for (size_t i = 0; i < n && t < 0; ++i) {
+            if (eog_[i]) t = static_cast<int32_t>(i);
+        }
+        if (t < 0) throw Error(ErrorCode::InvalidArgument, "JSON constraint: no token can continue the output");
+    }
+    advance(t);
+    return t;
+}
+
+}  // namespace lantern

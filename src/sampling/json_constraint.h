@@ -1,0 +1,104 @@
+// Constrained sampling for JSON output (OpenAI's response_format
+// {"type": "json_object"}): the generated text is one JSON object (RFC 8259)
+// and generation may end only once it is complete.
+//
+// JsonState checks text byte by byte: a pushdown automaton over objects,
+// arrays, strings (escapes and \uXXXX; bytes >= 0x80 pass as UTF-8 without
+// decoding), numbers and the three literals. Runs of whitespace are capped
+// (kMaxSpaces) so that a model cannot stall in indentation forever, and so
+// is nesting (kMaxDepth).
+//
+// JsonConstraint applies it to tokens: a token is allowed when its whole
+// piece keeps the text a valid JSON prefix (an empty piece never is), an
+// end-of-generation token when the object is complete. Sampling draws with
+// the caller's TokenSampler and rejects disallowed picks, masking each one
+// and drawing again (greedy needs one check per pick, not one per token of
+// the vocabulary); after kMaxRejections it masks every disallowed token at
+// once. Either way the result is a draw from the distribution restricted
+// to the allowed tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace lantern {
+
+class JsonState {
+public:
+    static constexpr int kMaxSpaces = 40;
+    static constexpr int kMaxDepth = 64;
+
+    // Consumes one byte; false (and the state unchanged) if the text would
+    // no longer be a prefix of a JSON object.
+    bool feed(unsigned char c);
+    bool feed(const std::string& text);  // all or nothing
+    // The top-level object is closed.
+    bool complete() const { return mode_ == Mode::Done; }
+
+private:
+    enum class Mode : uint8_t {
+        Start,        // before the top-level '{'
+        Value,        // a value must come (after ':' or ',' in an array)
+        ArrayFirst,   // after '[': a value or ']'
+        KeyFirst,     // after '{': a key or '}'
+        Key,          // after ',' in an object: a key
+        Colon,        // after a key
+        After,        // after a value: ',' or the closing bracket
+        String,       // inside a string (key_ tells which kind)
+        Escape,       // after a backslash
+        Unicode,      // in \uXXXX (hex_ digits read)
+        Minus,        // after '-'
+        Zero,         // after a leading 0
+        Int,          // in the integer digits
+        Dot,          // after '.'
+        Frac,         // in the fraction digits
+        Exp,          // after 'e'
+        ExpSign,      // after 'e+' / 'e-'
+        ExpInt,       // in the exponent digits
+        Literal,      // in true / false / null
+        Done,         // the object is closed: only whitespace
+    };
+    bool step(unsigned char c);
+    bool end_value();                 // a value ended: After, or Done at the top
+    bool open(char bracket);          // '{' or '['
+    bool close(char bracket);         // '}' or ']'
+    bool start_value(unsigned char c);
+    bool space(unsigned char c);
+
+    Mode mode_ = Mode::Start;
+    bool key_ = false;         // the string being read is a key
+    uint8_t hex_ = 0;
+    uint8_t spaces_ = 0;       // whitespace bytes in a row
+    const char* literal_ = nullptr;  // the rest of the literal being read
+    std::string stack_;        // open brackets, innermost last
+};
+
+class JsonConstraint {
+public:
+    static constexpr int kMaxRejections = 16;
+
+    // pieces[t]: token t's text; eog[t]: t ends generation.
+    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog);
+
+    bool allows(int32_t token) const;
+    // Records a token that allows() accepted.
+    void advance(int32_t token);
+    void reset() { state_ = JsonState{}; }
+    bool complete() const { return state_.complete(); }
+
+    // The next token: sampler's pick from `logits` (n_vocab floats, not
+    // modified) among the allowed tokens; the state advances past it. Not
+    // recorded in the sampler's penalty history (the caller accepts it).
+    int32_t sample(TokenSampler& sampler, const float* logits);
+
+private:
+    std::vector<std::string> pieces_;
+    std::vector<bool> eog_;
+    JsonState state_;
+    std::vector<float> masked_;  // [n_vocab] logits with rejected tokens at -inf
+};
+
+}  // namespace lantern
