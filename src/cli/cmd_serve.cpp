@@ -22,6 +22,9 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("--parallel", o->engine.n_slots, "requests decoded together")->capture_default_str();
     cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "context per request, in tokens")->capture_default_str();
     cmd->add_option("-b,--batch-size", o->engine.n_batch, "tokens per forward pass")->capture_default_str();
+    cmd->add_flag("!--no-cache-prompt", o->engine.cache_prompt,
+                  "decode every prompt whole (by default a request reuses the longest prefix of its prompt that a "
+                  "free slot holds)");
     cmd->add_option("--chat-template", o->http.chat_template, "chat template: a built-in name or Jinja source");
     cmd->add_option("--alias", o->http.model_name, "model name reported to clients");
     cmd->callback([o] {

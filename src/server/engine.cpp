@@ -10,7 +10,9 @@ struct Engine::Slot {
     int id = 0;
     std::shared_ptr<GenerationRequest> req;
     std::unique_ptr<Sampler> sampler;
-    size_t prompt_done = 0;    // prompt tokens decoded so far
+    std::vector<int32_t> cached;  // the tokens the slot's sequence holds, in order
+    size_t prompt_cached = 0;  // prompt tokens the request found in `cached`
+    size_t prompt_done = 0;    // prompt tokens decoded so far (or found cached)
     int32_t last = -1;         // sampled token to decode next
     bool has_logits = false;   // the last step gave this slot logits
     int out_index = -1;        // its row in the step's logits
@@ -38,6 +40,13 @@ size_t incomplete_utf8_tail(const std::string& s) {
         return need > back ? back : 0;
     }
     return 0;
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
 }
 
 // Slots serving a request (Engine::slots_).
@@ -147,13 +156,32 @@ void Engine::loop() {
 
 void Engine::admit_queued() {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& s : slots_) {
-        if (s->active() || queue_.empty()) continue;
+    while (!queue_.empty()) {
+        // The free slot whose cache shares the longest prefix with the prompt.
+        const std::vector<int32_t>& prompt = queue_.front()->prompt;
+        Slot* s = nullptr;
+        size_t shared = 0;
+        for (auto& sp : slots_) {
+            if (sp->active()) continue;
+            const size_t l = params_.cache_prompt ? common_prefix(sp->cached, prompt) : 0;
+            if (s == nullptr || l > shared) {
+                s = sp.get();
+                shared = l;
+            }
+        }
+        if (s == nullptr) break;
         s->req = std::move(queue_.front());
         queue_.pop_front();
         s->sampler = std::make_unique<Sampler>(s->req->sampling, model_);
         for (int32_t t : s->req->prompt) s->sampler->accept(t);
-        s->prompt_done = 0;
+        // The last prompt token is decoded again even when cached: its logits
+        // start the answer. Decoding from `keep` rewinds the sequence there.
+        const size_t keep = std::min(shared, s->req->prompt.size() - 1);
+        s->cached.resize(keep);
+        s->prompt_cached = keep;
+        s->prompt_done = keep;
+        if (keep == 0) ctx_->clear_sequence(s->id);
+        stats_.prompt_tokens_cached += keep;
         s->last = -1;
         s->has_logits = false;
         s->generated = 0;
@@ -162,7 +190,6 @@ void Engine::admit_queued() {
         s->logprobs.clear();
         s->logprobs_sent = 0;
         s->logprobs_sent_end = 0;
-        ctx_->clear_sequence(s->id);
     }
     stats_.queued = static_cast<int>(queue_.size());
     stats_.active_slots = count_active(slots_);
@@ -209,6 +236,7 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
     r.text = s.text.substr(0, s.emitted);
     r.logprobs.assign(s.logprobs.begin(), s.logprobs.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent));
     r.prompt_tokens = static_cast<int>(s.req->prompt.size());
+    r.cached_tokens = static_cast<int>(s.prompt_cached);
     r.completion_tokens = s.generated;
     r.finish_reason = reason;
     r.error = error;
@@ -286,6 +314,7 @@ void Engine::step() {
         Slot& s = *sp;
         if (!s.active() || s.prompt_done < s.req->prompt.size() || s.last < 0) continue;
         batch.add(s.last, ctx_->sequence_length(s.id), s.id, true);
+        s.cached.push_back(s.last);
         want.push_back(&s);
         s.last = -1;
     }
@@ -299,6 +328,7 @@ void Engine::step() {
             const size_t k = s.prompt_done + i;
             const bool last = k + 1 == s.req->prompt.size();
             batch.add(s.req->prompt[k], static_cast<int32_t>(k), s.id, last);
+            s.cached.push_back(s.req->prompt[k]);
             if (last) want.push_back(&s);
         }
         s.prompt_done += n;
@@ -312,6 +342,7 @@ void Engine::step() {
         // The batch was validated when the requests came in; a failure here is
         // the backend's, and every request in flight ends with it.
         for (auto& sp : slots_) {
+            sp->cached.clear();  // what the cache holds is unknown now
             if (sp->active()) finish(*sp, "error", e.what());
         }
         return;

@@ -31,6 +31,7 @@ struct GenerationResult {
     std::string text;
     std::vector<TokenLogprob> logprobs;  // when asked for: the tokens of `text`
     int prompt_tokens = 0;
+    int cached_tokens = 0;  // of them, reused from the slot's cache (not decoded again)
     int completion_tokens = 0;
     std::string finish_reason;  // "stop", "length", or "error"
     std::string error;          // set when finish_reason == "error"
@@ -56,6 +57,10 @@ struct EngineParams {
     int n_slots = 4;     // requests served at once
     int n_ctx = 4096;    // positions per slot
     int n_batch = 512;   // tokens per step, shared by the slots
+    // A request goes to the free slot whose cache holds the longest prefix
+    // of its prompt (a conversation's earlier turns, a shared system
+    // prompt), and only the rest of the prompt is decoded.
+    bool cache_prompt = true;
 };
 
 struct EngineStats {
@@ -63,6 +68,7 @@ struct EngineStats {
     uint64_t steps = 0;
     uint64_t tokens_decoded = 0;     // prompt and generated tokens through the model
     uint64_t prompt_tokens = 0;      // of them, prompt tokens
+    uint64_t prompt_tokens_cached = 0;  // prompt tokens reused from a slot's cache instead
     uint64_t generated_tokens = 0;   // tokens sampled (end-of-generation tokens excepted)
     int active_slots = 0;
     int queued = 0;

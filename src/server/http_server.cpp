@@ -106,6 +106,8 @@ void HttpServer::routes() {
         };
         metric("lantern_requests_total", "counter", "Requests finished (any outcome).", st.requests_done);
         metric("lantern_prompt_tokens_total", "counter", "Prompt tokens decoded.", st.prompt_tokens);
+        metric("lantern_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",
+               st.prompt_tokens_cached);
         metric("lantern_generated_tokens_total", "counter", "Tokens generated.", st.generated_tokens);
         metric("lantern_decode_steps_total", "counter", "Batches decoded.", st.steps);
         metric("lantern_slots", "gauge", "Requests served at once (--parallel).",

@@ -208,7 +208,8 @@ json completion_response(const CompletionRequest& req, const GenerationResult& r
                 {"usage",
                  {{"prompt_tokens", r.prompt_tokens},
                   {"completion_tokens", r.completion_tokens},
-                  {"total_tokens", r.prompt_tokens + r.completion_tokens}}}};
+                  {"total_tokens", r.prompt_tokens + r.completion_tokens},
+                  {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}}};
 }
 
 json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,

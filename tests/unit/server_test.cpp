@@ -230,7 +230,12 @@ TEST_F(Server, MetricsCountTokensAndRequests) {
     const json r = chat("Name a color.", 6);
     const std::string after = metrics();
     EXPECT_EQ(value(after, "lantern_requests_total"), value(before, "lantern_requests_total") + 1);
-    EXPECT_EQ(value(after, "lantern_prompt_tokens_total") - value(before, "lantern_prompt_tokens_total"),
+    // A prompt is decoded, or found in a slot's cache (the system prompt
+    // other chats left there).
+    const uint64_t cached = r["usage"]["prompt_tokens_details"]["cached_tokens"].get<uint64_t>();
+    EXPECT_EQ(value(after, "lantern_prompt_tokens_cached_total") - value(before, "lantern_prompt_tokens_cached_total"),
+              cached);
+    EXPECT_EQ(value(after, "lantern_prompt_tokens_total") - value(before, "lantern_prompt_tokens_total") + cached,
               r["usage"]["prompt_tokens"].get<uint64_t>());
     EXPECT_EQ(value(after, "lantern_generated_tokens_total") - value(before, "lantern_generated_tokens_total"),
               r["usage"]["completion_tokens"].get<uint64_t>());
@@ -284,6 +289,41 @@ TEST_F(Server, JsonObjectResponseFormat) {
         EXPECT_EQ(status, 400) << f;
         EXPECT_NE(e["error"]["message"].get<std::string>().find("response_format"), std::string::npos) << e;
     }
+}
+
+// A conversation's next turn reuses what its slot holds: only the new part
+// of the prompt is decoded, and the answer is the one a fresh slot gives.
+TEST_F(Server, NextTurnReusesTheCachedPrompt) {
+    const json first_turn = {{{"role", "user"}, {"content", "Name a fruit."}}};
+    const json a = post("/v1/chat/completions", {{"messages", first_turn}, {"temperature", 0}, {"max_tokens", 12}});
+    json next = first_turn;
+    next.push_back({{"role", "assistant"}, {"content", a["choices"][0]["message"]["content"]}});
+    next.push_back({{"role", "user"}, {"content", "Name a color."}});
+    const json b = post("/v1/chat/completions", {{"messages", next}, {"temperature", 0}, {"max_tokens", 12}});
+    const int prompt = b["usage"]["prompt_tokens"], cached = b["usage"]["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_GE(cached, a["usage"]["prompt_tokens"].get<int>()) << b["usage"];  // the whole first turn
+    EXPECT_LT(cached, prompt);
+
+    // The same second turn on an engine that decodes every prompt whole.
+    server::EngineParams ep;
+    ep.n_slots = 1;
+    ep.n_ctx = 384;
+    ep.cache_prompt = false;
+    server::Engine fresh(*model_, ep);
+    auto req = std::make_shared<server::GenerationRequest>();
+    const std::string text = model_->apply_chat_template(
+        {{"user", "Name a fruit."}, {"assistant", a["choices"][0]["message"]["content"]}, {"user", "Name a color."}},
+        true);
+    req->prompt = model_->tokenize(text, false, true);
+    ASSERT_EQ(static_cast<int>(req->prompt.size()), prompt);
+    req->sampling.temperature = 0.0f;
+    req->max_tokens = 12;
+    std::promise<server::GenerationResult> done;
+    req->on_done = [&](const server::GenerationResult& r) { done.set_value(r); };
+    fresh.submit(req);
+    const server::GenerationResult r = done.get_future().get();
+    EXPECT_EQ(r.cached_tokens, 0);
+    EXPECT_EQ(r.text, b["choices"][0]["message"]["content"].get<std::string>());
 }
 
 TEST_F(Server, MalformedRequestsGet400) {
