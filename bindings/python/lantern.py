@@ -14,6 +14,7 @@ The library is found through LANTERN_LIBRARY (a path to liblantern_c.so), else
 in build/lib of the checkout this file is in, else by the loader's search path.
 A failure raises LanternError, whose `code` is the C API's LANTERN_ERR_* status.
 """
+import codecs
 import ctypes
 import os
 import pathlib
@@ -112,14 +113,18 @@ def _check(status):
     return status
 
 
-def _text(fn, *args):
+def _bytes(fn, *args):
     """Calls a function that writes text into a buffer, with a second call if it was short."""
     buf = ctypes.create_string_buffer(256)
     n = _check(fn(*args, buf, len(buf)))
     if n >= len(buf):
         buf = ctypes.create_string_buffer(n + 1)
         _check(fn(*args, buf, n + 1))
-    return buf.raw[:n].decode("utf-8", "replace")
+    return buf.raw[:n]
+
+
+def _text(fn, *args):
+    return _bytes(fn, *args).decode("utf-8", "replace")
 
 
 def _ids(tokens):
@@ -179,28 +184,43 @@ class Model:
         return _text(_library().lantern_chat_apply, self._h, roles, contents, len(messages),
                      int(add_generation_prompt), template.encode() if template else None)
 
-    def generate(self, prompt, max_tokens=256, n_ctx=4096, parse_special=False, add_special=True, **sampling):
-        """Text generated after `prompt` (stops at an end-of-generation token);
-        sampling: Sampler's keyword arguments (json_object=True: the text is one JSON object)."""
+    def stream(self, prompt, max_tokens=256, n_ctx=4096, parse_special=False, add_special=True, **sampling):
+        """Yields the text generated after `prompt` piece by piece, whole UTF-8 characters only
+        (stops at an end-of-generation token); sampling: Sampler's keyword arguments
+        (json_object=True: the text is one JSON object)."""
         ctx = Context(self, n_ctx=n_ctx)
         sampler = Sampler(self.n_vocab, model=self, **sampling)
-        ids = self.tokenize(prompt, add_special, parse_special)
-        ctx.decode(ids)
-        out = []
-        while len(out) < max_tokens and ctx.sequence_length() < ctx.n_ctx:
+        ctx.decode(self.tokenize(prompt, add_special, parse_special))
+        utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        lib = _library()
+        for _ in range(max_tokens):
+            if ctx.sequence_length() >= ctx.n_ctx:
+                break
             token = sampler.sample(ctx.logits())
             if self.is_end_of_generation(token):
                 break
-            out.append(token)
+            piece = utf8.decode(_bytes(lib.lantern_token_to_piece, self._h, token, 0))
+            if piece:
+                yield piece
             ctx.decode([token])
-        return self.detokenize(out)
+        rest = utf8.decode(b"", final=True)
+        if rest:
+            yield rest
 
-    def chat(self, messages, template=None, **kwargs):
-        """The assistant's reply to a conversation, through the chat template."""
+    def generate(self, prompt, max_tokens=256, **kwargs):
+        """The text generated after `prompt` (stream()'s pieces joined)."""
+        return "".join(self.stream(prompt, max_tokens, **kwargs))
+
+    def chat_stream(self, messages, template=None, **kwargs):
+        """Yields the assistant's reply to a conversation piece by piece, through the chat template."""
         prompt = self.apply_chat_template(messages, True, template)
         bos = _library().lantern_token_bos(self._h)
         starts_with_bos = bos >= 0 and prompt.startswith(self.token_to_piece(bos, True))
-        return self.generate(prompt, parse_special=True, add_special=bos >= 0 and not starts_with_bos, **kwargs)
+        return self.stream(prompt, parse_special=True, add_special=bos >= 0 and not starts_with_bos, **kwargs)
+
+    def chat(self, messages, template=None, **kwargs):
+        """The assistant's reply to a conversation, through the chat template."""
+        return "".join(self.chat_stream(messages, template, **kwargs))
 
 
 class Context:

@@ -35,6 +35,15 @@ def test_chat_gives_the_golden_answer(model):
         "The capital of France is Paris."
 
 
+def test_streamed_pieces_join_to_the_answer(model):
+    pieces = list(model.chat_stream([{"role": "user", "content": QUESTION}], max_tokens=32, temperature=0))
+    assert len(pieces) > 3
+    assert "".join(pieces) == "The capital of France is Paris."
+    # Characters split across tokens come out whole.
+    text = "".join(model.stream("Le café et la crème brûlée", max_tokens=24, temperature=0))
+    assert "\ufffd" not in text
+
+
 def test_json_object_output(model):
     import json
     reply = model.chat([{"role": "user", "content": QUESTION}], max_tokens=96, temperature=0, json_object=True)
