@@ -23,8 +23,10 @@
  * and a second call with a larger buffer gets all of it. Token lists out
  * work the same way, counted in tokens.
  *
- * Threads: a model may be shared by contexts on several threads; a context
- * or a sampler is used by one thread at a time. */
+ * Threads: a model's contexts share its backends, so decoding on one model
+ * must not overlap (one thread, or a lock); the text calls (tokenize,
+ * pieces, chat templates) may run beside it, as the server's do. A
+ * sampler is used by one thread at a time. */
 #ifndef LANTERN_C_H
 #define LANTERN_C_H
 
