@@ -199,6 +199,7 @@ void HttpServer::routes() {
                     tail = sse(error_body(ApiError(500, r.error, "server_error")));
                 } else {
                     tail = sse(completion_chunk(*req, "", r.finish_reason, id, model_name, created));
+                    if (req->include_usage) tail += sse(usage_chunk(*req, r, id, model_name, created));
                 }
                 stream->push(tail + "data: [DONE]\n\n", true);
             };

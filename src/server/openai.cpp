@@ -103,6 +103,11 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
 
     r.stream = field<bool>(body, "stream", false);
+    if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+        if (!r.stream) throw ApiError(400, "'stream_options' needs 'stream': true");
+        if (!it->is_object()) throw ApiError(400, "'stream_options' must be an object");
+        r.include_usage = field<bool>(*it, "include_usage", false);
+    }
     r.max_tokens = field<int>(body, "max_tokens", field<int>(body, "max_completion_tokens", 256));
     if (r.max_tokens <= 0) throw ApiError(400, "'max_tokens' must be positive");
     SamplerParams& s = r.sampling;
@@ -192,6 +197,27 @@ json error_body(const ApiError& e) {
 }
 
 
+namespace {
+
+json usage_json(const GenerationResult& r) {
+    return {{"prompt_tokens", r.prompt_tokens},
+            {"completion_tokens", r.completion_tokens},
+            {"total_tokens", r.prompt_tokens + r.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+}
+
+}  // namespace
+
+json usage_chunk(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
+                 const std::string& model, int64_t created) {
+    return json{{"id", id},
+                {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array()},
+                {"usage", usage_json(r)}};
+}
+
 json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
                          const std::string& model, int64_t created) {
     json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
@@ -205,11 +231,7 @@ json completion_response(const CompletionRequest& req, const GenerationResult& r
                 {"created", created},
                 {"model", model},
                 {"choices", json::array({choice})},
-                {"usage",
-                 {{"prompt_tokens", r.prompt_tokens},
-                  {"completion_tokens", r.completion_tokens},
-                  {"total_tokens", r.prompt_tokens + r.completion_tokens},
-                  {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}}}};
+                {"usage", usage_json(r)}};
 }
 
 json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,

@@ -28,6 +28,7 @@ struct CompletionRequest {
     int max_tokens = 256;
     std::vector<std::string> stop;
     bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
     bool ignore_eos = false;
     // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
     int logprobs = -1;  // -1: not asked for
@@ -41,6 +42,10 @@ nlohmann::json error_body(const ApiError& e);
 // Full (non-streamed) response.
 nlohmann::json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
                                    const std::string& model, int64_t created);
+// The streamed chunk after the last one when stream_options.include_usage
+// asked for it: no choices, the request's usage.
+nlohmann::json usage_chunk(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
+                           const std::string& model, int64_t created);
 // One streamed chunk: a text delta (finish_reason empty) or the final chunk,
 // with the logprobs of the tokens it completes (text_offset: where the first
 // of them starts in the generated text).

@@ -119,6 +119,39 @@ TEST_F(Server, StreamedDeltasEqualTheFullAnswer) {
     EXPECT_EQ(full["usage"]["completion_tokens"], 20);
 }
 
+// stream_options.include_usage: one more chunk, without choices, with the usage.
+TEST_F(Server, StreamedUsageWhenAsked) {
+    const json user = {{{"role", "user"}, {"content", "Name a fruit."}}};
+    const json body = {{"messages", user}, {"temperature", 0}, {"max_tokens", 8}, {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    auto res = client().Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    std::vector<json> chunks;
+    size_t pos = 0;
+    while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
+        const size_t end = res->body.find("\n\n", pos);
+        const std::string data = res->body.substr(pos + 6, end - pos - 6);
+        pos = end;
+        if (data == "[DONE]") break;
+        chunks.push_back(json::parse(data));
+    }
+    ASSERT_GE(chunks.size(), 2u);
+    const json& last = chunks.back();
+    EXPECT_TRUE(last["choices"].empty()) << last;
+    EXPECT_GT(last["usage"]["prompt_tokens"].get<int>(), 0) << last;
+    int deltas = 0;
+    for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+        EXPECT_FALSE(chunks[i].contains("usage")) << chunks[i];
+        if (!chunks[i]["choices"][0]["delta"].value("content", std::string()).empty()) ++deltas;
+    }
+    EXPECT_EQ(last["usage"]["completion_tokens"].get<int>(), deltas) << res->body;
+    int status = 0;
+    const json e = post("/v1/chat/completions", {{"messages", user}, {"stream_options", {{"include_usage", true}}}},
+                        &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("stream_options"), std::string::npos) << e;
+}
+
 // Requests decoded together in one batch (one KV sequence each) give what
 // each gives alone.
 TEST_F(Server, ConcurrentRequestsMatchSequentialOnes) {
