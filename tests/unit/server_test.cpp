@@ -55,6 +55,24 @@ protected:
         if (status != nullptr) *status = res->status;
         return json::parse(res->body);
     }
+    // The events of a server-sent-event body, parsed, up to "[DONE]"
+    // (*done: whether it came).
+    static std::vector<json> sse_events(const std::string& body, bool* done = nullptr) {
+        std::vector<json> events;
+        size_t pos = 0;
+        if (done != nullptr) *done = false;
+        while ((pos = body.find("data: ", pos)) != std::string::npos) {
+            const size_t end = body.find("\n\n", pos);
+            const std::string data = body.substr(pos + 6, end - pos - 6);
+            pos = end;
+            if (data == "[DONE]") {
+                if (done != nullptr) *done = true;
+                break;
+            }
+            events.push_back(json::parse(data));
+        }
+        return events;
+    }
     static json chat(const std::string& user, int max_tokens = 24) {
         return post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", user}}}},
                                              {"temperature", 0},
@@ -99,17 +117,8 @@ TEST_F(Server, StreamedDeltasEqualTheFullAnswer) {
     ASSERT_TRUE(res);
     EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
     std::string text, finish;
-    size_t pos = 0;
     bool saw_done = false;
-    while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
-        const size_t end = res->body.find("\n\n", pos);
-        const std::string data = res->body.substr(pos + 6, end - pos - 6);
-        pos = end;
-        if (data == "[DONE]") {
-            saw_done = true;
-            break;
-        }
-        const json chunk = json::parse(data);
+    for (const json& chunk : sse_events(res->body, &saw_done)) {
         text += chunk["choices"][0]["text"].get<std::string>();
         if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
     }
@@ -126,15 +135,7 @@ TEST_F(Server, StreamedUsageWhenAsked) {
                        {"stream_options", {{"include_usage", true}}}};
     auto res = client().Post("/v1/chat/completions", body.dump(), "application/json");
     ASSERT_TRUE(res);
-    std::vector<json> chunks;
-    size_t pos = 0;
-    while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
-        const size_t end = res->body.find("\n\n", pos);
-        const std::string data = res->body.substr(pos + 6, end - pos - 6);
-        pos = end;
-        if (data == "[DONE]") break;
-        chunks.push_back(json::parse(data));
-    }
+    const std::vector<json> chunks = sse_events(res->body);
     ASSERT_GE(chunks.size(), 2u);
     const json& last = chunks.back();
     EXPECT_TRUE(last["choices"].empty()) << last;
@@ -226,13 +227,8 @@ TEST_F(Server, StreamedCompletionLogprobsEqualTheFullOnes) {
     auto res = client().Post("/v1/completions", sbody.dump(), "application/json");
     ASSERT_TRUE(res);
     json tokens = json::array(), values = json::array(), offsets = json::array();
-    size_t pos = 0;
-    while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
-        const size_t end = res->body.find("\n\n", pos);
-        const std::string data = res->body.substr(pos + 6, end - pos - 6);
-        pos = end;
-        if (data == "[DONE]") break;
-        const json c = json::parse(data)["choices"][0]["logprobs"];
+    for (const json& event : sse_events(res->body)) {
+        const json& c = event["choices"][0]["logprobs"];
         for (size_t i = 0; i < c["tokens"].size(); ++i) {
             tokens.push_back(c["tokens"][i]);
             values.push_back(c["token_logprobs"][i]);
