@@ -20,6 +20,7 @@ struct Engine::Slot {
     std::string text;          // all generated text
     size_t emitted = 0;        // bytes of text already sent
     std::vector<TokenLogprob> logprobs;  // per generated token, when asked for
+    std::vector<TokenLogprob> prompt_logprobs;  // per prompt token, when asked for
     size_t logprobs_sent = 0;
     size_t logprobs_sent_end = 0;        // where the sent tokens' text ends in `text`
     bool active() const { return req != nullptr; }
@@ -176,7 +177,8 @@ void Engine::admit_queued() {
         for (int32_t t : s->req->prompt) s->sampler->accept(t);
         // The last prompt token is decoded again even when cached: its logits
         // start the answer. Decoding from `keep` rewinds the sequence there.
-        const size_t keep = std::min(shared, s->req->prompt.size() - 1);
+        // Scored prompts are decoded whole: cached tokens have no logits.
+        const size_t keep = s->req->prompt_logprobs ? 0 : std::min(shared, s->req->prompt.size() - 1);
         s->cached.resize(keep);
         s->prompt_cached = keep;
         s->prompt_done = keep;
@@ -190,6 +192,10 @@ void Engine::admit_queued() {
         s->logprobs.clear();
         s->logprobs_sent = 0;
         s->logprobs_sent_end = 0;
+        s->prompt_logprobs.clear();
+        if (s->req->prompt_logprobs) {
+            s->prompt_logprobs.push_back({model_.token_to_piece(s->req->prompt[0]), std::nanf(""), {}});
+        }
     }
     stats_.queued = static_cast<int>(queue_.size());
     stats_.active_slots = count_active(slots_);
@@ -235,6 +241,7 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
     GenerationResult r;
     r.text = s.text.substr(0, s.emitted);
     r.logprobs.assign(s.logprobs.begin(), s.logprobs.begin() + static_cast<std::ptrdiff_t>(s.logprobs_sent));
+    r.prompt_logprobs = std::move(s.prompt_logprobs);
     r.prompt_tokens = static_cast<int>(s.req->prompt.size());
     r.cached_tokens = static_cast<int>(s.prompt_cached);
     r.completion_tokens = s.generated;
@@ -259,6 +266,10 @@ void Engine::step() {
         Slot& s = *sp;
         if (!s.active() || !s.has_logits) continue;
         s.has_logits = false;
+        if (s.req->max_tokens == 0) {  // the prompt alone was asked for (scored)
+            finish(s, "length");
+            continue;
+        }
         const float* logits = ctx_->logits(s.out_index);
         const int32_t tok = s.sampler->sample(logits);
         if (model_.is_end_of_generation(tok) && !s.req->ignore_eos) {
@@ -308,14 +319,16 @@ void Engine::step() {
     // 2. Build the next batch: generating slots first (one token each), then
     // prompt chunks within the remaining budget.
     Batch batch;
-    std::vector<Slot*> want;  // slots asking for logits, in output order
+    // The outputs, in batch order: their slot, and the prompt token whose
+    // logits they are (-1: a generated token's).
+    std::vector<std::pair<Slot*, int64_t>> want;
     uint64_t prompt = 0;
     for (auto& sp : slots_) {
         Slot& s = *sp;
         if (!s.active() || s.prompt_done < s.req->prompt.size() || s.last < 0) continue;
         batch.add(s.last, ctx_->sequence_length(s.id), s.id, true);
         s.cached.push_back(s.last);
-        want.push_back(&s);
+        want.emplace_back(&s, -1);
         s.last = -1;
     }
     for (auto& sp : slots_) {
@@ -327,9 +340,9 @@ void Engine::step() {
         for (size_t i = 0; i < n; ++i) {
             const size_t k = s.prompt_done + i;
             const bool last = k + 1 == s.req->prompt.size();
-            batch.add(s.req->prompt[k], static_cast<int32_t>(k), s.id, last);
+            batch.add(s.req->prompt[k], static_cast<int32_t>(k), s.id, last || s.req->prompt_logprobs);
             s.cached.push_back(s.req->prompt[k]);
-            if (last) want.push_back(&s);
+            if (last || s.req->prompt_logprobs) want.emplace_back(&s, static_cast<int64_t>(k));
         }
         s.prompt_done += n;
         prompt += n;
@@ -347,10 +360,19 @@ void Engine::step() {
         }
         return;
     }
-    // Outputs come in batch order; `want` was filled in that order.
+    // Outputs come in batch order; `want` was filled in that order. A prompt
+    // token's logits score the next prompt token; the last one's (and a
+    // generated token's) are sampled from at the next step.
     for (size_t i = 0; i < want.size(); ++i) {
-        want[i]->has_logits = true;
-        want[i]->out_index = static_cast<int>(i);
+        auto [slot, k] = want[i];
+        if (k >= 0 && static_cast<size_t>(k) + 1 < slot->req->prompt.size()) {
+            const int32_t next = slot->req->prompt[static_cast<size_t>(k) + 1];
+            slot->prompt_logprobs.push_back(token_logprob(model_, ctx_->logits(static_cast<int>(i)), model_.n_vocab(),
+                                                          next, model_.token_to_piece(next), slot->req->logprobs));
+            continue;
+        }
+        slot->has_logits = true;
+        slot->out_index = static_cast<int>(i);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.steps;

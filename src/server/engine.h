@@ -30,6 +30,7 @@ struct TokenLogprob {
 struct GenerationResult {
     std::string text;
     std::vector<TokenLogprob> logprobs;  // when asked for: the tokens of `text`
+    std::vector<TokenLogprob> prompt_logprobs;  // prompt_logprobs: the prompt's tokens (the first's logprob NaN)
     int prompt_tokens = 0;
     int cached_tokens = 0;  // of them, reused from the slot's cache (not decoded again)
     int completion_tokens = 0;
@@ -44,6 +45,10 @@ struct GenerationRequest {
     std::vector<std::string> stop;  // stop strings (not included in the text)
     bool ignore_eos = false;
     int logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
+    // The prompt's tokens scored too (with logprobs >= 0): each one's logprob
+    // given the tokens before it (the first has none). The prompt is then
+    // decoded whole, not found in a slot's cache. max_tokens may be 0.
+    bool prompt_logprobs = false;
     // Called on the engine thread with each new piece of text (whole UTF-8
     // characters; text that may begin a stop string is held back) and, when
     // logprobs were asked for, the tokens whose text it completes. Returning

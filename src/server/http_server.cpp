@@ -168,6 +168,7 @@ void HttpServer::routes() {
             gen->stop = req->stop;
             gen->ignore_eos = req->ignore_eos;
             gen->logprobs = req->logprobs;
+            gen->prompt_logprobs = req->echo && req->logprobs >= 0;
             const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
             const int64_t created = unix_time();
             const std::string model_name = options_.model_name;

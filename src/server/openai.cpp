@@ -60,12 +60,14 @@ json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>
     json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
     for (const TokenLogprob& t : tokens) {
         texts.push_back(t.token);
-        lps.push_back(t.logprob);
+        // An echoed prompt's first token has no logprob: null, as OpenAI gives it.
+        const bool none = std::isnan(t.logprob);
+        lps.push_back(none ? json() : json(t.logprob));
         json top = json::object();
         for (const auto& [text, lp] : t.top) {
             if (!top.contains(text)) top[text] = lp;
         }
-        tops.push_back(top);
+        tops.push_back(none ? json() : top);
         offsets.push_back(text_offset);
         text_offset += t.token.size();
     }
@@ -109,7 +111,11 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         r.include_usage = field<bool>(*it, "include_usage", false);
     }
     r.max_tokens = field<int>(body, "max_tokens", field<int>(body, "max_completion_tokens", 256));
-    if (r.max_tokens <= 0) throw ApiError(400, "'max_tokens' must be positive");
+    // Completions' echo: the prompt in front of the text, and with logprobs
+    // the prompt's tokens scored (max_tokens 0: only that, as evaluation
+    // harnesses ask for a text's likelihood).
+    r.echo = !chat && field<bool>(body, "echo", false);
+    if (r.max_tokens < (r.echo ? 0 : 1)) throw ApiError(400, r.echo ? "'max_tokens' must be 0 or more" : "'max_tokens' must be positive");
     SamplerParams& s = r.sampling;
     s.temperature = field<float>(body, "temperature", 0.8f);
     s.top_p = field<float>(body, "top_p", 0.95f);
@@ -152,7 +158,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         }
     }
     if (r.logprobs > kMaxTop) throw ApiError(400, "at most " + std::to_string(kMaxTop) + " top logprobs per token");
-    if (!chat && field<bool>(body, "echo", false)) throw ApiError(400, "'echo' is not supported");
+    if (r.echo && r.stream) throw ApiError(400, "'echo' with 'stream' is not supported");
     // {"token id": bias in [-100, 100]} as OpenAI takes it, or false to ban
     // the token (llama.cpp's server). The ids are checked against the
     // vocabulary by the caller (check_logit_bias).
@@ -223,6 +229,11 @@ json completion_response(const CompletionRequest& req, const GenerationResult& r
     json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
     if (req.chat) {
         choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else if (req.echo) {
+        choice["text"] = req.prompt + r.text;
+        std::vector<TokenLogprob> all = r.prompt_logprobs;
+        all.insert(all.end(), r.logprobs.begin(), r.logprobs.end());
+        choice["logprobs"] = logprobs_json(req, all, 0);
     } else {
         choice["text"] = r.text;
     }

@@ -29,6 +29,7 @@ struct CompletionRequest {
     std::vector<std::string> stop;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
+    bool echo = false;           // completions: the prompt in front of the text (and its logprobs)
     bool ignore_eos = false;
     // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
     int logprobs = -1;  // -1: not asked for

@@ -355,6 +355,55 @@ TEST_F(Server, NextTurnReusesTheCachedPrompt) {
     EXPECT_EQ(r.text, b["choices"][0]["message"]["content"].get<std::string>());
 }
 
+// Completions' echo with logprobs and max_tokens 0 scores a text, as
+// evaluation harnesses ask: each prompt token's logprob given those before.
+TEST_F(Server, EchoScoresThePrompt) {
+    auto score = [](const std::string& text) {
+        const json r = post("/v1/completions", {{"prompt", text}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 0}});
+        EXPECT_EQ(r["choices"][0]["text"], text) << r;
+        EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+        EXPECT_EQ(r["usage"]["completion_tokens"], 0);
+        const json& lp = r["choices"][0]["logprobs"];
+        EXPECT_EQ(lp["tokens"].size(), r["usage"]["prompt_tokens"].get<size_t>()) << lp;
+        EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+        EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+        std::string joined;
+        for (const json& t : lp["tokens"]) joined += t.get<std::string>();
+        EXPECT_EQ(joined, text);
+        double sum = 0;
+        for (size_t i = 1; i < lp["token_logprobs"].size(); ++i) {
+            const double v = lp["token_logprobs"][i];
+            EXPECT_LE(v, 0.0);
+            EXPECT_EQ(lp["top_logprobs"][i].size(), 1u);
+            EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.find(lp["tokens"][i].get<std::string>(),
+                                                                        lp["text_offset"][i - 1].get<size_t>()));
+            sum += v;
+        }
+        return sum;
+    };
+    // The model knows its geography.
+    EXPECT_GT(score("The capital of France is Paris."), score("The capital of France is Berlin.") + 2.0);
+    // With tokens to generate, the prompt comes first and the generated
+    // tokens follow it in the lists.
+    const json r = post("/v1/completions", {{"prompt", "Once upon a time"}, {"echo", true}, {"logprobs", 0},
+                                            {"max_tokens", 3}, {"temperature", 0}});
+    const std::string text = r["choices"][0]["text"];
+    EXPECT_EQ(text.rfind("Once upon a time", 0), 0u) << text;
+    EXPECT_EQ(r["choices"][0]["logprobs"]["tokens"].size(), r["usage"]["prompt_tokens"].get<size_t>() + 3) << r;
+    const json plain = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 3}, {"temperature", 0}});
+    EXPECT_EQ(text, "Once upon a time" + plain["choices"][0]["text"].get<std::string>());
+    // A scored prompt token has the logprob it had when it was generated.
+    const json one = post("/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0},
+                                              {"logprobs", 0}});
+    const std::string next = one["choices"][0]["logprobs"]["tokens"][0];
+    const double generated = one["choices"][0]["logprobs"]["token_logprobs"][0];
+    const json scored = post("/v1/completions", {{"prompt", "Once upon a time" + next}, {"echo", true}, {"logprobs", 0},
+                                                 {"max_tokens", 0}});
+    const json& lp = scored["choices"][0]["logprobs"];
+    ASSERT_EQ(lp["tokens"].back(), next) << lp;
+    EXPECT_NEAR(lp["token_logprobs"].back().get<double>(), generated, 1e-3);
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
@@ -383,7 +432,8 @@ TEST_F(Server, MalformedRequestsGet400) {
         EXPECT_EQ(status, 400) << b;
         EXPECT_NE(e["error"]["message"].get<std::string>().find("log"), std::string::npos) << e;
     }
-    for (const json& b : {json{{"prompt", "hi"}, {"logprobs", -2}}, json{{"prompt", "hi"}, {"echo", true}}}) {
+    for (const json& b : {json{{"prompt", "hi"}, {"logprobs", -2}}, json{{"prompt", "hi"}, {"echo", true}, {"stream", true}},
+                          json{{"prompt", "hi"}, {"max_tokens", 0}}, json{{"prompt", "hi"}, {"echo", true}, {"max_tokens", -1}}}) {
         e = post("/v1/completions", b, &status);
         EXPECT_EQ(status, 400) << b;
     }
