@@ -44,6 +44,16 @@ struct Stream {
     }
 };
 
+// Compared in time that does not depend on where the keys differ, so a
+// client cannot learn a key byte by byte from response times (its length
+// it may).
+bool same_key(const std::string& given, const std::string& key) {
+    if (given.size() != key.size()) return false;
+    unsigned diff = 0;
+    for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+    return diff == 0;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(Model& model, Engine& engine, ServerOptions options)
@@ -87,6 +97,21 @@ void HttpServer::routes() {
             send_json(res, 500, error_body(ApiError(500, e.what(), "server_error")));
         }
     });
+    // The API key, when there is one.
+    if (!options_.api_key.empty()) {
+        s.set_pre_routing_handler([key = options_.api_key](const httplib::Request& req, httplib::Response& res) {
+            if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+            std::string given = req.get_header_value("X-Api-Key");
+            const std::string auth = req.get_header_value("Authorization");
+            if (auth.rfind("Bearer ", 0) == 0) given = auth.substr(7);
+            if (same_key(given, key)) return httplib::Server::HandlerResponse::Unhandled;
+            res.set_header("WWW-Authenticate", "Bearer");
+            send_json(res, 401, error_body(ApiError(401, given.empty() ? "this server needs an API key (Authorization: Bearer KEY)"
+                                                                       : "the API key is not valid",
+                                                    "invalid_api_key")));
+            return httplib::Server::HandlerResponse::Handled;
+        });
+    }
     s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
         if (res.status == 404) send_json(res, 404, error_body(ApiError(404, "no route " + req.method + " " + req.path, "not_found")));
     });

@@ -6,7 +6,8 @@
 //   POST /v1/completions         raw prompt
 //   POST /tokenize, /detokenize  {"content": text} <-> {"tokens": [ids]}
 // Both completion routes stream server-sent events with "stream": true.
-// Malformed requests get status 400 and an OpenAI-style error body.
+// Malformed requests get status 400 and an OpenAI-style error body; with an
+// API key (ServerOptions::api_key) a request without it gets 401.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,9 @@ struct ServerOptions {
     int port = 8080;             // 0: any free port (see port())
     std::string chat_template;   // override, as `lantern run --chat-template`
     std::string model_name;      // reported by /v1/models (default: the file's general.name)
+    // Non-empty: every route but /health needs "Authorization: Bearer <key>"
+    // (or "X-Api-Key: <key>"), else 401.
+    std::string api_key;
 };
 
 class HttpServer {

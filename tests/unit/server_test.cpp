@@ -404,6 +404,38 @@ TEST_F(Server, EchoScoresThePrompt) {
     EXPECT_NEAR(lp["token_logprobs"].back().get<double>(), generated, 1e-3);
 }
 
+// --api-key: every route but /health wants the key.
+TEST_F(Server, ApiKeyIsRequiredWhenSet) {
+    server::ServerOptions so;
+    so.port = 0;
+    so.api_key = "sk-lantern-test";
+    server::HttpServer keyed(*model_, *engine_, so);
+    keyed.bind();
+    std::thread t([&] { keyed.serve(); });
+    httplib::Client c("127.0.0.1", keyed.port());
+    c.set_read_timeout(300, 0);
+    const std::string body = json{{"prompt", "Hello"}, {"max_tokens", 2}, {"temperature", 0}}.dump();
+    auto none = c.Post("/v1/completions", body, "application/json");
+    auto wrong = c.Post("/v1/completions", httplib::Headers{{"Authorization", "Bearer sk-lantern-tesT"}}, body,
+                        "application/json");
+    auto models = c.Get("/v1/models");
+    auto health = c.Get("/health");
+    auto bearer = c.Post("/v1/completions", httplib::Headers{{"Authorization", "Bearer sk-lantern-test"}}, body,
+                         "application/json");
+    auto header = c.Get("/v1/models", httplib::Headers{{"X-Api-Key", "sk-lantern-test"}});
+    keyed.stop();
+    t.join();
+    ASSERT_TRUE(none && wrong && models && health && bearer && header);
+    EXPECT_EQ(none->status, 401);
+    EXPECT_EQ(json::parse(none->body)["error"]["type"], "invalid_api_key") << none->body;
+    EXPECT_EQ(wrong->status, 401);
+    EXPECT_EQ(models->status, 401);
+    EXPECT_EQ(health->status, 200);
+    EXPECT_EQ(bearer->status, 200) << bearer->body;
+    EXPECT_EQ(json::parse(bearer->body)["usage"]["completion_tokens"], 2);
+    EXPECT_EQ(header->status, 200);
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
