@@ -28,7 +28,7 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("--chat-template", o->http.chat_template, "chat template: a built-in name or Jinja source");
     cmd->add_option("--alias", o->http.model_name, "model name reported to clients");
     cmd->add_option("--api-key", o->http.api_key,
-                    "require this key from clients (Authorization: Bearer KEY); LANTERN_API_KEY sets it too")
+                    "require this key from clients (Authorization: Bearer KEY)")
         ->envname("LANTERN_API_KEY");
     cmd->callback([o] {
         std::unique_ptr<Model> model = o->model.load();

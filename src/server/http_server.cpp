@@ -198,38 +198,75 @@ void HttpServer::routes() {
             const int64_t created = unix_time();
             const std::string model_name = options_.model_name;
 
+            // n choices: n requests of the same prompt, each with its own
+            // draws (a fixed seed gives choice i seed + i).
+            std::vector<std::shared_ptr<GenerationRequest>> gens{gen};
+            for (int i = 1; i < req->n; ++i) {
+                auto g = std::make_shared<GenerationRequest>(*gen);
+                if (g->sampling.seed != kSamplerRandomSeed) g->sampling.seed += static_cast<uint64_t>(i);
+                gens.push_back(std::move(g));
+            }
+
             if (!req->stream) {
-                auto done = std::make_shared<std::promise<GenerationResult>>();
-                std::future<GenerationResult> result = done->get_future();
-                gen->on_done = [done](const GenerationResult& r) { done->set_value(r); };
-                engine_.submit(gen);
-                const GenerationResult r = result.get();
-                if (r.finish_reason == "error") throw ApiError(500, r.error, "server_error");
-                send_json(res, 200, completion_response(*req, r, id, model_name, created));
+                std::vector<std::future<GenerationResult>> results;
+                for (auto& g : gens) {
+                    auto done = std::make_shared<std::promise<GenerationResult>>();
+                    results.push_back(done->get_future());
+                    g->on_done = [done](const GenerationResult& r) { done->set_value(r); };
+                }
+                for (auto& g : gens) engine_.submit(g);
+                std::vector<GenerationResult> rs;
+                for (auto& f : results) rs.push_back(f.get());
+                for (const GenerationResult& r : rs) {
+                    if (r.finish_reason == "error") throw ApiError(500, r.error, "server_error");
+                }
+                send_json(res, 200, completion_response(*req, rs, id, model_name, created));
                 return;
             }
 
+            // Streamed: each choice's chunks as they come, [DONE] after the
+            // last choice ends. The callbacks all run on the engine thread.
+            struct Choices {
+                std::vector<GenerationResult> results;
+                std::vector<size_t> text_offset;  // of each choice's next chunk's first token (completions)
+                int open = 0;
+                bool failed = false;
+            };
             auto stream = std::make_shared<Stream>();
             auto sse = [](const json& j) { return "data: " + j.dump() + "\n\n"; };
-            auto text_offset = std::make_shared<size_t>(0);  // of the chunk's first token (completions)
-            gen->on_text = [stream, req, id, model_name, created, sse, text_offset](
-                               const std::string& piece, const std::vector<TokenLogprob>& tokens) {
-                if (stream->cancelled) return false;
-                stream->push(sse(completion_chunk(*req, piece, "", id, model_name, created, tokens, *text_offset)), false);
-                for (const TokenLogprob& t : tokens) *text_offset += t.token.size();
-                return true;
-            };
-            gen->on_done = [stream, req, id, model_name, created, sse](const GenerationResult& r) {
-                std::string tail;
-                if (r.finish_reason == "error") {
-                    tail = sse(error_body(ApiError(500, r.error, "server_error")));
-                } else {
-                    tail = sse(completion_chunk(*req, "", r.finish_reason, id, model_name, created));
-                    if (req->include_usage) tail += sse(usage_chunk(*req, r, id, model_name, created));
-                }
-                stream->push(tail + "data: [DONE]\n\n", true);
-            };
-            engine_.submit(gen);
+            auto choices = std::make_shared<Choices>();
+            choices->results.resize(gens.size());
+            choices->text_offset.assign(gens.size(), 0);
+            choices->open = static_cast<int>(gens.size());
+            for (size_t i = 0; i < gens.size(); ++i) {
+                const int index = static_cast<int>(i);
+                gens[i]->on_text = [stream, req, id, model_name, created, sse, choices, index](
+                                       const std::string& piece, const std::vector<TokenLogprob>& tokens) {
+                    if (stream->cancelled) return false;
+                    size_t& offset = choices->text_offset[static_cast<size_t>(index)];
+                    stream->push(sse(completion_chunk(*req, index, piece, "", id, model_name, created, tokens, offset)),
+                                 false);
+                    for (const TokenLogprob& t : tokens) offset += t.token.size();
+                    return true;
+                };
+                gens[i]->on_done = [stream, req, id, model_name, created, sse, choices, index](const GenerationResult& r) {
+                    std::string tail;
+                    if (r.finish_reason == "error") {
+                        if (!choices->failed) tail = sse(error_body(ApiError(500, r.error, "server_error")));
+                        choices->failed = true;
+                    } else {
+                        tail = sse(completion_chunk(*req, index, "", r.finish_reason, id, model_name, created));
+                    }
+                    choices->results[static_cast<size_t>(index)] = r;
+                    const bool last = --choices->open == 0;
+                    if (last && !choices->failed && req->include_usage) {
+                        tail += sse(usage_chunk(*req, choices->results, id, model_name, created));
+                    }
+                    if (last) tail += "data: [DONE]\n\n";
+                    if (!tail.empty()) stream->push(tail, last);
+                };
+            }
+            for (auto& g : gens) engine_.submit(g);
             res.set_chunked_content_provider("text/event-stream", [stream](size_t, httplib::DataSink& sink) {
                 std::unique_lock<std::mutex> lock(stream->mutex);
                 stream->ready.wait(lock, [&] { return !stream->events.empty() || stream->done; });

@@ -140,7 +140,9 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             throw ApiError(400, "'stop' must be a string or a list of strings");
         }
     }
-    if (auto n = field<int>(body, "n", 1); n != 1) throw ApiError(400, "'n' other than 1 is not supported");
+    constexpr int kMaxChoices = 16;
+    r.n = field<int>(body, "n", 1);
+    if (r.n < 1 || r.n > kMaxChoices) throw ApiError(400, "'n' must be between 1 and " + std::to_string(kMaxChoices));
     // Log-probabilities: chat asks with "logprobs": true and "top_logprobs": N,
     // completions with "logprobs": N (up to 20 alternatives either way).
     constexpr int kMaxTop = 20;
@@ -205,50 +207,59 @@ json error_body(const ApiError& e) {
 
 namespace {
 
-json usage_json(const GenerationResult& r) {
-    return {{"prompt_tokens", r.prompt_tokens},
-            {"completion_tokens", r.completion_tokens},
-            {"total_tokens", r.prompt_tokens + r.completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+// The prompt counts once, the choices' tokens add up (OpenAI's usage for n).
+json usage_json(const std::vector<GenerationResult>& rs) {
+    int completion = 0, cached = 0;
+    for (const GenerationResult& r : rs) completion += r.completion_tokens, cached = std::max(cached, r.cached_tokens);
+    const int prompt = rs.empty() ? 0 : rs.front().prompt_tokens;
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 }  // namespace
 
-json usage_chunk(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
+json usage_chunk(const CompletionRequest& req, const std::vector<GenerationResult>& results, const std::string& id,
                  const std::string& model, int64_t created) {
     return json{{"id", id},
                 {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", created},
                 {"model", model},
                 {"choices", json::array()},
-                {"usage", usage_json(r)}};
+                {"usage", usage_json(results)}};
 }
 
-json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
-                         const std::string& model, int64_t created) {
-    json choice = {{"index", 0}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
-    if (req.chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    } else if (req.echo) {
-        choice["text"] = req.prompt + r.text;
-        std::vector<TokenLogprob> all = r.prompt_logprobs;
-        all.insert(all.end(), r.logprobs.begin(), r.logprobs.end());
-        choice["logprobs"] = logprobs_json(req, all, 0);
-    } else {
-        choice["text"] = r.text;
+json completion_response(const CompletionRequest& req, const std::vector<GenerationResult>& results,
+                         const std::string& id, const std::string& model, int64_t created) {
+    json choices = json::array();
+    for (size_t i = 0; i < results.size(); ++i) {
+        const GenerationResult& r = results[i];
+        json choice = {{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
+        if (req.chat) {
+            choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+        } else if (req.echo) {
+            choice["text"] = req.prompt + r.text;
+            std::vector<TokenLogprob> all = r.prompt_logprobs;
+            all.insert(all.end(), r.logprobs.begin(), r.logprobs.end());
+            choice["logprobs"] = logprobs_json(req, all, 0);
+        } else {
+            choice["text"] = r.text;
+        }
+        choices.push_back(std::move(choice));
     }
     return json{{"id", id},
                 {"object", req.chat ? "chat.completion" : "text_completion"},
                 {"created", created},
                 {"model", model},
-                {"choices", json::array({choice})},
-                {"usage", usage_json(r)}};
+                {"choices", choices},
+                {"usage", usage_json(results)}};
 }
 
-json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,
-                      const std::string& id, const std::string& model, int64_t created,
-                      const std::vector<TokenLogprob>& tokens, size_t text_offset) {
-    json choice = {{"index", 0},
+json completion_chunk(const CompletionRequest& req, int index, const std::string& text,
+                      const std::string& finish_reason, const std::string& id, const std::string& model,
+                      int64_t created, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+    json choice = {{"index", index},
                    {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)},
                    {"logprobs", logprobs_json(req, tokens, text_offset)}};
     if (req.chat) {

@@ -30,6 +30,7 @@ struct CompletionRequest {
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
     bool echo = false;           // completions: the prompt in front of the text (and its logprobs)
+    int n = 1;                   // choices, each generated on its own
     bool ignore_eos = false;
     // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
     int logprobs = -1;  // -1: not asked for
@@ -40,18 +41,18 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat);
 
 nlohmann::json error_body(const ApiError& e);
 
-// Full (non-streamed) response.
-nlohmann::json completion_response(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
-                                   const std::string& model, int64_t created);
+// Full (non-streamed) response: one choice per result (n).
+nlohmann::json completion_response(const CompletionRequest& req, const std::vector<GenerationResult>& results,
+                                   const std::string& id, const std::string& model, int64_t created);
 // The streamed chunk after the last one when stream_options.include_usage
 // asked for it: no choices, the request's usage.
-nlohmann::json usage_chunk(const CompletionRequest& req, const GenerationResult& r, const std::string& id,
-                           const std::string& model, int64_t created);
-// One streamed chunk: a text delta (finish_reason empty) or the final chunk,
-// with the logprobs of the tokens it completes (text_offset: where the first
-// of them starts in the generated text).
-nlohmann::json completion_chunk(const CompletionRequest& req, const std::string& text, const std::string& finish_reason,
-                                const std::string& id, const std::string& model, int64_t created,
-                                const std::vector<TokenLogprob>& tokens = {}, size_t text_offset = 0);
+nlohmann::json usage_chunk(const CompletionRequest& req, const std::vector<GenerationResult>& results,
+                           const std::string& id, const std::string& model, int64_t created);
+// One streamed chunk of choice `index`: a text delta (finish_reason empty) or
+// its final chunk, with the logprobs of the tokens it completes
+// (text_offset: where the first of them starts in the generated text).
+nlohmann::json completion_chunk(const CompletionRequest& req, int index, const std::string& text,
+                                const std::string& finish_reason, const std::string& id, const std::string& model,
+                                int64_t created, const std::vector<TokenLogprob>& tokens = {}, size_t text_offset = 0);
 
 }  // namespace lantern::server

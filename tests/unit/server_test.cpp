@@ -436,6 +436,42 @@ TEST_F(Server, ApiKeyIsRequiredWhenSet) {
     EXPECT_EQ(header->status, 200);
 }
 
+// n: that many choices, each drawn on its own (a seed gives choice i seed + i),
+// whole or streamed alike.
+TEST_F(Server, SeveralChoices) {
+    const json user = {{{"role", "user"}, {"content", "Write a word."}}};
+    const json body = {{"messages", user}, {"temperature", 1.2}, {"seed", 11}, {"max_tokens", 6}, {"n", 3}};
+    const json a = post("/v1/chat/completions", body);
+    ASSERT_EQ(a["choices"].size(), 3u) << a;
+    std::vector<std::string> texts;
+    int tokens = 0;
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(a["choices"][i]["index"], i);
+        texts.push_back(a["choices"][i]["message"]["content"]);
+    }
+    EXPECT_FALSE(texts[0] == texts[1] && texts[1] == texts[2]) << a;  // their own draws
+    EXPECT_EQ(post("/v1/chat/completions", body)["choices"], a["choices"]);  // and reproducible
+    for (const json& c : a["choices"]) tokens += c["finish_reason"] == "length" ? 6 : 0;
+    EXPECT_GE(a["usage"]["completion_tokens"].get<int>(), tokens);
+    // Streamed: every choice's deltas, its own final chunk, one [DONE] at the end.
+    json sbody = body;
+    sbody["stream"] = true;
+    auto res = client().Post("/v1/chat/completions", sbody.dump(), "application/json");
+    ASSERT_TRUE(res);
+    bool done = false;
+    std::vector<std::string> streamed(3);
+    std::vector<int> finals(3, 0);
+    for (const json& chunk : sse_events(res->body, &done)) {
+        const json& c = chunk["choices"][0];
+        const int i = c["index"];
+        if (!c["finish_reason"].is_null()) ++finals[static_cast<size_t>(i)];
+        streamed[static_cast<size_t>(i)] += c["delta"].value("content", std::string());
+    }
+    EXPECT_TRUE(done);
+    EXPECT_EQ(streamed, texts);
+    EXPECT_EQ(finals, std::vector<int>({1, 1, 1}));
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
@@ -465,7 +501,8 @@ TEST_F(Server, MalformedRequestsGet400) {
         EXPECT_NE(e["error"]["message"].get<std::string>().find("log"), std::string::npos) << e;
     }
     for (const json& b : {json{{"prompt", "hi"}, {"logprobs", -2}}, json{{"prompt", "hi"}, {"echo", true}, {"stream", true}},
-                          json{{"prompt", "hi"}, {"max_tokens", 0}}, json{{"prompt", "hi"}, {"echo", true}, {"max_tokens", -1}}}) {
+                          json{{"prompt", "hi"}, {"max_tokens", 0}}, json{{"prompt", "hi"}, {"echo", true}, {"max_tokens", -1}},
+                          json{{"prompt", "hi"}, {"n", 0}}, json{{"prompt", "hi"}, {"n", 17}}}) {
         e = post("/v1/completions", b, &status);
         EXPECT_EQ(status, 400) << b;
     }
