@@ -196,6 +196,14 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             throw ApiError(400, "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
         }
     }
+    // Function calling would need the template's tool format and a parser
+    // for the model's calls: refused, not silently dropped (an empty list is
+    // what some clients always send).
+    for (const char* name : {"tools", "functions"}) {
+        if (auto it = body.find(name); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
+            throw ApiError(400, std::string("'") + name + "' (function calling) is not supported");
+        }
+    }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;
 }

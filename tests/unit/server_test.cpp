@@ -502,13 +502,17 @@ TEST_F(Server, MalformedRequestsGet400) {
     }
     for (const json& b : {json{{"prompt", "hi"}, {"logprobs", -2}}, json{{"prompt", "hi"}, {"echo", true}, {"stream", true}},
                           json{{"prompt", "hi"}, {"max_tokens", 0}}, json{{"prompt", "hi"}, {"echo", true}, {"max_tokens", -1}},
-                          json{{"prompt", "hi"}, {"n", 0}}, json{{"prompt", "hi"}, {"n", 17}}}) {
+                          json{{"prompt", "hi"}, {"n", 0}}, json{{"prompt", "hi"}, {"n", 17}},
+                          json{{"prompt", "hi"}, {"tools", json::array({{{"type", "function"}}})}}}) {
         e = post("/v1/completions", b, &status);
         EXPECT_EQ(status, 400) << b;
     }
     auto missing = client().Get("/v2/nothing");
     ASSERT_TRUE(missing);
     EXPECT_EQ(missing->status, 404);
+    // An empty tool list (some clients always send one) is no request for tools.
+    post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}, {"tools", json::array()}}, &status);
+    EXPECT_EQ(status, 200);
     // The server still answers after all that.
     EXPECT_EQ(chat("What is the capital of France? Answer in one sentence.")["choices"][0]["message"]["content"],
               "The capital of France is Paris.");
