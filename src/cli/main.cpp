@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     lantern::cli::add_tokenize_command(app);
     lantern::cli::add_bench_command(app);
     lantern::cli::add_synth_command(app);
+    lantern::cli::add_quantize_command(app);
     lantern::cli::add_devices_command(app);
     lantern::cli::add_perplexity_command(app);
     lantern::cli::add_serve_command(app);

@@ -10,6 +10,7 @@
 
 #include "gguf/gguf.h"
 #include "lantern/error.h"
+#include "model/weight_types.h"
 #include "quant/quant.h"
 
 namespace lantern {
@@ -21,54 +22,17 @@ namespace {
 
 // --- weight types ---------------------------------------------------------------
 
-// llama_ftype of a file whose 2-D weights are all of type t (the K-quants
-// as the "_M" mixes llama.cpp's benchmarks name them).
-std::optional<uint32_t> llama_file_type(DType t) {
-    switch (t) {
-        case DType::F32: return 0;
-        case DType::F16: return 1;
-        case DType::Q4_0: return 2;
-        case DType::Q4_1: return 3;
-        case DType::Q8_0: return 7;
-        case DType::Q5_0: return 8;
-        case DType::Q5_1: return 9;
-        case DType::Q2_K: return 10;
-        case DType::Q3_K: return 12;  // Q3_K_M
-        case DType::Q4_K: return 15;  // Q4_K_M
-        case DType::Q5_K: return 17;  // Q5_K_M
-        case DType::Q6_K: return 18;
-        case DType::BF16: return 32;
-        default: return std::nullopt;
-    }
-}
-
-// A type of similar size with 32-element blocks, for rows that the K-quants'
-// 256-element super-blocks do not divide (as llama.cpp's quantizer does).
-DType fallback_type(DType t) {
-    switch (t) {
-        case DType::Q2_K:
-        case DType::Q3_K: return DType::Q4_0;
-        case DType::Q4_K: return DType::Q5_0;
-        case DType::Q5_K: return DType::Q5_1;
-        case DType::Q6_K: return DType::Q8_0;
-        default: return t;
-    }
-}
-
 DType weight_type(DType requested, int64_t row_length) {
-    if (row_length % dtype_block_size(requested) == 0) return requested;
-    const DType fb = fallback_type(requested);
-    if (row_length % dtype_block_size(fb) != 0) {
+    const std::optional<DType> t = weight_row_type(requested, row_length);
+    if (!t) {
         invalid("rows of " + std::to_string(row_length) + " elements do not split into " +
                 dtype_name(requested) + " blocks");
     }
-    return fb;
+    return *t;
 }
 
 void check_quantizer(DType t) {
-    if (t == DType::F32) return;  // written directly
-    const quant::TypeOps* ops = quant::type_ops(t);
-    if (ops == nullptr || ops->from_float == nullptr) {
+    if (!has_quantizer(t)) {
         throw Error(ErrorCode::Unsupported,
                     std::string("synthetic model: no quantizer for ") + dtype_name(t));
     }
@@ -100,31 +64,6 @@ void fill_row(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t ro
                                              ((r >> 32) & 0xffff) + (r >> 48));
         out[i] = offset + scale * (sum - kMean) * kInvStd;
     }
-}
-
-// Runs fn(begin, end) over [0, n) in chunks on up to n_threads threads and
-// rethrows the first exception any of them raised.
-template <typename Fn>
-void parallel_for(int64_t n, int n_threads, const Fn& fn) {
-    const int64_t chunk = std::max<int64_t>(1, n / (int64_t{n_threads} * 8));
-    std::atomic<int64_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto work = [&] {
-        try {
-            for (int64_t b; (b = next.fetch_add(chunk)) < n;) fn(b, std::min(n, b + chunk));
-        } catch (...) {
-            std::lock_guard<std::mutex> lock(error_mutex);
-            if (!error) error = std::current_exception();
-            next = n;
-        }
-    };
-    std::vector<std::thread> threads;
-    const int64_t useful = std::min<int64_t>(n_threads, (n + chunk - 1) / chunk);
-    for (int64_t t = 1; t < useful; ++t) threads.emplace_back(work);
-    work();
-    for (std::thread& t : threads) t.join();
-    if (error) std::rethrow_exception(error);
 }
 
 // --- the model --------------------------------------------------------------------

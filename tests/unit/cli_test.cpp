@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli_runner.h"
+#include "gguf/gguf.h"
 #include "lantern/lantern.h"
 
 namespace lantern::test {
@@ -182,6 +185,83 @@ TEST(Cli, JsonOutputIsOneObject) {
     const nlohmann::json parsed = nlohmann::json::parse(o.out, nullptr, false);
     ASSERT_FALSE(parsed.is_discarded()) << o.out;
     EXPECT_TRUE(parsed.is_object()) << o.out;
+}
+
+// lantern quantize: the default model (Q4_1) in Q8_0 still gives the golden
+// answer; K-quants fall back per row length; the same type copies bytes.
+TEST(Cli, QuantizeWritesAWorkingModel) {
+    const std::string in = default_model_path().string();
+    const std::string q8 = temp_path("q8_0.gguf").string(), q4k = temp_path("q4_K.gguf").string(),
+                      same = temp_path("q4_1.gguf").string();
+    CliOutput o = run_lantern("quantize -m " + shell_quote(in) + " -o " + shell_quote(q8) + " --type q8_0 -t 2");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_NE(o.err.find("matrices in q8_0"), std::string::npos) << o.err;
+    {
+        const auto f = gguf::File::open(q8);
+        EXPECT_EQ(f->get_int("general.file_type"), 7);
+        int matrices = 0;
+        for (const gguf::TensorInfo& t : f->tensors()) {
+            if (t.shape.size() < 2) {
+                EXPECT_EQ(t.type, DType::F32) << t.name;  // norms keep their type
+                continue;
+            }
+            EXPECT_EQ(t.type, DType::Q8_0) << t.name;
+            ++matrices;
+        }
+        EXPECT_EQ(matrices, 30 * 7 + 1);
+    }
+    o = run_lantern("run -m " + shell_quote(q8) + " --chat --single-turn --temp 0 -n 32 -t 2 -p " +
+                    shell_quote("What is the capital of France? Answer in one sentence.") + " < /dev/null");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out, "The capital of France is Paris.\n");
+
+    // Q4_K: SmolLM2's 576-wide rows take Q5_0; ffn_down's 1,536-wide ones Q4_K.
+    o = run_lantern("quantize -m " + shell_quote(in) + " -o " + shell_quote(q4k) + " --type q4_K -t 2");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    {
+        const auto f = gguf::File::open(q4k);
+        EXPECT_EQ(f->find_tensor("blk.0.ffn_down.weight")->type, DType::Q4_K);
+        EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, DType::Q5_0);
+        EXPECT_EQ(f->find_tensor("token_embd.weight")->type, DType::Q5_0);
+    }
+    o = run_lantern("run -m " + shell_quote(q4k) + " -n 8 --temp 0 -t 2 -p " + shell_quote("Once upon a time"));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_GT(o.out.size(), std::string("Once upon a time").size() + 8) << o.out;
+
+    // The file's own type: the Q4_1 matrices and the vectors copied byte for
+    // byte; only the Q8_0 embedding table is converted.
+    o = run_lantern("quantize -m " + shell_quote(in) + " -o " + shell_quote(same) + " --type q4_1");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    {
+        const auto a = gguf::File::open(in), b = gguf::File::open(same);
+        ASSERT_EQ(a->tensors().size(), b->tensors().size());
+        for (size_t i = 0; i < a->tensors().size(); ++i) {
+            const gguf::TensorInfo &x = a->tensors()[i], &y = b->tensors()[i];
+            ASSERT_EQ(x.name, y.name);
+            if (x.name == "token_embd.weight") {
+                EXPECT_EQ(x.type, DType::Q8_0);
+                EXPECT_EQ(y.type, DType::Q4_1);
+                continue;
+            }
+            ASSERT_EQ(x.nbytes, y.nbytes) << x.name;
+            EXPECT_EQ(std::memcmp(x.data, y.data, x.nbytes), 0) << x.name;
+        }
+    }
+    for (const std::string& f : {q8, q4k, same}) std::remove(f.c_str());
+}
+
+TEST(Cli, QuantizeRefusesBadRequestsAndLeavesNoFile) {
+    const std::string in = default_model_path().string(), out = temp_path("refused.gguf").string();
+    for (const std::string& args : {"-m " + shell_quote(in) + " -o " + shell_quote(in) + " --type q8_0",
+                                    "-m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q9_0",
+                                    "-m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q8_K",
+                                    "-m " + shell_quote(out + ".missing") + " -o " + shell_quote(out) + " --type q8_0"}) {
+        const CliOutput o = run_lantern("quantize " + args);
+        EXPECT_EQ(o.exit_code, 1) << args << ": " << o.err;
+        EXPECT_EQ(o.err.rfind("error: ", 0), 0u) << o.err;
+        EXPECT_FALSE(std::filesystem::exists(out)) << args;
+    }
+    EXPECT_TRUE(gguf::File::open(in) != nullptr);  // the input is untouched
 }
 
 TEST(Cli, CompletionIsSeededAndReproducible) {
