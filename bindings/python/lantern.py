@@ -19,14 +19,18 @@ import ctypes
 import os
 import pathlib
 
-__all__ = ["LanternError", "Model", "Context", "Sampler"]
+__all__ = ["LanternError", "Model", "Context", "Sampler", "backends", "cpu_kernels"]
 
 _p, _i32p, _fp, _cs = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_float), ctypes.c_char_p
 
 
+_Progress = ctypes.CFUNCTYPE(None, ctypes.c_float, ctypes.c_void_p)
+
+
 class _ModelParams(ctypes.Structure):
     _fields_ = [("backend", _cs), ("device", ctypes.c_int), ("n_gpu_layers", ctypes.c_int),
-                ("n_threads", ctypes.c_int), ("vocab_only", ctypes.c_int)]
+                ("n_threads", ctypes.c_int), ("vocab_only", ctypes.c_int), ("progress", _Progress),
+                ("progress_user_data", ctypes.c_void_p)]
 
 
 class _ContextParams(ctypes.Structure):
@@ -46,6 +50,8 @@ _SIGNATURES = {
     "lantern_last_error": (_cs, []),
     "lantern_last_error_code": (ctypes.c_int, []),
     "lantern_version": (_cs, []),
+    "lantern_backends": (ctypes.c_int, [_cs, ctypes.c_int]),
+    "lantern_cpu_kernels": (ctypes.c_int, [_cs, ctypes.c_int]),
     "lantern_model_default_params": (_ModelParams, []),
     "lantern_model_load": (_p, [_cs, ctypes.POINTER(_ModelParams)]),
     "lantern_model_free": (None, [_p]),
@@ -131,15 +137,28 @@ def _ids(tokens):
     return (ctypes.c_int32 * len(tokens))(*tokens)
 
 
+def backends():
+    """The backends built into the library, "cpu" first."""
+    return _text(_library().lantern_backends).split(",")
+
+
+def cpu_kernels():
+    """The instruction set of the CPU kernels ("AVX2", "NEON SDOT", ...)."""
+    return _text(_library().lantern_cpu_kernels)
+
+
 class Model:
     """A GGUF model. backend: "cpu", "cuda", "opencl" or "auto"; n_gpu_layers: the last N
-    layers on that backend (a large number: all of them)."""
+    layers on that backend (a large number: all of them); progress: called with 0..1 while
+    the weights load."""
 
-    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0):
+    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None):
         lib = _library()
         params = lib.lantern_model_default_params()
         params.backend, params.device = backend.encode(), device
         params.n_gpu_layers, params.n_threads = n_gpu_layers, n_threads
+        callback = _Progress(lambda fraction, _: progress(fraction)) if progress else _Progress()
+        params.progress = callback
         self._h = lib.lantern_model_load(os.fsencode(path), ctypes.byref(params))
         if not self._h:
             _raise()

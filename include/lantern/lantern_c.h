@@ -65,6 +65,20 @@ LANTERN_C_API int lantern_last_error_code(void);
 /* The library's version, "MAJOR.MINOR.PATCH". */
 LANTERN_C_API const char *lantern_version(void);
 
+/* --- what this build can run on ------------------------------------------- */
+
+/* The backends built in, comma-separated, "cpu" first ("cpu,cuda,opencl"),
+ * and the CPU kernels' instruction set ("AVX2", "NEON SDOT", ...): the
+ * buffer protocol of the text calls below. */
+LANTERN_C_API int lantern_backends(char *buf, int capacity);
+LANTERN_C_API int lantern_cpu_kernels(char *buf, int capacity);
+/* The GPU devices of every backend built in: their count, or a negative
+ * status; device i's backend, index within it (lantern_model_params.device),
+ * name and details into the caller's buffers. */
+LANTERN_C_API int lantern_device_count(void);
+LANTERN_C_API int lantern_device_info(int i, char *backend, int backend_capacity, int *index, char *name,
+                                      int name_capacity, char *details, int details_capacity);
+
 typedef struct lantern_model lantern_model;
 typedef struct lantern_context lantern_context;
 typedef struct lantern_sampler lantern_sampler;
@@ -77,6 +91,9 @@ typedef struct {
     int n_gpu_layers;    /* the last N layers on the GPU backend; more than the model has: all */
     int n_threads;       /* CPU threads; 0: all hardware threads */
     int vocab_only;      /* nonzero: the vocabulary and chat template only (no contexts) */
+    /* Called with 0..1 while the weights are read and uploaded (NULL: not). */
+    void (*progress)(float fraction, void *user_data);
+    void *progress_user_data;
 } lantern_model_params;
 
 LANTERN_C_API lantern_model_params lantern_model_default_params(void);

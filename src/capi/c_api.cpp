@@ -105,9 +105,40 @@ const char* lantern_last_error(void) { return last_error().message.c_str(); }
 int lantern_last_error_code(void) { return last_error().code; }
 const char* lantern_version(void) { return LANTERN_VERSION_STRING; }
 
+int lantern_backends(char* buf, int capacity) {
+    return guarded([&] {
+        std::string list;
+        for (const std::string& b : lantern::available_backends()) list += (list.empty() ? "" : ",") + b;
+        return copy_out(list, buf, capacity);
+    });
+}
+
+int lantern_cpu_kernels(char* buf, int capacity) {
+    return guarded([&] { return copy_out(lantern::cpu_kernels(), buf, capacity); });
+}
+
+int lantern_device_count(void) {
+    return guarded([&] { return static_cast<int>(lantern::list_devices().size()); });
+}
+
+int lantern_device_info(int i, char* backend, int backend_capacity, int* index, char* name, int name_capacity,
+                        char* details, int details_capacity) {
+    return guarded([&]() -> int {
+        const std::vector<lantern::DeviceInfo> devices = lantern::list_devices();
+        require(i >= 0 && static_cast<size_t>(i) < devices.size(),
+                "device " + std::to_string(i) + " is not one of the " + std::to_string(devices.size()) + " found");
+        const lantern::DeviceInfo& d = devices[static_cast<size_t>(i)];
+        copy_out(d.backend, backend, backend_capacity);
+        copy_out(d.name, name, name_capacity);
+        copy_out(d.details, details, details_capacity);
+        if (index != nullptr) *index = d.index;
+        return LANTERN_OK;
+    });
+}
+
 lantern_model_params lantern_model_default_params(void) {
     const lantern::ModelParams d;
-    return {nullptr, d.device, d.n_gpu_layers, d.n_threads, d.vocab_only ? 1 : 0};
+    return {nullptr, d.device, d.n_gpu_layers, d.n_threads, d.vocab_only ? 1 : 0, nullptr, nullptr};
 }
 
 lantern_model* lantern_model_load(const char* path, const lantern_model_params* params) {
@@ -121,6 +152,9 @@ lantern_model* lantern_model_load(const char* path, const lantern_model_params* 
             mp.n_gpu_layers = p.n_gpu_layers;
             mp.n_threads = p.n_threads;
             mp.vocab_only = p.vocab_only != 0;
+            if (p.progress != nullptr) {
+                mp.progress = [fn = p.progress, user = p.progress_user_data](float f) { fn(f, user); };
+            }
             auto m = std::make_unique<lantern_model>();
             m->model = lantern::Model::load(path, mp);
             return m.release();

@@ -192,6 +192,45 @@ TEST(CApi, FailuresAreStatusesWithMessages) {
     EXPECT_STREQ(lantern_version(), "0.1.0");
 }
 
+// What the build runs on, and load progress through a C callback.
+TEST(CApi, BackendsDevicesAndProgress) {
+    char buf[256];
+    ASSERT_GT(lantern_backends(buf, sizeof buf), 0);
+    EXPECT_EQ(std::string(buf).rfind("cpu", 0), 0u) << buf;
+    ASSERT_GT(lantern_cpu_kernels(buf, sizeof buf), 0);
+    EXPECT_FALSE(std::string(buf).empty());
+    const int n = lantern_device_count();
+    ASSERT_GE(n, 0) << lantern_last_error();
+    for (int i = 0; i < n; ++i) {
+        char backend[32], name[256], details[1024];
+        int index = -1;
+        ASSERT_EQ(lantern_device_info(i, backend, sizeof backend, &index, name, sizeof name, details, sizeof details),
+                  LANTERN_OK);
+        EXPECT_GE(index, 0);
+    }
+    EXPECT_EQ(lantern_device_info(n, nullptr, 0, nullptr, nullptr, 0, nullptr, 0), LANTERN_ERR_INVALID_ARGUMENT);
+
+    struct Seen {
+        int calls = 0;
+        float last = -1.0f;
+        bool ordered = true;
+    } seen;
+    lantern_model_params p = lantern_model_default_params();
+    p.progress = [](float f, void* user) {
+        auto* s = static_cast<Seen*>(user);
+        s->ordered = s->ordered && f >= s->last && f >= 0.0f && f <= 1.0f;
+        s->last = f;
+        ++s->calls;
+    };
+    p.progress_user_data = &seen;
+    lantern_model* m = lantern_model_load(default_model_path().c_str(), &p);
+    ASSERT_NE(m, nullptr) << lantern_last_error();
+    lantern_model_free(m);
+    EXPECT_GT(seen.calls, 1);
+    EXPECT_TRUE(seen.ordered);
+    EXPECT_EQ(seen.last, 1.0f);
+}
+
 // The library exports the C API and nothing else (the engine inside it is
 // hidden, so it cannot clash with another copy of it in the process).
 TEST(CApi, ExportsOnlyTheCApi) {

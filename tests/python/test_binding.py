@@ -79,6 +79,15 @@ def test_decode_sample_and_bias(lantern, model):
     assert 0 < len(out) < 200
 
 
+def test_build_and_load_progress(lantern):
+    assert lantern.backends()[0] == "cpu"
+    assert lantern.cpu_kernels()
+    seen = []
+    with lantern.Model(MODEL, n_threads=2, progress=seen.append):
+        pass
+    assert len(seen) > 1 and seen == sorted(seen) and seen[-1] == 1.0
+
+
 def test_errors_raise(lantern, model):
     with pytest.raises(lantern.LanternError) as e:
         lantern.Model("/nonexistent/model.gguf")
