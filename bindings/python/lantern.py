@@ -18,6 +18,7 @@ import codecs
 import ctypes
 import os
 import pathlib
+import weakref
 
 __all__ = ["LanternError", "Model", "Context", "Sampler", "backends", "cpu_kernels"]
 
@@ -159,6 +160,7 @@ class Model:
         params.n_gpu_layers, params.n_threads = n_gpu_layers, n_threads
         callback = _Progress(lambda fraction, _: progress(fraction)) if progress else _Progress()
         params.progress = callback
+        self._contexts = weakref.WeakSet()  # closed before the model: they use its backends
         self._h = lib.lantern_model_load(os.fsencode(path), ctypes.byref(params))
         if not self._h:
             _raise()
@@ -167,7 +169,10 @@ class Model:
         self.description = lib.lantern_model_description(self._h).decode()
 
     def close(self):
+        """Frees the model, and first every context still open on it."""
         if getattr(self, "_h", None):
+            for ctx in list(self._contexts):
+                ctx.close()
             _library().lantern_model_free(self._h)
             self._h = None
 
@@ -248,10 +253,13 @@ class Context:
     def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0):
         lib = _library()
         params = _ContextParams(n_ctx, n_seq, n_batch, n_threads)
+        if not model._h:
+            raise LanternError(-1, "the model is closed")  # LANTERN_ERR_INVALID_ARGUMENT
         self._model = model  # the model must outlive the context
         self._h = lib.lantern_context_new(model._h, ctypes.byref(params))
         if not self._h:
             _raise()
+        model._contexts.add(self)
         self.n_vocab = model.n_vocab
         self.n_ctx = _check(lib.lantern_context_n_ctx(self._h))
 
@@ -262,26 +270,31 @@ class Context:
 
     __del__ = close
 
+    def _handle(self):
+        if not self._h:
+            raise LanternError(-1, "the context is closed")  # LANTERN_ERR_INVALID_ARGUMENT
+        return self._h
+
     def decode(self, tokens, seq=0, positions=None, logits=None):
         """Runs tokens in sequence `seq` (positions: where they go, by default after what it holds;
         logits: which tokens' logits to keep, by default the last one's)."""
         n = len(tokens)
         pos = _ids(positions) if positions is not None else None
         want = (ctypes.c_int8 * n)(*[int(bool(x)) for x in logits]) if logits is not None else None
-        _check(_library().lantern_decode(self._h, _ids(tokens), pos, _ids([seq] * n), want, n))
+        _check(_library().lantern_decode(self._handle(), _ids(tokens), pos, _ids([seq] * n), want, n))
 
     def logits(self, i=0):
         """The i-th kept logits of the last decode, as a ctypes float array (valid until the next decode)."""
-        ptr = _library().lantern_logits(self._h, i)
+        ptr = _library().lantern_logits(self._handle(), i)
         if not ptr:
             _raise()
         return ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * self.n_vocab)).contents
 
     def sequence_length(self, seq=0):
-        return _check(_library().lantern_sequence_length(self._h, seq))
+        return _check(_library().lantern_sequence_length(self._handle(), seq))
 
     def clear_sequence(self, seq=0):
-        _check(_library().lantern_clear_sequence(self._h, seq))
+        _check(_library().lantern_clear_sequence(self._handle(), seq))
 
 
 class Sampler:

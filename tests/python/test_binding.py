@@ -88,6 +88,18 @@ def test_build_and_load_progress(lantern):
     assert len(seen) > 1 and seen == sorted(seen) and seen[-1] == 1.0
 
 
+def test_closing_the_model_closes_its_contexts(lantern):
+    m = lantern.Model(MODEL, n_threads=2)
+    ctx = lantern.Context(m, n_ctx=32)
+    ctx.decode(m.tokenize("Hi"))
+    m.close()  # the context goes first: no use of a freed model, now or at exit
+    with pytest.raises(lantern.LanternError):
+        ctx.decode([1])
+    with pytest.raises(lantern.LanternError):
+        lantern.Context(m)
+    del ctx
+
+
 def test_errors_raise(lantern, model):
     with pytest.raises(lantern.LanternError) as e:
         lantern.Model("/nonexistent/model.gguf")
