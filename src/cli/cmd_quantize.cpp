@@ -7,19 +7,6 @@
 #include "model/quantize.h"
 
 namespace lantern::cli {
-namespace {
-
-DType type_named(const std::string& name, const char* option) {
-    const std::optional<DType> t = dtype_from_name(name);
-    if (!t) {
-        throw Error(ErrorCode::InvalidArgument, std::string(option) + ": unknown tensor type '" + name +
-                                                    "' (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K)");
-    }
-    return *t;
-}
-
-}  // namespace
-
 void add_quantize_command(CLI::App& app) {
     struct Options {
         std::string input;
@@ -32,7 +19,8 @@ void add_quantize_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("quantize", "write a model with its weight matrices in another type");
     cmd->add_option("-m,--model", o->input, "input GGUF (F32/F16/BF16 or already quantized)")->required();
     cmd->add_option("-o,--output", o->output, "output GGUF")->required();
-    cmd->add_option("--type", o->type, "type of the weight matrices: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K, f16, bf16")
+    cmd->add_option("--type", o->type, "type of the weight matrices: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K, f16, bf16, or "
+                   "llama.cpp's mixes q4_K_M, q5_K_M")
         ->required();
     cmd->add_option("--output-type", o->output_type, "type of output.weight (default: --type; llama.cpp's mixes use q6_K)");
     cmd->add_option("-t,--threads", o->threads, "threads (default: all)");
@@ -40,14 +28,20 @@ void add_quantize_command(CLI::App& app) {
         QuantizeOptions q;
         q.input_path = o->input;
         q.output_path = o->output;
-        q.type = type_named(o->type, "--type");
-        if (!o->output_type.empty()) q.output_type = type_named(o->output_type, "--output-type");
+        parse_quantize_type(o->type, q);
+        if (!o->output_type.empty()) {
+            QuantizeOptions out;
+            parse_quantize_type(o->output_type, out);
+            if (out.medium_mix) throw Error(ErrorCode::InvalidArgument, "--output-type takes a tensor type, not a mix");
+            q.output_type = out.type;
+        }
         q.n_threads = o->threads;
         const QuantizeReport r = quantize_model(q);
         std::fprintf(stderr,
-                     "wrote %s: %d matrices in %s (%d of them in a 32-element-block type their rows needed), "
+                     "wrote %s: %d matrices in %s%s (%d of them in a 32-element-block type their rows needed), "
                      "%d tensors copied; %.1f MB -> %.1f MB\n",
-                     o->output.c_str(), r.quantized, dtype_name(q.type), r.fell_back, r.copied, r.bytes_in / 1e6,
+                     o->output.c_str(), r.quantized, dtype_name(q.type), q.medium_mix ? " (the _M mix)" : "", r.fell_back,
+                     r.copied, r.bytes_in / 1e6,
                      r.bytes_out / 1e6);
     });
 }

@@ -1,6 +1,8 @@
 #include "model/quantize.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,11 +26,69 @@ void check_target(DType t) {
     if (!has_quantizer(t)) invalid(std::string("no quantizer for ") + dtype_name(t));
 }
 
+// llama_ftype: the K-quants alone are the "_S" files, the mix the "_M" ones.
+uint32_t file_type(const QuantizeOptions& o) {
+    if (!o.medium_mix) {
+        switch (o.type) {
+            case DType::Q3_K: return 11;  // Q3_K_S
+            case DType::Q4_K: return 14;  // Q4_K_S
+            case DType::Q5_K: return 16;  // Q5_K_S
+            default: break;
+        }
+    }
+    return *llama_file_type(o.type);
+}
+
+// Layer i of n gets more bits in the mix (llama.cpp's use_more_bits).
+bool more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+// The block index of a "blk.N...." tensor name, or -1.
+int64_t layer_of(const std::string& name) {
+    if (name.rfind("blk.", 0) != 0) return -1;
+    const size_t dot = name.find('.', 4);
+    if (dot == std::string::npos) return -1;
+    try {
+        return std::stoll(name.substr(4, dot - 4));
+    } catch (const std::exception&) {
+        return -1;
+    }
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// The type a tensor is asked for.
+DType wanted_type(const QuantizeOptions& o, const std::string& name, int64_t n_layer) {
+    if (name == "output.weight") return o.output_type ? *o.output_type : o.medium_mix ? DType::Q6_K : o.type;
+    if (o.medium_mix && (ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight"))) {
+        const int64_t i = layer_of(name);
+        if (i >= 0 && more_bits(i, n_layer)) return DType::Q6_K;
+    }
+    return o.type;
+}
+
 }  // namespace
+
+void parse_quantize_type(const std::string& name, QuantizeOptions& o) {
+    if (name == "q4_K_M" || name == "q5_K_M" || name == "Q4_K_M" || name == "Q5_K_M") {
+        o.type = name[1] == '4' ? DType::Q4_K : DType::Q5_K;
+        o.medium_mix = true;
+        return;
+    }
+    const std::optional<DType> t = dtype_from_name(name);
+    if (!t) {
+        invalid("unknown type '" + name + "' (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K, q4_K_M, q5_K_M)");
+    }
+    o.type = *t;
+    o.medium_mix = false;
+}
 
 QuantizeReport quantize_model(const QuantizeOptions& o) {
     check_target(o.type);
     if (o.output_type) check_target(*o.output_type);
+    if (o.medium_mix && o.type != DType::Q4_K && o.type != DType::Q5_K) invalid("the _M mix is for q4_K and q5_K");
     std::error_code ec;
     if (o.output_path.empty()) invalid("no output path");
     if (std::filesystem::equivalent(o.input_path, o.output_path, ec)) {
@@ -38,7 +98,9 @@ QuantizeReport quantize_model(const QuantizeOptions& o) {
 
     gguf::Writer w;
     for (const auto& [key, value] : in->metadata()) w.set(key, value);
-    w.set("general.file_type", *llama_file_type(o.type));
+    w.set("general.file_type", file_type(o));
+    int64_t n_layer = 0;
+    for (const gguf::TensorInfo& t : in->tensors()) n_layer = std::max(n_layer, layer_of(t.name) + 1);
     if (dtype_is_quantized(o.type)) w.set("general.quantization_version", uint32_t{2});
 
     const int n_threads =
@@ -46,7 +108,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o) {
     QuantizeReport report;
     for (const gguf::TensorInfo& t : in->tensors()) {
         report.bytes_in += t.nbytes;
-        const DType wanted = t.name == "output.weight" && o.output_type ? *o.output_type : o.type;
+        const DType wanted = wanted_type(o, t.name, n_layer);
         std::optional<DType> target = is_matrix(t) ? weight_row_type(wanted, t.shape[0]) : std::nullopt;
         if (!target || *target == t.type) {
             ++report.copied;

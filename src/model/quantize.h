@@ -26,9 +26,17 @@ struct QuantizeOptions {
     std::string input_path;
     std::string output_path;   // not the input
     DType type = DType::Q4_0;  // of the weight matrices
-    std::optional<DType> output_type;  // of output.weight (default: type)
+    // llama.cpp's "_M" mix (Q4_K_M, Q5_K_M: type Q4_K or Q5_K): attn_v and
+    // ffn_down in Q6_K in the first and last eighth of the layers and every
+    // third between (its use_more_bits rule), output.weight in Q6_K.
+    bool medium_mix = false;
+    std::optional<DType> output_type;  // of output.weight (default: type, or Q6_K in the mix)
     int n_threads = 0;         // 0: all hardware threads
 };
+
+// Parses a --type argument: a tensor type name, or "q4_K_M" / "q5_K_M"
+// (type and medium_mix). Throws Error(InvalidArgument) naming the choices.
+void parse_quantize_type(const std::string& name, QuantizeOptions& options);
 
 struct QuantizeReport {
     int quantized = 0;     // matrices written in a new type

@@ -220,6 +220,7 @@ TEST(Cli, QuantizeWritesAWorkingModel) {
     ASSERT_EQ(o.exit_code, 0) << o.err;
     {
         const auto f = gguf::File::open(q4k);
+        EXPECT_EQ(f->get_int("general.file_type"), 14);  // LLAMA_FTYPE_MOSTLY_Q4_K_S: no mix
         EXPECT_EQ(f->find_tensor("blk.0.ffn_down.weight")->type, DType::Q4_K);
         EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, DType::Q5_0);
         EXPECT_EQ(f->find_tensor("token_embd.weight")->type, DType::Q5_0);
@@ -250,11 +251,37 @@ TEST(Cli, QuantizeWritesAWorkingModel) {
     for (const std::string& f : {q8, q4k, same}) std::remove(f.c_str());
 }
 
+// q4_K_M: llama.cpp's mix, Q6_K for attn_v and ffn_down in the layers its
+// use_more_bits picks (30 layers: 0-2, 5, 8, ..., 23, 26-29).
+TEST(Cli, QuantizeMediumMix) {
+    const std::string in = default_model_path().string(), out = temp_path("q4_K_M.gguf").string();
+    const CliOutput o = run_lantern("quantize -m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q4_K_M -t 2");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    {
+        const auto f = gguf::File::open(out);
+        EXPECT_EQ(f->get_int("general.file_type"), 15);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+        for (int i = 0; i < 30; ++i) {
+            const bool more = i < 3 || i >= 26 || (i - 3) % 3 == 2;
+            const std::string blk = "blk." + std::to_string(i);
+            EXPECT_EQ(f->find_tensor(blk + ".ffn_down.weight")->type, more ? DType::Q6_K : DType::Q4_K) << i;
+            // 576-wide rows: Q6_K and Q4_K fall back to Q8_0 and Q5_0.
+            EXPECT_EQ(f->find_tensor(blk + ".attn_v.weight")->type, more ? DType::Q8_0 : DType::Q5_0) << i;
+            EXPECT_EQ(f->find_tensor(blk + ".ffn_up.weight")->type, DType::Q5_0) << i;
+        }
+    }
+    const CliOutput r = run_lantern("run -m " + shell_quote(out) + " --chat --single-turn --temp 0 -n 32 -t 2 -p " +
+                                    shell_quote("What is the capital of France? Answer in one sentence.") + " < /dev/null");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "The capital of France is Paris.\n");
+    std::remove(out.c_str());
+}
+
 TEST(Cli, QuantizeRefusesBadRequestsAndLeavesNoFile) {
     const std::string in = default_model_path().string(), out = temp_path("refused.gguf").string();
     for (const std::string& args : {"-m " + shell_quote(in) + " -o " + shell_quote(in) + " --type q8_0",
                                     "-m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q9_0",
                                     "-m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q8_K",
+                                    "-m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q4_K --output-type q5_K_M",
                                     "-m " + shell_quote(out + ".missing") + " -o " + shell_quote(out) + " --type q8_0"}) {
         const CliOutput o = run_lantern("quantize " + args);
         EXPECT_EQ(o.exit_code, 1) << args << ": " << o.err;
