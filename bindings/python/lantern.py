@@ -35,7 +35,8 @@ class _ModelParams(ctypes.Structure):
 
 
 class _ContextParams(ctypes.Structure):
-    _fields_ = [("n_ctx", ctypes.c_int), ("n_seq", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_threads", ctypes.c_int)]
+    _fields_ = [("n_ctx", ctypes.c_int), ("n_seq", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_threads", ctypes.c_int),
+                ("embeddings", ctypes.c_int)]
 
 
 class _SamplerParams(ctypes.Structure):
@@ -71,6 +72,8 @@ _SIGNATURES = {
     "lantern_context_free": (None, [_p]),
     "lantern_decode": (ctypes.c_int, [_p, _i32p, _i32p, _i32p, ctypes.POINTER(ctypes.c_int8), ctypes.c_int]),
     "lantern_logits": (_fp, [_p, ctypes.c_int]),
+    "lantern_embeddings": (_fp, [_p, ctypes.c_int]),
+    "lantern_model_n_embd": (ctypes.c_int, [_p]),
     "lantern_n_outputs": (ctypes.c_int, [_p]),
     "lantern_sequence_length": (ctypes.c_int, [_p, ctypes.c_int]),
     "lantern_clear_sequence": (ctypes.c_int, [_p, ctypes.c_int]),
@@ -248,11 +251,12 @@ class Model:
 
 
 class Context:
-    """A KV cache of n_seq sequences of n_ctx positions each, and the last decode's logits."""
+    """A KV cache of n_seq sequences of n_ctx positions each, and the last decode's logits
+    (embeddings=True: its final hidden states instead, Context.embeddings)."""
 
-    def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0):
+    def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0, embeddings=False):
         lib = _library()
-        params = _ContextParams(n_ctx, n_seq, n_batch, n_threads)
+        params = _ContextParams(n_ctx, n_seq, n_batch, n_threads, int(embeddings))
         if not model._h:
             raise LanternError(-1, "the model is closed")  # LANTERN_ERR_INVALID_ARGUMENT
         self._model = model  # the model must outlive the context
@@ -289,6 +293,15 @@ class Context:
         if not ptr:
             _raise()
         return ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * self.n_vocab)).contents
+
+    def embeddings(self, i=0):
+        """The i-th output's final hidden state (a context made with embeddings=True), a
+        ctypes float array valid until the next decode."""
+        ptr = _library().lantern_embeddings(self._handle(), i)
+        if not ptr:
+            _raise()
+        n_embd = _check(_library().lantern_model_n_embd(self._model._h))
+        return ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float * n_embd)).contents
 
     def sequence_length(self, seq=0):
         return _check(_library().lantern_sequence_length(self._handle(), seq))

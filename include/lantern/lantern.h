@@ -111,6 +111,9 @@ struct ContextParams {
     int n_seq = 1;       // sequences the KV cache holds at once
     int n_batch = 512;   // tokens per forward pass; longer batches are split
     int n_threads = 0;   // 0: the model's
+    // Each output is the model's final hidden state (after the last norm,
+    // n_embd floats: Context::embeddings) instead of next-token logits.
+    bool embeddings = false;
 };
 
 // Tokens of one decode call. Each token has a position within its sequence
@@ -159,6 +162,9 @@ public:
     void decode(const Batch& batch);
     // Logits of the i-th token that asked for them in the last decode.
     const float* logits(int i) const;
+    // The same for a context made with ContextParams::embeddings: the i-th
+    // output's hidden state, n_embd floats.
+    const float* embeddings(int i) const;
     int n_outputs() const;
 
     // Forgets a sequence (its next decode starts at position 0).

@@ -139,6 +139,7 @@ typedef struct {
     int n_seq;     /* sequences the KV cache holds */
     int n_batch;   /* tokens per forward pass; longer batches are split */
     int n_threads; /* 0: the model's */
+    int embeddings; /* nonzero: outputs are final hidden states (lantern_embeddings), not logits */
 } lantern_context_params;
 
 LANTERN_C_API lantern_context_params lantern_context_default_params(void);
@@ -156,6 +157,8 @@ LANTERN_C_API int lantern_decode(lantern_context *ctx, const int32_t *tokens, co
 /* Logits (n_vocab floats) of the i-th token that asked for them in the
  * last decode, valid until the next decode; NULL if there is no such token. */
 LANTERN_C_API const float *lantern_logits(lantern_context *ctx, int i);
+/* The same for a context made with embeddings: n_embd floats. */
+LANTERN_C_API const float *lantern_embeddings(lantern_context *ctx, int i);
 LANTERN_C_API int lantern_n_outputs(const lantern_context *ctx);
 LANTERN_C_API int lantern_sequence_length(const lantern_context *ctx, int seq);
 LANTERN_C_API int lantern_clear_sequence(lantern_context *ctx, int seq);

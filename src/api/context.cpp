@@ -72,6 +72,7 @@ std::unique_ptr<Context::Impl::Step> Context::Impl::build_step(const Batch& b, s
         s->in.out_ids = g.input(DType::I32, {static_cast<int64_t>(rows.size())}, "out_ids", rows.data(),
                                 rows.size() * sizeof(int32_t));
     }
+    s->in.embeddings = params.embeddings;
     s->logits = m.build(g, kv, s->in);
     return s;
 }
@@ -221,7 +222,8 @@ void Context::decode(const Batch& b) {
     hints.prefill = std::any_of(per_seq.begin(), per_seq.end(), [](int k) { return k > 1; });
 
     const auto t0 = std::chrono::steady_clock::now();
-    const int64_t n_vocab = c.m.hp.n_vocab;
+    // Floats per output: logits, or the hidden state in embeddings mode.
+    const int64_t n_vocab = c.params.embeddings ? c.m.hp.n_embd : c.m.hp.n_vocab;
     c.size_logits(static_cast<size_t>(n_out) * static_cast<size_t>(n_vocab));
     c.n_out = 0;
     for (size_t begin = 0; begin < n; begin += static_cast<size_t>(c.params.n_batch)) {
@@ -250,11 +252,25 @@ void Context::decode(const Batch& b) {
 }
 
 const float* Context::logits(int i) const {
+    if (impl_->params.embeddings) {
+        throw Error(ErrorCode::InvalidArgument, "logits: this context gives embeddings (ContextParams::embeddings)");
+    }
     if (i < 0 || i >= impl_->n_out) {
         throw Error(ErrorCode::InvalidArgument, "logits: output " + std::to_string(i) + " was not computed (" +
                                                     std::to_string(impl_->n_out) + " outputs)");
     }
     return impl_->logits.data() + static_cast<size_t>(i) * static_cast<size_t>(impl_->m.hp.n_vocab);
+}
+
+const float* Context::embeddings(int i) const {
+    if (!impl_->params.embeddings) {
+        throw Error(ErrorCode::InvalidArgument, "embeddings: this context gives logits (set ContextParams::embeddings)");
+    }
+    if (i < 0 || i >= impl_->n_out) {
+        throw Error(ErrorCode::InvalidArgument, "embeddings: output " + std::to_string(i) + " was not computed (" +
+                                                    std::to_string(impl_->n_out) + " outputs)");
+    }
+    return impl_->logits.data() + static_cast<size_t>(i) * static_cast<size_t>(impl_->m.hp.n_embd);
 }
 
 int Context::n_outputs() const { return impl_->n_out; }

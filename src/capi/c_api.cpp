@@ -245,7 +245,7 @@ int lantern_chat_apply(const lantern_model* model, const char* const* roles, con
 
 lantern_context_params lantern_context_default_params(void) {
     const lantern::ContextParams d;
-    return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads};
+    return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads, d.embeddings ? 1 : 0};
 }
 
 lantern_context* lantern_context_new(lantern_model* model, const lantern_context_params* params) {
@@ -258,6 +258,7 @@ lantern_context* lantern_context_new(lantern_model* model, const lantern_context
             cp.n_seq = p.n_seq;
             cp.n_batch = p.n_batch;
             cp.n_threads = p.n_threads;
+            cp.embeddings = p.embeddings != 0;
             auto c = std::make_unique<lantern_context>();
             c->ctx = std::make_unique<lantern::Context>(*model->model, cp);
             return c.release();
@@ -302,6 +303,10 @@ const float* lantern_logits(lantern_context* ctx, int i) {
                                                      std::to_string(c.n_outputs()) + ")");
             return c.logits(i);
         });
+}
+
+const float* lantern_embeddings(lantern_context* ctx, int i) {
+    return guarded([&] { return context_of(ctx).embeddings(i); });
 }
 
 int lantern_n_outputs(const lantern_context* ctx) {

@@ -58,6 +58,12 @@ Tensor* output_head(Graph& g, const HParams& hp, const ModelWeights& w, const St
     Tensor* f = g.add_rms_norm(x, last, w.output_norm, hp.rms_eps);
     Tensor* normed = g.fused_slice(f, 1);
     if (in.out_ids != nullptr) normed = g.get_rows(normed, in.out_ids);
+    if (in.embeddings) {
+        // A contiguous tensor of its own (the norm's slice is a view).
+        if (in.out_ids == nullptr) normed = g.copy(normed, DType::F32);
+        g.mark_output(normed);
+        return normed;
+    }
     Tensor* logits = g.mul_mat(w.output, normed);
     if (hp.final_softcap > 0.0f) logits = g.softcap(logits, hp.final_softcap);
     g.mark_output(logits);

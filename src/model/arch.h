@@ -32,6 +32,7 @@ struct StepInputs {
     Tensor* pos = nullptr;      // i32 [T]
     Tensor* seq = nullptr;      // i32 [T]
     Tensor* out_ids = nullptr;  // i32 [n_out] rows whose logits are wanted; null = all T
+    bool embeddings = false;    // the output is the normed hidden state [n_embd, n_out], not logits
 };
 
 using BindWeightsFn = ModelWeights (*)(const WeightTable& table, const HParams& hp);

@@ -129,16 +129,90 @@ EngineStats Engine::stats() const {
     return stats_;
 }
 
+struct Engine::EmbedJob {
+    std::vector<std::vector<int32_t>> inputs;
+    std::promise<std::vector<std::vector<float>>> done;
+};
+
+std::vector<std::vector<float>> Engine::embed(std::vector<std::vector<int32_t>> inputs) {
+    for (const auto& in : inputs) {
+        if (in.empty()) throw Error(ErrorCode::InvalidArgument, "an input to embed is empty");
+        if (static_cast<int>(in.size()) > params_.n_ctx) {
+            throw Error(ErrorCode::ContextFull, "an input to embed has " + std::to_string(in.size()) +
+                                                    " tokens; at most " + std::to_string(params_.n_ctx));
+        }
+        for (int32_t t : in) {
+            if (t < 0 || t >= model_.n_vocab()) throw Error(ErrorCode::InvalidArgument, "token outside the vocabulary");
+        }
+    }
+    auto job = std::make_shared<EmbedJob>();
+    job->inputs = std::move(inputs);
+    std::future<std::vector<std::vector<float>>> result = job->done.get_future();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) throw Error(ErrorCode::InvalidArgument, "the server is shutting down");
+        embed_jobs_.push_back(job);
+    }
+    wake_.notify_all();
+    return result.get();
+}
+
+void Engine::run_embed_jobs() {
+    for (;;) {
+        std::shared_ptr<EmbedJob> job;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (embed_jobs_.empty()) return;
+            job = std::move(embed_jobs_.front());
+            embed_jobs_.pop_front();
+        }
+        try {
+            if (!embed_ctx_) {
+                ContextParams cp;
+                cp.n_ctx = params_.n_ctx;
+                cp.n_batch = params_.n_batch;
+                cp.embeddings = true;
+                embed_ctx_ = std::make_unique<Context>(model_, cp);
+            }
+            const auto n_embd = static_cast<size_t>(model_.info().n_embd);
+            std::vector<std::vector<float>> out;
+            for (const std::vector<int32_t>& in : job->inputs) {
+                embed_ctx_->clear_sequence(0);
+                Batch b;
+                for (size_t i = 0; i < in.size(); ++i) b.add(in[i], static_cast<int32_t>(i), 0, true);
+                embed_ctx_->decode(b);
+                std::vector<double> sum(n_embd, 0.0);
+                for (int i = 0; i < embed_ctx_->n_outputs(); ++i) {
+                    const float* h = embed_ctx_->embeddings(i);
+                    for (size_t k = 0; k < n_embd; ++k) sum[k] += h[k];
+                }
+                double norm = 0.0;
+                for (double v : sum) norm += v * v;
+                norm = norm > 0.0 ? std::sqrt(norm) : 1.0;
+                std::vector<float> e(n_embd);
+                for (size_t k = 0; k < n_embd; ++k) e[k] = static_cast<float>(sum[k] / norm);
+                out.push_back(std::move(e));
+            }
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (const auto& in : job->inputs) stats_.prompt_tokens += in.size();
+            job->done.set_value(std::move(out));
+        } catch (...) {
+            job->done.set_exception(std::current_exception());
+        }
+    }
+}
+
 void Engine::loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, [&] {
-                return stop_ || !queue_.empty() ||
+                return stop_ || !queue_.empty() || !embed_jobs_.empty() ||
                        std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); });
             });
             if (stop_) break;
         }
+        run_embed_jobs();
         admit_queued();
         step();
     }
@@ -146,6 +220,10 @@ void Engine::loop() {
         if (s->active()) finish(*s, "error", "the server is shutting down");
     }
     std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& job : embed_jobs_) {
+        job->done.set_exception(std::make_exception_ptr(Error(ErrorCode::Backend, "the server is shutting down")));
+    }
+    embed_jobs_.clear();
     for (auto& r : queue_) {
         GenerationResult res;
         res.finish_reason = "error";

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,13 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
+    // Embeddings of each input (token lists): the mean of its tokens' final
+    // hidden states, L2-normalised. Runs on the engine thread between decode
+    // steps (a model's decodes may not overlap), in a context of its own
+    // made at the first call. Blocks until done; thread-safe. Throws
+    // Error(InvalidArgument/ContextFull) for an empty or too long input.
+    std::vector<std::vector<float>> embed(std::vector<std::vector<int32_t>> inputs);
+
     // Queues a request (thread-safe). Error(InvalidArgument/ContextFull) at
     // once when the prompt is empty or cannot fit a slot.
     void submit(std::shared_ptr<GenerationRequest> request);
@@ -108,6 +116,10 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<GenerationRequest>> queue_;
+    struct EmbedJob;
+    std::deque<std::shared_ptr<EmbedJob>> embed_jobs_;
+    std::unique_ptr<Context> embed_ctx_;  // made by the first embedding job
+    void run_embed_jobs();
     bool stop_ = false;
     EngineStats stats_;
     std::thread worker_;

@@ -172,6 +172,58 @@ void HttpServer::routes() {
         send_json(res, 200, json{{"content", model_.detokenize(ids)}});
     });
 
+    // OpenAI's embeddings: {"input": text | [texts] | [ids] | [[ids]]}, each
+    // the mean of its tokens' final hidden states, L2-normalised (a model
+    // made for embeddings gives useful ones; any model gives some).
+    s.Post("/v1/embeddings", [this](const httplib::Request& http_req, httplib::Response& res) {
+        json body = json::parse(http_req.body, nullptr, false);
+        if (body.is_discarded() || !body.is_object()) throw ApiError(400, "the body must be a JSON object");
+        const json input = body.value("input", json());
+        if (body.contains("encoding_format") && body["encoding_format"] != "float") {
+            throw ApiError(400, "'encoding_format' must be \"float\"");
+        }
+        std::vector<std::vector<int32_t>> inputs;
+        auto ids_of = [&](const json& list) {
+            std::vector<int32_t> ids;
+            for (const json& t : list) {
+                if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_.n_vocab()) {
+                    throw ApiError(400, "'input' holds a token id outside the vocabulary");
+                }
+                ids.push_back(t.get<int32_t>());
+            }
+            return ids;
+        };
+        if (input.is_string()) {
+            inputs.push_back(model_.tokenize(input.get<std::string>(), true, false));
+        } else if (input.is_array() && !input.empty() && input[0].is_number_integer()) {
+            inputs.push_back(ids_of(input));
+        } else if (input.is_array() && !input.empty()) {
+            for (const json& x : input) {
+                if (x.is_string()) {
+                    inputs.push_back(model_.tokenize(x.get<std::string>(), true, false));
+                } else if (x.is_array()) {
+                    inputs.push_back(ids_of(x));
+                } else {
+                    throw ApiError(400, "'input' must be a string, a list of strings, or token ids");
+                }
+            }
+        } else {
+            throw ApiError(400, "'input' must be a string, a list of strings, or token ids");
+        }
+        int tokens = 0;
+        for (const auto& in : inputs) {
+            if (in.empty()) throw ApiError(400, "an 'input' is empty");
+            tokens += static_cast<int>(in.size());
+        }
+        const std::vector<std::vector<float>> vectors = engine_.embed(inputs);
+        json data = json::array();
+        for (size_t i = 0; i < vectors.size(); ++i) {
+            data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vectors[i]}});
+        }
+        send_json(res, 200, json{{"object", "list"}, {"data", data}, {"model", options_.model_name},
+                                 {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+    });
+
     auto completion = [this](bool chat) {
         return [this, chat](const httplib::Request& http_req, httplib::Response& res) {
             auto req = std::make_shared<CompletionRequest>(parse_completion_request(http_req.body, chat));

@@ -100,6 +100,16 @@ def test_closing_the_model_closes_its_contexts(lantern):
     del ctx
 
 
+def test_embeddings_context(lantern, model):
+    ctx = lantern.Context(model, n_ctx=64, embeddings=True)
+    ids = model.tokenize("The cat sat on the mat.", add_special=False)
+    ctx.decode(ids, logits=[True] * len(ids))
+    vectors = [list(ctx.embeddings(i)) for i in range(len(ids))]
+    assert len(vectors[0]) == 576 and vectors[0] != vectors[-1]
+    with pytest.raises(lantern.LanternError):
+        ctx.logits(0)
+
+
 def test_errors_raise(lantern, model):
     with pytest.raises(lantern.LanternError) as e:
         lantern.Model("/nonexistent/model.gguf")

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include "gguf/gguf.h"
 #include "lantern/lantern.h"
+#include "quant/quant.h"
 #include "reference_util.h"
 #include "test_util.h"
 
@@ -51,6 +53,38 @@ TEST(DefaultModel, AnswersChatPromptGreedily) {
     // "The capital of France is Paris.<|im_end|>"
     const std::vector<int32_t> want = {504, 3575, 282, 4649, 314, 7042, 30, 2};
     EXPECT_EQ(out, want) << m->detokenize(out);
+}
+
+// ContextParams::embeddings: each output is the final normed hidden state,
+// the vector the output matrix turns into logits. Checked against the
+// logits of an ordinary context: logit[t] = dot(hidden, row t of the
+// output matrix), which for SmolLM2 is the (tied) Q8_0 embedding table.
+TEST(DefaultModel, EmbeddingsAreTheHiddenStateBehindTheLogits) {
+    auto m = load_default();
+    Context logits_ctx(*m, ContextParams{.n_ctx = 64});
+    Context embed_ctx(*m, ContextParams{.n_ctx = 64, .embeddings = true});
+    Batch b;
+    for (size_t i = 0; i < kChatPrompt.size(); ++i) b.add(kChatPrompt[i], static_cast<int>(i), 0, i + 1 == kChatPrompt.size());
+    logits_ctx.decode(b);
+    embed_ctx.decode(b);
+    ASSERT_EQ(embed_ctx.n_outputs(), 1);
+    EXPECT_THROW(embed_ctx.logits(0), Error);
+    EXPECT_THROW(logits_ctx.embeddings(0), Error);
+    const float* h = embed_ctx.embeddings(0);
+    const float* logits = logits_ctx.logits(0);
+    const int64_t n_embd = m->info().n_embd;
+    const auto file = gguf::File::open(default_model_path().string());
+    const gguf::TensorInfo* table = file->find_tensor("token_embd.weight");
+    ASSERT_NE(table, nullptr);
+    const size_t row_bytes = dtype_row_size(table->type, n_embd);
+    std::vector<float> row(static_cast<size_t>(n_embd));
+    for (int32_t t : {0, 504, 7042, 30000, m->n_vocab() - 1}) {
+        quant::dequantize_row(table->type, table->data + static_cast<size_t>(t) * row_bytes, row.data(), n_embd);
+        double dot = 0.0;
+        for (int64_t k = 0; k < n_embd; ++k) dot += static_cast<double>(h[k]) * row[static_cast<size_t>(k)];
+        // The logits' product takes 8-bit activations: a relative error of ~1%.
+        EXPECT_NEAR(dot, logits[t], 0.03 * (1.0 + std::fabs(logits[t]))) << "token " << t;
+    }
 }
 
 // Tolerance: the weights are identical (both decode the file), but Lantern

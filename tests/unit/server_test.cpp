@@ -472,6 +472,41 @@ TEST_F(Server, SeveralChoices) {
     EXPECT_EQ(finals, std::vector<int>({1, 1, 1}));
 }
 
+// /v1/embeddings: unit vectors, one per input, from text or token ids;
+// a text is nearer its paraphrase than an unrelated one.
+TEST_F(Server, Embeddings) {
+    const json r = post("/v1/embeddings", {{"input", json::array({"The cat sat on the mat.", "A cat was sitting on the mat.",
+                                                                  "Quarterly revenue grew by four percent."})}});
+    ASSERT_EQ(r["data"].size(), 3u) << r;
+    std::vector<std::vector<float>> v;
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(r["data"][i]["index"], i);
+        v.push_back(r["data"][i]["embedding"].get<std::vector<float>>());
+        ASSERT_EQ(v.back().size(), static_cast<size_t>(model_->info().n_embd));
+        double n = 0;
+        for (float x : v.back()) n += static_cast<double>(x) * x;
+        EXPECT_NEAR(n, 1.0, 1e-4);
+    }
+    auto cos = [&](size_t a, size_t b) {
+        double d = 0;
+        for (size_t k = 0; k < v[a].size(); ++k) d += static_cast<double>(v[a][k]) * v[b][k];
+        return d;
+    };
+    EXPECT_GT(cos(0, 1), cos(0, 2));
+    EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), 15);
+    // Token ids give the same vector as their text.
+    const json ids = post("/tokenize", {{"content", "The cat sat on the mat."}});
+    const json by_ids = post("/v1/embeddings", {{"input", ids["tokens"]}});
+    const std::vector<float> w = by_ids["data"][0]["embedding"].get<std::vector<float>>();
+    for (size_t k = 0; k < w.size(); k += 37) EXPECT_NEAR(w[k], v[0][k], 1e-4) << k;
+    int status = 0;
+    for (const json& b : {json{{"input", 5}}, json{{"input", json::array()}}, json{{"input", ""}},
+                          json{{"input", "x"}, {"encoding_format", "base64"}}, json{{"input", json::array({-1})}}}) {
+        post("/v1/embeddings", b, &status);
+        EXPECT_EQ(status, 400) << b;
+    }
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
