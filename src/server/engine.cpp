@@ -249,9 +249,24 @@ void Engine::admit_queued() {
             }
         }
         if (s == nullptr) break;
-        s->req = std::move(queue_.front());
+        std::shared_ptr<GenerationRequest> req = std::move(queue_.front());
         queue_.pop_front();
-        s->sampler = std::make_unique<Sampler>(s->req->sampling, model_);
+        std::unique_ptr<Sampler> sampler;
+        try {
+            sampler = std::make_unique<Sampler>(req->sampling, model_);
+        } catch (const std::exception& e) {
+            // The HTTP layer checks the settings first; a request that still
+            // fails here ends alone, not the engine thread.
+            GenerationResult r;
+            r.finish_reason = "error";
+            r.error = e.what();
+            r.prompt_tokens = static_cast<int>(req->prompt.size());
+            ++stats_.requests_done;
+            if (req->on_done) req->on_done(r);
+            continue;
+        }
+        s->req = std::move(req);
+        s->sampler = std::move(sampler);
         for (int32_t t : s->req->prompt) s->sampler->accept(t);
         // The last prompt token is decoded again even when cached: its logits
         // start the answer. Decoding from `keep` rewinds the sequence there.

@@ -233,6 +233,13 @@ void HttpServer::routes() {
                                             std::to_string(model_.n_vocab()) + " tokens)");
                 }
             }
+            {
+                // Every sampling setting checked here (a 400), not when the
+                // engine admits the request.
+                SamplerParams check = req->sampling;
+                check.json_object = false;
+                Sampler(check, model_.n_vocab());
+            }
             const std::string text = chat ? model_.apply_chat_template(req->messages, true, options_.chat_template)
                                           : req->prompt;
             auto gen = std::make_shared<GenerationRequest>();

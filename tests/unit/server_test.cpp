@@ -538,7 +538,9 @@ TEST_F(Server, MalformedRequestsGet400) {
     for (const json& b : {json{{"prompt", "hi"}, {"logprobs", -2}}, json{{"prompt", "hi"}, {"echo", true}, {"stream", true}},
                           json{{"prompt", "hi"}, {"max_tokens", 0}}, json{{"prompt", "hi"}, {"echo", true}, {"max_tokens", -1}},
                           json{{"prompt", "hi"}, {"n", 0}}, json{{"prompt", "hi"}, {"n", 17}},
-                          json{{"prompt", "hi"}, {"tools", json::array({{{"type", "function"}}})}}}) {
+                          json{{"prompt", "hi"}, {"tools", json::array({{{"type", "function"}}})}},
+                          json{{"prompt", "hi"}, {"repeat_penalty", 0}}, json{{"prompt", "hi"}, {"min_p", 2}},
+                          json{{"prompt", "hi"}, {"frequency_penalty", 1e39}}}) {
         e = post("/v1/completions", b, &status);
         EXPECT_EQ(status, 400) << b;
     }
