@@ -326,7 +326,13 @@ bool Engine::emit(Slot& s, bool final) {
     if (end <= s.emitted && tokens.empty()) return true;
     const std::string piece = end > s.emitted ? s.text.substr(s.emitted, end - s.emitted) : std::string();
     s.emitted = std::max(s.emitted, end);
-    return !s.req->on_text || s.req->on_text(piece, tokens);
+    // A callback that throws ends its request (as a cancel), never the
+    // engine thread and the requests beside it.
+    try {
+        return !s.req->on_text || s.req->on_text(piece, tokens);
+    } catch (const std::exception&) {
+        return false;
+    }
 }
 
 void Engine::finish(Slot& s, const std::string& reason, const std::string& error) {
@@ -350,7 +356,11 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
         ++stats_.requests_done;
         stats_.active_slots = count_active(slots_);
     }
-    if (req->on_done) req->on_done(r);
+    try {
+        if (req->on_done) req->on_done(r);
+    } catch (const std::exception&) {
+        // Its client hears nothing more; the engine goes on.
+    }
 }
 
 void Engine::step() {

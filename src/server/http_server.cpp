@@ -20,9 +20,16 @@ int64_t unix_time() {
     return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// A token's text can be part of a UTF-8 character (byte-level vocabularies
+// split them; logprobs list single tokens, /detokenize any ids), which JSON
+// cannot carry: such bytes become U+FFFD here (logprobs also give the exact
+// bytes). A strict dump threw instead, and on the engine thread, while
+// streaming, that ended the server.
+std::string to_text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void send_json(httplib::Response& res, int status, const json& body) {
     res.status = status;
-    res.set_content(body.dump(), "application/json");
+    res.set_content(to_text(body), "application/json");
 }
 
 // Events of one streamed response, handed from the engine thread to the
@@ -292,7 +299,7 @@ void HttpServer::routes() {
                 bool failed = false;
             };
             auto stream = std::make_shared<Stream>();
-            auto sse = [](const json& j) { return "data: " + j.dump() + "\n\n"; };
+            auto sse = [](const json& j) { return "data: " + to_text(j) + "\n\n"; };
             auto choices = std::make_shared<Choices>();
             choices->results.resize(gens.size());
             choices->text_offset.assign(gens.size(), 0);

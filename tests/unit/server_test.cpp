@@ -507,6 +507,46 @@ TEST_F(Server, Embeddings) {
     }
 }
 
+// A token that is part of a UTF-8 character (byte-level BPE splits CJK and
+// emoji): its text goes out with U+FFFD for the broken bytes, its bytes
+// exactly, and the server lives on (a strict JSON dump used to throw on the
+// engine thread while streaming and end the process).
+TEST_F(Server, PartialUtf8TokensAreSentSafely) {
+    const json ids = post("/tokenize", {{"content", "你好世界"}});
+    ASSERT_GT(ids["tokens"].size(), 1u);
+    const int first = ids["tokens"][0];
+    int status = 0;
+    const json piece = post("/detokenize", {{"tokens", json::array({first})}}, &status);
+    EXPECT_EQ(status, 200) << piece;
+    const json body = {{"prompt", "Hi"}, {"max_tokens", 2}, {"logprobs", 1}, {"temperature", 0},
+                       {"logit_bias", {{std::to_string(first), 100}}}};
+    const json whole = post("/v1/completions", body, &status);
+    ASSERT_EQ(status, 200) << whole;
+    const json& lp = whole["choices"][0]["logprobs"];
+    ASSERT_EQ(lp["tokens"].size(), 2u) << lp;
+    json sbody = body;
+    sbody["stream"] = true;
+    auto res = client().Post("/v1/completions", sbody.dump(), "application/json");
+    ASSERT_TRUE(res);
+    bool done = false;
+    EXPECT_FALSE(sse_events(res->body, &done).empty());
+    EXPECT_TRUE(done);
+    // Chat logprobs carry each token's exact bytes.
+    const json chat_r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                                                      {"max_tokens", 1}, {"logprobs", true}, {"temperature", 0},
+                                                      {"logit_bias", {{std::to_string(first), 100}}}});
+    const json& tok = chat_r["choices"][0]["logprobs"]["content"][0];
+    const std::string text = "你好世界";
+    std::vector<int> expected;
+    const std::string one = model_->token_to_piece(first);
+    for (char c : one) expected.push_back(static_cast<unsigned char>(c));
+    EXPECT_EQ(tok["bytes"].get<std::vector<int>>(), expected) << tok;
+    EXPECT_EQ(text.rfind(one, 0), 0u);
+    auto h = client().Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
