@@ -374,7 +374,13 @@ void Engine::step() {
             continue;
         }
         const float* logits = ctx_->logits(s.out_index);
-        const int32_t tok = s.sampler->sample(logits);
+        int32_t tok = -1;
+        try {
+            tok = s.sampler->sample(logits);
+        } catch (const std::exception& e) {  // e.g. no token can continue a JSON object
+            finish(s, "error", e.what());
+            continue;
+        }
         if (model_.is_end_of_generation(tok) && !s.req->ignore_eos) {
             finish(s, "stop");
             continue;
