@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/common.h"
+#include "cli/speculative.h"
 
 namespace lantern::cli {
 namespace {
@@ -31,6 +32,8 @@ struct RunOptions {
     bool no_display_prompt = false;
     std::vector<std::string> reverse_prompts;  // stop when the text ends with one
     std::vector<std::string> logit_bias;       // TOKEN+BIAS / TOKEN-BIAS, as llama.cpp's -l
+    std::string draft_model;                   // speculative decoding's draft (cli/speculative.h)
+    int n_draft = 5;
 };
 
 // "15043+1", "15043-0.5", "15043-inf" (a ban): llama.cpp's --logit-bias form.
@@ -134,14 +137,37 @@ void print_stats(const Context& ctx, bool verbose) {
     const PerfStats p = ctx.perf();
     std::fprintf(stderr, "\nprompt: %lld tokens in %.1f ms (%.2f tokens/s)\n", static_cast<long long>(p.prompt_tokens),
                  p.prompt_ms, p.prompt_ms > 0 ? 1000.0 * static_cast<double>(p.prompt_tokens) / p.prompt_ms : 0.0);
-    std::fprintf(stderr, "generation: %lld tokens in %.1f ms (%.2f tokens/s)\n", static_cast<long long>(p.gen_tokens),
-                 p.gen_ms, p.gen_ms > 0 ? 1000.0 * static_cast<double>(p.gen_tokens) / p.gen_ms : 0.0);
+    if (p.gen_tokens > 0) {  // (speculative decoding's passes are batches: its own line says what they did)
+        std::fprintf(stderr, "generation: %lld tokens in %.1f ms (%.2f tokens/s)\n", static_cast<long long>(p.gen_tokens),
+                     p.gen_ms, 1000.0 * static_cast<double>(p.gen_tokens) / p.gen_ms);
+    }
     if (verbose) {
         for (const auto& [name, stats] : p.backend_stats) std::fprintf(stderr, "%s: %s\n", name.c_str(), stats.c_str());
     }
 }
 
-void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler) {
+// --draft-model: greedy speculative decoding, for completions with plain
+// greedy settings (the draft's picks are checked by argmax alone).
+void check_speculative(const RunOptions& o) {
+    std::string bad;
+    if (o.chat || o.prompt.empty()) bad = "a chat (it needs a prompt to complete)";
+    if (o.sampling.temperature > 0.0f) bad = "--temp above 0";
+    if (o.sampling.repeat_penalty != 1.0f || o.sampling.frequency_penalty != 0.0f ||
+        o.sampling.presence_penalty != 0.0f) {
+        bad = "penalties";
+    }
+    if (!o.sampling.logit_bias.empty()) bad = "--logit-bias";
+    if (o.sampling.json_object) bad = "--json";
+    if (!o.reverse_prompts.empty()) bad = "--reverse-prompt";
+    if (o.n_draft < 1 || o.n_draft > 64) bad = "--draft outside 1..64";
+    if (!bad.empty()) {
+        throw Error(ErrorCode::InvalidArgument,
+                    "--draft-model is greedy speculative decoding of a completion: it does not take " + bad);
+    }
+}
+
+void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler,
+                    Model* draft_model = nullptr) {
     const std::vector<int32_t> tokens = model.tokenize(o.prompt, true, true);
     if (tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
     if (static_cast<int>(tokens.size()) >= ctx.n_ctx()) {
@@ -154,6 +180,21 @@ void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampl
     }
     for (int32_t t : tokens) sampler.accept(t);
     feed(ctx, tokens);
+    if (draft_model != nullptr) {
+        ContextParams dp;
+        dp.n_ctx = ctx.n_ctx();
+        dp.n_batch = o.n_batch;
+        Context draft(*draft_model, dp);
+        const SpeculativeStats st =
+            generate_speculative(model, ctx, *draft_model, draft, tokens, o.n_predict, o.n_draft, o.ignore_eos);
+        std::printf("\n");
+        std::fprintf(stderr,
+                     "speculative: %d tokens in %.1f ms (%.2f tokens/s), %d target passes; the draft's %d proposals, "
+                     "%d accepted (%.0f%%)\n",
+                     st.generated, st.ms, st.ms > 0 ? 1000.0 * st.generated / st.ms : 0.0, st.target_passes, st.drafted,
+                     st.accepted, st.drafted > 0 ? 100.0 * st.accepted / st.drafted : 0.0);
+        return;
+    }
     bool stopped = false;
     generate(model, ctx, sampler, o.n_predict, o.ignore_eos, o.reverse_prompts, false, &stopped);
     std::printf("\n");
@@ -282,6 +323,10 @@ void add_run_command(CLI::App& app) {
                     "stop generating when the text ends with this (repeatable; the `plain` chat template "
                     "uses \"\\nUser\" unless given)");
     cmd->add_flag("--no-display-prompt", o->no_display_prompt, "do not echo the prompt");
+    cmd->add_option("--draft-model,--model-draft", o->draft_model,
+                    "a small model of the same vocabulary whose guesses the model checks in batches (greedy "
+                    "speculative decoding of a completion)");
+    cmd->add_option("--draft", o->n_draft, "tokens the draft guesses ahead")->capture_default_str();
     cmd->callback([o] {
         if (!o->prompt_file.empty()) {
             std::ifstream in(o->prompt_file, std::ios::binary);
@@ -291,7 +336,14 @@ void add_run_command(CLI::App& app) {
             o->prompt = ss.str();
         }
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
+        if (!o->draft_model.empty()) check_speculative(*o);
         std::unique_ptr<Model> model = o->model.load();
+        std::unique_ptr<Model> draft;
+        if (!o->draft_model.empty()) {
+            ModelOptions d = o->model;
+            d.model_path = o->draft_model;
+            draft = d.load(true);
+        }
         ContextParams cp;
         cp.n_ctx = std::min(o->n_ctx, model->info().n_ctx_train > 0 ? model->info().n_ctx_train : o->n_ctx);
         cp.n_batch = o->n_batch;
@@ -303,7 +355,7 @@ void add_run_command(CLI::App& app) {
         if (o->chat || o->prompt.empty()) {
             run_chat(*o, *model, ctx, sampler);
         } else {
-            run_completion(*o, *model, ctx, sampler);
+            run_completion(*o, *model, ctx, sampler, draft.get());
         }
         print_stats(ctx, o->model.verbose);
     });

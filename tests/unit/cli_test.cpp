@@ -291,6 +291,34 @@ TEST(Cli, QuantizeRefusesBadRequestsAndLeavesNoFile) {
     EXPECT_TRUE(gguf::File::open(in) != nullptr);  // the input is untouched
 }
 
+// --draft-model: greedy speculative decoding gives the greedy text; with
+// the model as its own draft nearly every guess is accepted.
+TEST(Cli, SpeculativeDecodingGivesTheGreedyText) {
+    const std::string model = shell_quote(default_model_path().string());
+    const std::string base = "run -n 48 -t 2 -p " + shell_quote("The history of the printing press");
+    const std::string args = base + " --temp 0";
+    const CliOutput plain = run_lantern(args);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const CliOutput spec = run_lantern(args + " --draft-model " + model + " --draft 4");
+    ASSERT_EQ(spec.exit_code, 0) << spec.err;
+    EXPECT_EQ(spec.out, plain.out);
+    const size_t at = spec.err.find("speculative: 48 tokens");
+    ASSERT_NE(at, std::string::npos) << spec.err;
+    const size_t pct = spec.err.find("accepted (", at);
+    ASSERT_NE(pct, std::string::npos) << spec.err;
+    EXPECT_GE(std::stoi(spec.err.substr(pct + 10)), 80) << spec.err;
+    for (const char* bad : {" --temp 0.8", " --temp 0 --chat", " --temp 0 --json", " --temp 0 --draft 0"}) {
+        const CliOutput o = run_lantern(base + " --draft-model " + model + bad + " < /dev/null");
+        EXPECT_EQ(o.exit_code, 1) << bad;
+        EXPECT_NE(o.err.find("--draft-model"), std::string::npos) << o.err;
+    }
+    if (std::filesystem::exists(gemma3_model_path())) {  // another vocabulary
+        const CliOutput o = run_lantern(args + " --draft-model " + shell_quote(gemma3_model_path().string()));
+        EXPECT_EQ(o.exit_code, 1);
+        EXPECT_NE(o.err.find("vocabulary"), std::string::npos) << o.err;
+    }
+}
+
 TEST(Cli, CompletionIsSeededAndReproducible) {
     const std::string args = "run -n 24 --temp 0.8 --seed 42 -p " + shell_quote("Once upon a time") + " 2>/dev/null";
     const CliOutput a = run_lantern(args), b = run_lantern(args);
