@@ -56,6 +56,10 @@ struct ModelInfo {
     int n_ctx_train = 0;
     int n_gpu_layers = 0;      // layers actually on the GPU backend
     bool has_chat_template = false;  // the file carries tokenizer.chat_template
+    // How an embedding model pools its tokens' states ({arch}.pooling_type):
+    // "mean" (also when the file does not say), "cls" (the first token's),
+    // or "last" (the last token's).
+    std::string pooling = "mean";
 };
 
 

@@ -168,6 +168,13 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     info.n_vocab = static_cast<int>(m->hp.n_vocab);
     info.n_ctx_train = static_cast<int>(m->hp.n_ctx_train);
     info.has_chat_template = m->chat_template.has_value() && !m->chat_template->empty();
+    // llama.cpp's LLAMA_POOLING_TYPE: 1 mean, 2 cls, 3 last (0 none and 4
+    // rank have no single vector to give: mean, as when absent).
+    switch (m->file->get_int(m->hp.arch + ".pooling_type").value_or(1)) {
+        case 2: info.pooling = "cls"; break;
+        case 3: info.pooling = "last"; break;
+        default: info.pooling = "mean"; break;
+    }
     info.n_gpu_layers = std::min(m->n_gpu_layers, n_layer);
     info.backend = m->gpu && m->n_gpu_layers > 0 ? m->gpu->name() : "cpu";
     info.device = m->gpu && m->n_gpu_layers > 0 ? m->gpu->description() : m->cpu->description();

@@ -175,11 +175,16 @@ void Engine::run_embed_jobs() {
                 embed_ctx_ = std::make_unique<Context>(model_, cp);
             }
             const auto n_embd = static_cast<size_t>(model_.info().n_embd);
+            // The model's pooling: every token's state (mean), or one.
+            const std::string& pooling = model_.info().pooling;
             std::vector<std::vector<float>> out;
             for (const std::vector<int32_t>& in : job->inputs) {
                 embed_ctx_->clear_sequence(0);
                 Batch b;
-                for (size_t i = 0; i < in.size(); ++i) b.add(in[i], static_cast<int32_t>(i), 0, true);
+                for (size_t i = 0; i < in.size(); ++i) {
+                    const bool want = pooling == "mean" || (pooling == "cls" ? i == 0 : i + 1 == in.size());
+                    b.add(in[i], static_cast<int32_t>(i), 0, want);
+                }
                 embed_ctx_->decode(b);
                 std::vector<double> sum(n_embd, 0.0);
                 for (int i = 0; i < embed_ctx_->n_outputs(); ++i) {

@@ -87,8 +87,9 @@ public:
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
 
-    // Embeddings of each input (token lists): the mean of its tokens' final
-    // hidden states, L2-normalised. Runs on the engine thread between decode
+    // Embeddings of each input (token lists): its tokens' final hidden
+    // states pooled as the model says (ModelInfo::pooling: the mean unless
+    // the file asks for the first or last token's), L2-normalised. Runs on the engine thread between decode
     // steps (a model's decodes may not overlap), in a context of its own
     // made at the first call. Blocks until done; thread-safe. Throws
     // Error(InvalidArgument/ContextFull) for an empty or too long input.

@@ -180,8 +180,9 @@ void HttpServer::routes() {
     });
 
     // OpenAI's embeddings: {"input": text | [texts] | [ids] | [[ids]]}, each
-    // the mean of its tokens' final hidden states, L2-normalised (a model
-    // made for embeddings gives useful ones; any model gives some).
+    // its tokens' final hidden states pooled as the model's pooling_type says
+    // (mean by default), L2-normalised (a model made for embeddings gives
+    // useful ones; any model gives some).
     s.Post("/v1/embeddings", [this](const httplib::Request& http_req, httplib::Response& res) {
         json body = json::parse(http_req.body, nullptr, false);
         if (body.is_discarded() || !body.is_object()) throw ApiError(400, "the body must be a JSON object");

@@ -4,7 +4,7 @@
 //   GET  /v1/models              the loaded model
 //   POST /v1/chat/completions    messages -> the model's chat template
 //   POST /v1/completions         raw prompt
-//   POST /v1/embeddings          mean-pooled, normalised final hidden states
+//   POST /v1/embeddings          pooled (the model's pooling_type), normalised final hidden states
 //   POST /tokenize, /detokenize  {"content": text} <-> {"tokens": [ids]}
 // Both completion routes stream server-sent events with "stream": true.
 // Malformed requests get status 400 and an OpenAI-style error body; with an

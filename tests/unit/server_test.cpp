@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gguf/gguf.h"
 #include "lantern/lantern.h"
 #include "server/engine.h"
 #include "server/http_server.h"
@@ -545,6 +546,42 @@ TEST_F(Server, PartialUtf8TokensAreSentSafely) {
     auto h = client().Get("/health");
     ASSERT_TRUE(h);
     EXPECT_EQ(h->status, 200);
+}
+
+// A file whose {arch}.pooling_type asks for the last token's state (as
+// last-token embedding models' files do) is pooled that way.
+TEST_F(Server, EmbeddingsFollowTheFilesPooling) {
+    const std::string copy = temp_path("pooling-last.gguf").string();
+    {
+        const auto f = gguf::File::open(default_model_path().string());
+        gguf::Writer w;
+        for (const auto& [key, value] : f->metadata()) w.set(key, value);
+        w.set("llama.pooling_type", uint32_t{3});  // LLAMA_POOLING_TYPE_LAST
+        for (const gguf::TensorInfo& t : f->tensors()) w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
+        w.write(copy);
+    }
+    ModelParams p;
+    p.n_threads = 2;
+    auto last = Model::load(copy, p);
+    EXPECT_EQ(last->info().pooling, "last");
+    EXPECT_EQ(model_->info().pooling, "mean");
+    const std::vector<int32_t> ids = last->tokenize("The cat sat on the mat.", false, false);
+    server::EngineParams ep;
+    ep.n_slots = 1;
+    ep.n_ctx = 128;
+    server::Engine engine(*last, ep);
+    const std::vector<float> pooled = engine.embed({ids}).at(0);
+    // The last token's state, normalised, from a context of its own.
+    Context ctx(*last, ContextParams{.n_ctx = 128, .embeddings = true});
+    Batch b;
+    for (size_t i = 0; i < ids.size(); ++i) b.add(ids[i], static_cast<int>(i), 0, i + 1 == ids.size());
+    ctx.decode(b);
+    const float* h = ctx.embeddings(0);
+    double n = 0;
+    for (int k = 0; k < last->info().n_embd; ++k) n += static_cast<double>(h[k]) * h[k];
+    ASSERT_EQ(pooled.size(), static_cast<size_t>(last->info().n_embd));
+    for (int k = 0; k < last->info().n_embd; k += 13) EXPECT_NEAR(pooled[k], h[k] / std::sqrt(n), 1e-4) << k;
+    std::remove(copy.c_str());
 }
 
 TEST_F(Server, MalformedRequestsGet400) {
