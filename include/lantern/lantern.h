@@ -200,8 +200,6 @@ public:
 
     // Picks a token from n_vocab logits and records it for the penalties.
     int32_t sample(const float* logits);
-    // Under json_object: the output so far is a complete JSON object.
-    bool output_complete() const;
     void accept(int32_t token);
     void reset();
 

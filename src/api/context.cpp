@@ -251,26 +251,33 @@ void Context::decode(const Batch& b) {
     }
 }
 
+namespace {
+
+// Output i of the last decode in a context whose outputs are `what` (logits
+// or embeddings), `width` floats each.
+const float* output_row(const std::vector<float>& rows, int n_out, int i, bool right_mode, int64_t width,
+                        const char* what, const char* other) {
+    if (!right_mode) {
+        throw Error(ErrorCode::InvalidArgument, std::string(what) + ": this context gives " + other +
+                                                    " (ContextParams::embeddings)");
+    }
+    if (i < 0 || i >= n_out) {
+        throw Error(ErrorCode::InvalidArgument, std::string(what) + ": output " + std::to_string(i) +
+                                                    " was not computed (" + std::to_string(n_out) + " outputs)");
+    }
+    return rows.data() + static_cast<size_t>(i) * static_cast<size_t>(width);
+}
+
+}  // namespace
+
 const float* Context::logits(int i) const {
-    if (impl_->params.embeddings) {
-        throw Error(ErrorCode::InvalidArgument, "logits: this context gives embeddings (ContextParams::embeddings)");
-    }
-    if (i < 0 || i >= impl_->n_out) {
-        throw Error(ErrorCode::InvalidArgument, "logits: output " + std::to_string(i) + " was not computed (" +
-                                                    std::to_string(impl_->n_out) + " outputs)");
-    }
-    return impl_->logits.data() + static_cast<size_t>(i) * static_cast<size_t>(impl_->m.hp.n_vocab);
+    return output_row(impl_->logits, impl_->n_out, i, !impl_->params.embeddings, impl_->m.hp.n_vocab, "logits",
+                      "embeddings");
 }
 
 const float* Context::embeddings(int i) const {
-    if (!impl_->params.embeddings) {
-        throw Error(ErrorCode::InvalidArgument, "embeddings: this context gives logits (set ContextParams::embeddings)");
-    }
-    if (i < 0 || i >= impl_->n_out) {
-        throw Error(ErrorCode::InvalidArgument, "embeddings: output " + std::to_string(i) + " was not computed (" +
-                                                    std::to_string(impl_->n_out) + " outputs)");
-    }
-    return impl_->logits.data() + static_cast<size_t>(i) * static_cast<size_t>(impl_->m.hp.n_embd);
+    return output_row(impl_->logits, impl_->n_out, i, impl_->params.embeddings, impl_->m.hp.n_embd, "embeddings",
+                      "logits");
 }
 
 int Context::n_outputs() const { return impl_->n_out; }

@@ -50,8 +50,6 @@ int32_t Sampler::sample(const float* logits) {
     return token;
 }
 
-bool Sampler::output_complete() const { return impl_->json && impl_->json->complete(); }
-
 void Sampler::accept(int32_t token) { impl_->sampler.accept(token); }
 
 void Sampler::reset() {

@@ -16,10 +16,12 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& what) { throw Error(ErrorCode::InvalidArgument, "quantize: " + what); }
 
-bool is_matrix(const gguf::TensorInfo& t) {
-    const std::string& n = t.name;
-    return t.shape.size() >= 2 && n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0;
+bool ends_with(const std::string& s, const char* suffix) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
+
+bool is_matrix(const gguf::TensorInfo& t) { return t.shape.size() >= 2 && ends_with(t.name, ".weight"); }
 
 void check_target(DType t) {
     if (!llama_file_type(t)) invalid(std::string("type ") + dtype_name(t) + " has no llama file type");
@@ -52,11 +54,6 @@ int64_t layer_of(const std::string& name) {
     } catch (const std::exception&) {
         return -1;
     }
-}
-
-bool ends_with(const std::string& s, const char* suffix) {
-    const size_t n = std::char_traits<char>::length(suffix);
-    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
 // The type a tensor is asked for.

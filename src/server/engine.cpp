@@ -50,6 +50,19 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
     return i;
 }
 
+// Ends a request that never reached a slot, with `error`.
+void fail_unadmitted(const GenerationRequest& req, const std::string& error) {
+    GenerationResult r;
+    r.finish_reason = "error";
+    r.error = error;
+    r.prompt_tokens = static_cast<int>(req.prompt.size());
+    try {
+        if (req.on_done) req.on_done(r);
+    } catch (const std::exception&) {
+        // Its client hears nothing more; the engine goes on.
+    }
+}
+
 // Slots serving a request (Engine::slots_).
 template <class Slots>
 int count_active(const Slots& slots) {
@@ -229,12 +242,7 @@ void Engine::loop() {
         job->done.set_exception(std::make_exception_ptr(Error(ErrorCode::Backend, "the server is shutting down")));
     }
     embed_jobs_.clear();
-    for (auto& r : queue_) {
-        GenerationResult res;
-        res.finish_reason = "error";
-        res.error = "the server is shutting down";
-        if (r->on_done) r->on_done(res);
-    }
+    for (auto& r : queue_) fail_unadmitted(*r, "the server is shutting down");
     queue_.clear();
 }
 
@@ -262,12 +270,8 @@ void Engine::admit_queued() {
         } catch (const std::exception& e) {
             // The HTTP layer checks the settings first; a request that still
             // fails here ends alone, not the engine thread.
-            GenerationResult r;
-            r.finish_reason = "error";
-            r.error = e.what();
-            r.prompt_tokens = static_cast<int>(req->prompt.size());
             ++stats_.requests_done;
-            if (req->on_done) req->on_done(r);
+            fail_unadmitted(*req, e.what());
             continue;
         }
         s->req = std::move(req);

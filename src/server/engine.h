@@ -89,9 +89,9 @@ public:
 
     // Embeddings of each input (token lists): its tokens' final hidden
     // states pooled as the model says (ModelInfo::pooling: the mean unless
-    // the file asks for the first or last token's), L2-normalised. Runs on the engine thread between decode
-    // steps (a model's decodes may not overlap), in a context of its own
-    // made at the first call. Blocks until done; thread-safe. Throws
+    // the file asks for the first or last token's), L2-normalised. Runs on
+    // the engine thread between decode steps (a model's decodes may not
+    // overlap), in a context of its own made at the first call. Blocks until done; thread-safe. Throws
     // Error(InvalidArgument/ContextFull) for an empty or too long input.
     std::vector<std::vector<float>> embed(std::vector<std::vector<int32_t>> inputs);
 

@@ -51,6 +51,19 @@ struct Stream {
     }
 };
 
+// A JSON list of token ids, each checked against the vocabulary (400
+// naming `field` otherwise).
+std::vector<int32_t> token_ids(const json& list, int n_vocab, const char* field) {
+    std::vector<int32_t> ids;
+    for (const json& t : list) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
+            throw ApiError(400, std::string("'") + field + "' holds an id outside the vocabulary");
+        }
+        ids.push_back(t.get<int32_t>());
+    }
+    return ids;
+}
+
 // Compared in time that does not depend on where the keys differ, so a
 // client cannot learn a key byte by byte from response times (its length
 // it may).
@@ -169,14 +182,7 @@ void HttpServer::routes() {
         if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
             throw ApiError(400, "'tokens' must be a list of token ids");
         }
-        std::vector<int32_t> ids;
-        for (const json& t : body["tokens"]) {
-            if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_.n_vocab()) {
-                throw ApiError(400, "'tokens' holds an id outside the vocabulary");
-            }
-            ids.push_back(t.get<int32_t>());
-        }
-        send_json(res, 200, json{{"content", model_.detokenize(ids)}});
+        send_json(res, 200, json{{"content", model_.detokenize(token_ids(body["tokens"], model_.n_vocab(), "tokens"))}});
     });
 
     // OpenAI's embeddings: {"input": text | [texts] | [ids] | [[ids]]}, each
@@ -191,16 +197,7 @@ void HttpServer::routes() {
             throw ApiError(400, "'encoding_format' must be \"float\"");
         }
         std::vector<std::vector<int32_t>> inputs;
-        auto ids_of = [&](const json& list) {
-            std::vector<int32_t> ids;
-            for (const json& t : list) {
-                if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_.n_vocab()) {
-                    throw ApiError(400, "'input' holds a token id outside the vocabulary");
-                }
-                ids.push_back(t.get<int32_t>());
-            }
-            return ids;
-        };
+        auto ids_of = [&](const json& list) { return token_ids(list, model_.n_vocab(), "input"); };
         if (input.is_string()) {
             inputs.push_back(model_.tokenize(input.get<std::string>(), true, false));
         } else if (input.is_array() && !input.empty() && input[0].is_number_integer()) {
