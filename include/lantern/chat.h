@@ -1,13 +1,73 @@
-// A chat message, as chat templates see it.
+// Chat messages and tool calls, as chat templates and OpenAI's API see them.
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace lantern {
 
+// A function call the assistant made (OpenAI's tool_calls entry).
+struct ToolCall {
+    std::string id;         // the call's id, echoed by the tool's answer (tool_call_id)
+    std::string name;       // the function's name
+    std::string arguments;  // its arguments: a JSON object's text
+};
+
 struct ChatMessage {
+    ChatMessage() = default;
+    ChatMessage(std::string role_, std::string content_) : role(std::move(role_)), content(std::move(content_)) {}
+
     std::string role;  // "system", "user", "assistant", "tool", ...
     std::string content;
+    std::vector<ToolCall> tool_calls;  // assistant: the calls it made
+    std::string tool_call_id;          // tool: the call this answers
+    std::string name;                  // tool: the function's name (optional)
 };
+
+// Which tool calls a reply may make (OpenAI's tool_choice).
+enum class ToolChoice {
+    Auto,      // the model decides; its reply is searched for calls
+    None,      // no tools offered, no calls
+    Required,  // the reply is one call (sampling is constrained to it)
+};
+
+struct ChatTools {
+    // OpenAI's "tools": [{"type": "function", "function": {"name": ...,
+    // "description": ..., "parameters": {JSON schema}}}, ...] as JSON text.
+    // Empty: no tools.
+    std::string json;
+    ToolChoice choice = ToolChoice::Auto;
+    std::string function;  // Required: this function ("": any of the tools)
+};
+
+// A prompt rendered with tools. When a call is required the prompt ends
+// where the template's call begins, and the call's JSON object must begin
+// with one of call_prefixes: pass them as SamplerParams::json_prefixes with
+// json_object on.
+struct ChatPrompt {
+    std::string text;
+    std::vector<std::string> call_prefixes;
+};
+
+// A generated reply split into its text and its tool calls.
+struct ChatReply {
+    std::string content;
+    std::vector<ToolCall> tool_calls;
+};
+
+// Finds the tool calls in a reply, in any of the common formats:
+// <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks (Hermes,
+// Qwen), [TOOL_CALLS][{...}] (Mistral), a reply that is one such JSON object
+// or a list of them, with "arguments" or "parameters" (Llama 3.1). Only
+// calls of functions in `tools` count; a reply with any other stays text.
+// Each call gets a fresh id of 9 letters and digits. Throws
+// Error(InvalidArgument) when tools.json is not a valid tool list.
+ChatReply parse_chat_reply(std::string_view text, const ChatTools& tools);
+
+// How much of a reply being generated is certainly text, not the start of
+// a tool call: streaming sends that much and holds the rest back.
+size_t chat_reply_text_prefix(std::string_view text);
 
 }  // namespace lantern

@@ -101,6 +101,13 @@ public:
     // `override_template` (a built-in name such as "chatml", or Jinja source).
     std::string apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                     const std::string& override_template = "") const;
+    // The same with tools (lantern/chat.h): templates that render tools get
+    // them; one that does not gets lantern's instructions in the system
+    // message (and the conversation's calls as text). A required call ends
+    // the prompt with the call's opening and gives the JSON prefixes the
+    // sampler must hold it to. Parse the reply with parse_chat_reply.
+    ChatPrompt apply_chat_template(const std::vector<ChatMessage>& messages, const ChatTools& tools,
+                                   bool add_generation_prompt, const std::string& override_template = "") const;
 
     struct Impl;
     Impl& impl() const { return *impl_; }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace lantern {
@@ -35,6 +36,10 @@ struct SamplerParams {
     // and generation ends only once the object is closed. Needs the model's
     // vocabulary: Sampler(params, model).
     bool json_object = false;
+    // With json_object: the object begins with one of these texts, e.g. a
+    // forced tool call's {"name": "get_weather", "arguments": { (each must
+    // begin a JSON object). Empty: any object.
+    std::vector<std::string> json_prefixes;
 };
 
 }  // namespace lantern

@@ -6,6 +6,7 @@
 #include "backends/registry.h"
 #include "backends/scheduler.h"
 #include "chat/chat_template.h"
+#include "chat/tool_calls.h"
 
 namespace lantern {
 namespace {
@@ -201,25 +202,33 @@ bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer-
 int32_t Model::bos_token() const { return impl_->tokenizer->bos(); }
 int32_t Model::eos_token() const { return impl_->tokenizer->eos(); }
 
+namespace {
+
+ChatTemplate chosen_template(Model::Impl& m, const std::string& override_template) {
+    std::lock_guard<std::mutex> lock(m.chat_mutex);
+    auto it = m.chat_templates.find(override_template);
+    if (it == m.chat_templates.end()) {
+        const Tokenizer& tok = *m.tokenizer;
+        auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
+        ChatTemplate t = ChatTemplate::select(
+            override_template, m.chat_template.value_or(""),
+            [&](std::string_view text) { return tok.find_token(text).has_value(); }, text_of(tok.bos()),
+            text_of(tok.eos()));
+        it = m.chat_templates.emplace(override_template, std::move(t)).first;
+    }
+    return it->second;  // copies share the parsed template
+}
+
+}  // namespace
+
 std::string Model::apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                        const std::string& override_template) const {
-    Impl& m = *impl_;
-    std::optional<ChatTemplate> chosen;
-    {
-        std::lock_guard<std::mutex> lock(m.chat_mutex);
-        auto it = m.chat_templates.find(override_template);
-        if (it == m.chat_templates.end()) {
-            const Tokenizer& tok = *m.tokenizer;
-            auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
-            ChatTemplate t = ChatTemplate::select(
-                override_template, m.chat_template.value_or(""),
-                [&](std::string_view text) { return tok.find_token(text).has_value(); }, text_of(tok.bos()),
-                text_of(tok.eos()));
-            it = m.chat_templates.emplace(override_template, std::move(t)).first;
-        }
-        chosen = it->second;  // copies share the parsed template
-    }
-    return chosen->apply(messages, add_generation_prompt);
+    return chosen_template(*impl_, override_template).apply(messages, add_generation_prompt);
+}
+
+ChatPrompt Model::apply_chat_template(const std::vector<ChatMessage>& messages, const ChatTools& tools,
+                                      bool add_generation_prompt, const std::string& override_template) const {
+    return render_with_tools(chosen_template(*impl_, override_template), messages, tools, add_generation_prompt);
 }
 
 }  // namespace lantern

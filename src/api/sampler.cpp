@@ -15,7 +15,7 @@ struct Sampler::Impl {
 
 namespace {
 
-JsonConstraint json_constraint(const Model& model) {
+JsonConstraint json_constraint(const Model& model, std::vector<std::string> prefixes) {
     const int n = model.n_vocab();
     std::vector<std::string> pieces(static_cast<size_t>(n));
     std::vector<bool> eog(static_cast<size_t>(n));
@@ -23,13 +23,20 @@ JsonConstraint json_constraint(const Model& model) {
         pieces[static_cast<size_t>(t)] = model.token_to_piece(t);
         eog[static_cast<size_t>(t)] = model.is_end_of_generation(t);
     }
-    return JsonConstraint(std::move(pieces), std::move(eog));
+    return JsonConstraint(std::move(pieces), std::move(eog), std::move(prefixes));
+}
+
+void check_json_prefixes(const SamplerParams& params) {
+    if (!params.json_prefixes.empty() && !params.json_object) {
+        throw Error(ErrorCode::InvalidArgument, "sampler: json_prefixes needs json_object");
+    }
 }
 
 }  // namespace
 
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, n_vocab), std::nullopt})) {
+    check_json_prefixes(params);
     if (params.json_object) {
         throw Error(ErrorCode::InvalidArgument, "sampler: json_object needs the model's vocabulary (Sampler(params, model))");
     }
@@ -37,7 +44,8 @@ Sampler::Sampler(const SamplerParams& params, int n_vocab)
 
 Sampler::Sampler(const SamplerParams& params, const Model& model)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, model.n_vocab()), std::nullopt})) {
-    if (params.json_object) impl_->json.emplace(json_constraint(model));
+    check_json_prefixes(params);
+    if (params.json_object) impl_->json.emplace(json_constraint(model, params.json_prefixes));
 }
 
 Sampler::~Sampler() = default;

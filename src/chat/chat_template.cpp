@@ -5,6 +5,7 @@
 #include "chat/builtin_templates.h"
 #include "chat/jinja_interp.h"
 #include "chat/jinja_lexer.h"
+#include "chat/tool_calls.h"
 #include "lantern/error.h"
 
 namespace lantern {
@@ -103,7 +104,7 @@ ChatTemplate ChatTemplate::select(std::string_view override_spec, std::string_vi
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
     ChatTemplateInputs inputs;
-    for (const ChatMessage& m : messages) inputs.messages.push_back({{"role", m.role}, {"content", m.content}});
+    for (const ChatMessage& m : messages) inputs.messages.push_back(template_message(m, true));
     inputs.add_generation_prompt = add_generation_prompt;
     return apply(inputs);
 }

@@ -1,5 +1,6 @@
 #include "sampling/json_constraint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -166,24 +167,44 @@ bool JsonState::step(unsigned char c) {
     }
 }
 
-JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog)
-    : pieces_(std::move(pieces)), eog_(std::move(eog)) {
+JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes)
+    : pieces_(std::move(pieces)), eog_(std::move(eog)), prefixes_(std::move(prefixes)) {
     if (pieces_.empty() || eog_.size() != pieces_.size()) {
         throw Error(ErrorCode::InvalidArgument, "JSON constraint: one piece and one end flag per token");
     }
+    for (const std::string& p : prefixes_) {
+        JsonState s;
+        if (p.empty() || !s.feed(p) || s.complete()) {
+            throw Error(ErrorCode::InvalidArgument, "JSON constraint: '" + p + "' does not begin a JSON object");
+        }
+        longest_prefix_ = std::max(longest_prefix_, p.size());
+    }
+}
+
+bool JsonConstraint::prefix_allows(const std::string& piece) const {
+    if (prefixes_.empty() || head_.size() >= longest_prefix_) return true;
+    const std::string text = head_ + piece;
+    for (const std::string& p : prefixes_) {
+        const size_t n = std::min(p.size(), text.size());
+        if (text.compare(0, n, p, 0, n) == 0) return true;
+    }
+    return false;
 }
 
 bool JsonConstraint::allows(int32_t token) const {
     if (token < 0 || static_cast<size_t>(token) >= pieces_.size()) return false;
     if (eog_[static_cast<size_t>(token)]) return state_.complete();
     const std::string& piece = pieces_[static_cast<size_t>(token)];
-    if (piece.empty()) return false;
+    if (piece.empty() || !prefix_allows(piece)) return false;
     JsonState s = state_;
     return s.feed(piece);
 }
 
 void JsonConstraint::advance(int32_t token) {
-    if (!eog_[static_cast<size_t>(token)]) state_.feed(pieces_[static_cast<size_t>(token)]);
+    if (eog_[static_cast<size_t>(token)]) return;
+    const std::string& piece = pieces_[static_cast<size_t>(token)];
+    state_.feed(piece);
+    if (head_.size() < longest_prefix_) head_ += piece;
 }
 
 int32_t JsonConstraint::sample(TokenSampler& sampler, const float* logits) {

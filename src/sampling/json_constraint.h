@@ -10,7 +10,9 @@
 //
 // JsonConstraint applies it to tokens: a token is allowed when its whole
 // piece keeps the text a valid JSON prefix (an empty piece never is), an
-// end-of-generation token when the object is complete. Sampling draws with
+// end-of-generation token when the object is complete. Given prefixes, the
+// object must also begin with one of them (a forced tool call's
+// `{"name": "f", "arguments": {`): each must be a JSON prefix itself. Sampling draws with
 // the caller's TokenSampler and rejects disallowed picks, masking each one
 // and drawing again (greedy needs one check per pick, not one per token of
 // the vocabulary); after kMaxRejections it masks every disallowed token at
@@ -80,13 +82,17 @@ class JsonConstraint {
 public:
     static constexpr int kMaxRejections = 16;
 
-    // pieces[t]: token t's text; eog[t]: t ends generation.
-    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog);
+    // pieces[t]: token t's text; eog[t]: t ends generation. Throws
+    // Error(InvalidArgument) for a prefix that is not the start of a JSON object.
+    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes = {});
 
     bool allows(int32_t token) const;
     // Records a token that allows() accepted.
     void advance(int32_t token);
-    void reset() { state_ = JsonState{}; }
+    void reset() {
+        state_ = JsonState{};
+        head_.clear();
+    }
     bool complete() const { return state_.complete(); }
 
     // The next token: sampler's pick from `logits` (n_vocab floats, not
@@ -95,8 +101,15 @@ public:
     int32_t sample(TokenSampler& sampler, const float* logits);
 
 private:
+    // The text with piece appended still agrees with a prefix: it is the
+    // start of one, or one is its start.
+    bool prefix_allows(const std::string& piece) const;
+
     std::vector<std::string> pieces_;
     std::vector<bool> eog_;
+    std::vector<std::string> prefixes_;
+    size_t longest_prefix_ = 0;
+    std::string head_;  // the output's first bytes, while a prefix may still reject one
     JsonState state_;
     std::vector<float> masked_;  // [n_vocab] logits with rejected tokens at -inf
 };

@@ -245,8 +245,17 @@ void HttpServer::routes() {
                 check.json_object = false;
                 Sampler(check, model_.n_vocab());
             }
-            const std::string text = chat ? model_.apply_chat_template(req->messages, true, options_.chat_template)
-                                          : req->prompt;
+            std::string text = req->prompt;
+            if (chat) {
+                // A required tool call: the prompt ends where the call
+                // begins, and the sampler keeps the call's object valid.
+                ChatPrompt prompt = model_.apply_chat_template(req->messages, req->tools, true, options_.chat_template);
+                text = std::move(prompt.text);
+                if (!prompt.call_prefixes.empty()) {
+                    req->sampling.json_object = true;
+                    req->sampling.json_prefixes = std::move(prompt.call_prefixes);
+                }
+            }
             auto gen = std::make_shared<GenerationRequest>();
             // A chat template writes its own BOS when it wants one.
             const std::string bos = model_.bos_token() >= 0 ? model_.token_to_piece(model_.bos_token(), true) : "";
@@ -293,6 +302,11 @@ void HttpServer::routes() {
             struct Choices {
                 std::vector<GenerationResult> results;
                 std::vector<size_t> text_offset;  // of each choice's next chunk's first token (completions)
+                // With tools: each choice's text so far, how much of it was
+                // sent (what may begin a tool call is held back until the
+                // end), and the tokens of the text held back.
+                std::vector<std::string> text, sent;
+                std::vector<std::vector<TokenLogprob>> held;
                 int open = 0;
                 bool failed = false;
             };
@@ -301,13 +315,32 @@ void HttpServer::routes() {
             auto choices = std::make_shared<Choices>();
             choices->results.resize(gens.size());
             choices->text_offset.assign(gens.size(), 0);
+            choices->text.resize(gens.size());
+            choices->sent.resize(gens.size());
+            choices->held.resize(gens.size());
             choices->open = static_cast<int>(gens.size());
             for (size_t i = 0; i < gens.size(); ++i) {
                 const int index = static_cast<int>(i);
                 gens[i]->on_text = [stream, req, id, model_name, created, sse, choices, index](
                                        const std::string& piece, const std::vector<TokenLogprob>& tokens) {
                     if (stream->cancelled) return false;
-                    size_t& offset = choices->text_offset[static_cast<size_t>(index)];
+                    const auto i = static_cast<size_t>(index);
+                    if (req->calls_tools()) {
+                        std::string& all = choices->text[i];
+                        std::string& sent = choices->sent[i];
+                        std::vector<TokenLogprob>& held = choices->held[i];
+                        all += piece;
+                        held.insert(held.end(), tokens.begin(), tokens.end());
+                        const size_t safe = chat_reply_text_prefix(all);
+                        if (safe > sent.size()) {
+                            const std::string delta = all.substr(sent.size(), safe - sent.size());
+                            stream->push(sse(completion_chunk(*req, index, delta, "", id, model_name, created, held)), false);
+                            sent += delta;
+                            held.clear();
+                        }
+                        return true;
+                    }
+                    size_t& offset = choices->text_offset[i];
                     stream->push(sse(completion_chunk(*req, index, piece, "", id, model_name, created, tokens, offset)),
                                  false);
                     for (const TokenLogprob& t : tokens) offset += t.token.size();
@@ -318,6 +351,21 @@ void HttpServer::routes() {
                     if (r.finish_reason == "error") {
                         if (!choices->failed) tail = sse(error_body(ApiError(500, r.error, "server_error")));
                         choices->failed = true;
+                    } else if (req->calls_tools()) {
+                        // The text held back, then the calls.
+                        const auto i = static_cast<size_t>(index);
+                        const ChatReply reply = parse_chat_reply(r.text, req->tools);
+                        const std::string& sent = choices->sent[i];
+                        if (reply.content.size() > sent.size() && reply.content.compare(0, sent.size(), sent) == 0) {
+                            tail = sse(completion_chunk(*req, index, reply.content.substr(sent.size()), "", id, model_name,
+                                                        created, choices->held[i]));
+                        }
+                        std::string finish = r.finish_reason;
+                        if (!reply.tool_calls.empty()) {
+                            tail += sse(tool_calls_chunk(*req, index, reply.tool_calls, id, model_name, created));
+                            if (finish == "stop") finish = "tool_calls";
+                        }
+                        tail += sse(completion_chunk(*req, index, "", finish, id, model_name, created));
                     } else {
                         tail = sse(completion_chunk(*req, index, "", r.finish_reason, id, model_name, created));
                     }

@@ -37,6 +37,100 @@ std::string content_text(const json& content, size_t index) {
     throw ApiError(400, "messages[" + std::to_string(index) + "].content must be a string or a list of text parts");
 }
 
+std::string string_field(const json& obj, const char* name, const std::string& where) {
+    auto it = obj.find(name);
+    if (it == obj.end() || it->is_null()) return "";
+    if (!it->is_string()) throw ApiError(400, where + "." + name + " must be a string");
+    return it->get<std::string>();
+}
+
+// A call as a message gives it: {"id", "type": "function", "function":
+// {"name", "arguments": JSON text (an object is taken too)}}.
+ToolCall tool_call_of(const json& c, const std::string& where) {
+    const json& fn = c.contains("function") ? c["function"] : c;  // the older function_call has no wrapper
+    if (!c.is_object() || !fn.is_object()) throw ApiError(400, where + " must be {\"type\": \"function\", \"function\": {...}}");
+    ToolCall call;
+    call.id = c.contains("function") ? string_field(c, "id", where) : "";
+    call.name = string_field(fn, "name", where + ".function");
+    if (call.name.empty()) throw ApiError(400, where + ".function.name is missing");
+    const json args = fn.value("arguments", json());
+    if (args.is_string()) {
+        call.arguments = args.get<std::string>();
+    } else if (args.is_object()) {
+        call.arguments = args.dump();
+    } else if (args.is_null()) {
+        call.arguments = "{}";
+    } else {
+        throw ApiError(400, where + ".function.arguments must be a JSON object's text");
+    }
+    return call;
+}
+
+// One message: role and content, an assistant's tool calls (or the older
+// function_call), a tool answer's call id ("function" answers are tool answers).
+ChatMessage chat_message(const json& m, size_t i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    ChatMessage msg(m["role"].get<std::string>(), content_text(m.value("content", json()), i));
+    if (auto it = m.find("tool_calls"); it != m.end() && !it->is_null()) {
+        if (msg.role != "assistant" || !it->is_array()) throw ApiError(400, where + ".tool_calls must be an assistant's list");
+        for (size_t k = 0; k < it->size(); ++k) msg.tool_calls.push_back(tool_call_of((*it)[k], where + ".tool_calls[" + std::to_string(k) + "]"));
+    }
+    if (auto it = m.find("function_call"); it != m.end() && !it->is_null() && msg.role == "assistant") {
+        msg.tool_calls.push_back(tool_call_of(*it, where + ".function_call"));
+    }
+    if (msg.role == "function") msg.role = "tool";
+    if (msg.role == "tool") {
+        msg.tool_call_id = string_field(m, "tool_call_id", where);
+        msg.name = string_field(m, "name", where);
+    }
+    return msg;
+}
+
+// "tools" (or "functions", each then a tool's function) as JSON text, and
+// "tool_choice" (or "function_call"): "auto", "none", "required" or one
+// function by name. The tools themselves are checked when the prompt is
+// rendered (a 400 naming the entry).
+void parse_tools(const json& body, CompletionRequest& r) {
+    json tools = body.value("tools", json());
+    if (tools.is_null() || (tools.is_array() && tools.empty())) {
+        const json functions = body.value("functions", json());
+        if (functions.is_array() && !functions.empty()) {
+            tools = json::array();
+            for (const json& f : functions) tools.push_back({{"type", "function"}, {"function", f}});
+        } else if (!functions.is_null() && !functions.is_array()) {
+            throw ApiError(400, "'functions' must be a list");
+        }
+    }
+    if (!tools.is_null() && !tools.is_array()) throw ApiError(400, "'tools' must be a list");
+    const bool any = tools.is_array() && !tools.empty();
+    if (any && !r.chat) throw ApiError(400, "tools are for /v1/chat/completions");
+    if (any) r.tools.json = tools.dump();
+
+    const char* name = body.contains("tool_choice") ? "tool_choice" : "function_call";
+    const json choice = body.value(name, json());
+    if (choice.is_string()) {
+        const std::string c = choice.get<std::string>();
+        if (c == "none") {
+            r.tools.choice = ToolChoice::None;
+        } else if (c == "required") {
+            r.tools.choice = ToolChoice::Required;
+        } else if (c != "auto") {
+            throw ApiError(400, std::string("'") + name + "' must be \"auto\", \"none\", \"required\" or a function");
+        }
+    } else if (choice.is_object()) {
+        const json& fn = choice.contains("function") ? choice["function"] : choice;
+        if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string()) {
+            throw ApiError(400, std::string("'") + name + "' must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+        r.tools.choice = ToolChoice::Required;
+        r.tools.function = fn["name"].get<std::string>();
+    } else if (!choice.is_null()) {
+        throw ApiError(400, std::string("'") + name + "' must be a string or an object");
+    }
+    if (r.tools.choice == ToolChoice::Required && !any) throw ApiError(400, std::string("'") + name + "' asks for a call but there are no tools");
+    r.parallel_tool_calls = field<bool>(body, "parallel_tool_calls", true);
+}
+
 json byte_list(const std::string& s) {
     json bytes = json::array();
     for (char c : s) bytes.push_back(static_cast<unsigned char>(c));
@@ -95,7 +189,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
                 throw ApiError(400, "messages[" + std::to_string(i) + "] needs a string 'role'");
             }
-            r.messages.push_back({m["role"].get<std::string>(), content_text(m.value("content", json()), i)});
+            r.messages.push_back(chat_message(m, i));
         }
     } else {
         auto it = body.find("prompt");
@@ -196,14 +290,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             throw ApiError(400, "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
         }
     }
-    // Function calling would need the template's tool format and a parser
-    // for the model's calls: refused, not silently dropped (an empty list is
-    // what some clients always send).
-    for (const char* name : {"tools", "functions"}) {
-        if (auto it = body.find(name); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
-            throw ApiError(400, std::string("'") + name + "' (function calling) is not supported");
-        }
-    }
+    parse_tools(body, r);
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;
 }
@@ -244,7 +331,15 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
     for (size_t i = 0; i < results.size(); ++i) {
         const GenerationResult& r = results[i];
         json choice = {{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
-        if (req.chat) {
+        if (req.calls_tools()) {
+            const ChatReply reply = parse_chat_reply(r.text, req.tools);
+            choice["message"] = {{"role", "assistant"}, {"content", reply.content}};
+            if (!reply.tool_calls.empty()) {
+                if (reply.content.empty()) choice["message"]["content"] = nullptr;
+                choice["message"]["tool_calls"] = tool_calls_json(req, reply.tool_calls, false);
+                if (r.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+            }
+        } else if (req.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", r.text}};
         } else if (req.echo) {
             choice["text"] = req.prompt + r.text;
@@ -262,6 +357,31 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
                 {"model", model},
                 {"choices", choices},
                 {"usage", usage_json(results)}};
+}
+
+json tool_calls_json(const CompletionRequest& req, const std::vector<ToolCall>& calls, bool stream) {
+    json out = json::array();
+    for (size_t i = 0; i < calls.size() && (req.parallel_tool_calls || i == 0); ++i) {
+        json c = {{"id", calls[i].id},
+                  {"type", "function"},
+                  {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+        if (stream) c["index"] = i;
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls, const std::string& id,
+                      const std::string& model, int64_t created) {
+    json choice = {{"index", index},
+                   {"finish_reason", nullptr},
+                   {"logprobs", nullptr},
+                   {"delta", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(req, calls, true)}}}};
+    return json{{"id", id},
+                {"object", "chat.completion.chunk"},
+                {"created", created},
+                {"model", model},
+                {"choices", json::array({choice})}};
 }
 
 json completion_chunk(const CompletionRequest& req, int index, const std::string& text,

@@ -34,6 +34,12 @@ struct CompletionRequest {
     bool ignore_eos = false;
     // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
     int logprobs = -1;  // -1: not asked for
+    // Chat: "tools" (or the older "functions") and "tool_choice".
+    ChatTools tools;
+    bool parallel_tool_calls = true;  // false: a reply's first call only
+
+    // Tools are offered and the reply is searched for calls.
+    bool calls_tools() const { return chat && !tools.json.empty() && tools.choice != ToolChoice::None; }
 };
 
 // Parses and validates a request body; throws ApiError(400) naming the field.
@@ -48,6 +54,14 @@ nlohmann::json completion_response(const CompletionRequest& req, const std::vect
 // asked for it: no choices, the request's usage.
 nlohmann::json usage_chunk(const CompletionRequest& req, const std::vector<GenerationResult>& results,
                            const std::string& id, const std::string& model, int64_t created);
+// A reply's tool calls (OpenAI's message.tool_calls; `stream`: with each
+// call's index, as delta.tool_calls has them). At most one unless the
+// request allows parallel calls.
+nlohmann::json tool_calls_json(const CompletionRequest& req, const std::vector<ToolCall>& calls, bool stream);
+// The streamed chunk carrying choice `index`'s tool calls.
+nlohmann::json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls,
+                                const std::string& id, const std::string& model, int64_t created);
+
 // One streamed chunk of choice `index`: a text delta (finish_reason empty) or
 // its final chunk, with the logprobs of the tokens it completes
 // (text_offset: where the first of them starts in the generated text).

@@ -632,6 +632,125 @@ TEST_F(Server, MalformedRequestsGet400) {
               "The capital of France is Paris.");
 }
 
+// Function calling with the default model, whose template renders no tools
+// (lantern's instructions stand in): a required call is constrained to a
+// valid call of one of the tools, a named one to that function; streamed,
+// the call comes as one delta; offered but not required, a plain question
+// gets text; the conversation's calls and answers go back into the prompt.
+const json kWeatherTools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
+   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "get_time", "description": "Current time in a city",
+   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+
+TEST_F(Server, ToolCallsRequiredAndNamed) {
+    const json user = {{{"role", "user"}, {"content", "What is the weather in Paris?"}}};
+    json body = {{"messages", user}, {"tools", kWeatherTools}, {"tool_choice", "required"},
+                 {"temperature", 0}, {"max_tokens", 96}};
+    for (const json& choice : {json("required"), json{{"type", "function"}, {"function", {{"name", "get_time"}}}}}) {
+        body["tool_choice"] = choice;
+        const json r = post("/v1/chat/completions", body);
+        const json& c = r["choices"][0];
+        EXPECT_EQ(c["finish_reason"], "tool_calls") << r;
+        EXPECT_TRUE(c["message"]["content"].is_null()) << r;
+        ASSERT_EQ(c["message"]["tool_calls"].size(), 1u) << r;
+        const json& call = c["message"]["tool_calls"][0];
+        EXPECT_EQ(call["type"], "function");
+        EXPECT_EQ(call["id"].get<std::string>().size(), 9u);
+        const std::string name = call["function"]["name"];
+        EXPECT_TRUE(name == "get_weather" || name == "get_time") << name;
+        if (choice.is_object()) {
+            EXPECT_EQ(name, "get_time");
+        }
+        EXPECT_TRUE(json::parse(call["function"]["arguments"].get<std::string>()).is_object()) << call;
+    }
+    // Streamed: no text deltas, the call in one delta, then tool_calls.
+    const json full = post("/v1/chat/completions", body);
+    json sbody = body;
+    sbody["stream"] = true;
+    auto res = client().Post("/v1/chat/completions", sbody.dump(), "application/json");
+    ASSERT_TRUE(res);
+    json call;
+    std::string text, finish;
+    for (const json& chunk : sse_events(res->body)) {
+        const json& c = chunk["choices"][0];
+        if (c["delta"].contains("tool_calls")) call = c["delta"]["tool_calls"][0];
+        if (c["delta"].contains("content") && c["delta"]["content"].is_string()) text += c["delta"]["content"].get<std::string>();
+        if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+    }
+    EXPECT_EQ(text, "");
+    EXPECT_EQ(finish, "tool_calls");
+    EXPECT_EQ(call["index"], 0);
+    EXPECT_EQ(call["function"], full["choices"][0]["message"]["tool_calls"][0]["function"]) << res->body;
+}
+
+TEST_F(Server, ToolsOfferedButNotCalled) {
+    const json user = {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}};
+    const json body = {{"messages", user}, {"tools", kWeatherTools}, {"temperature", 0}, {"max_tokens", 24}};
+    const json r = post("/v1/chat/completions", body);
+    const json& c = r["choices"][0];
+    EXPECT_FALSE(c["message"].contains("tool_calls")) << r;
+    ASSERT_TRUE(c["message"]["content"].is_string()) << r;
+    EXPECT_NE(c["message"]["content"].get<std::string>(), "");
+    // The tools are in the prompt.
+    EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), chat("What is the capital of France? Answer in one sentence.")["usage"]["prompt_tokens"].get<int>() + 50);
+    // Streamed text equals the full text (held-back text comes at the end).
+    json sbody = body;
+    sbody["stream"] = true;
+    auto res = client().Post("/v1/chat/completions", sbody.dump(), "application/json");
+    ASSERT_TRUE(res);
+    std::string text, finish;
+    for (const json& chunk : sse_events(res->body)) {
+        const json& d = chunk["choices"][0]["delta"];
+        if (d.contains("content") && d["content"].is_string()) text += d["content"].get<std::string>();
+        if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(text, c["message"]["content"].get<std::string>());
+    EXPECT_EQ(finish, c["finish_reason"].get<std::string>());
+    // tool_choice none: the tools are not offered.
+    json none = body;
+    none["tool_choice"] = "none";
+    EXPECT_EQ(post("/v1/chat/completions", none)["choices"][0]["message"]["content"], "The capital of France is Paris.");
+}
+
+TEST_F(Server, ToolConversationsAndBadToolRequests) {
+    const json convo = json::parse(R"([
+      {"role": "user", "content": "What is the weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "abcdefghi", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "abcdefghi", "content": "{\"sky\": \"clear\", \"celsius\": 21}"}])");
+    int status = 0;
+    const json r = post("/v1/chat/completions",
+                        {{"messages", convo}, {"tools", kWeatherTools}, {"temperature", 0}, {"max_tokens", 8}}, &status);
+    EXPECT_EQ(status, 200) << r;
+    const json first = post("/v1/chat/completions", {{"messages", json::array({convo[0]})}, {"tools", kWeatherTools},
+                                                     {"temperature", 0}, {"max_tokens", 8}});
+    EXPECT_GT(r["usage"]["prompt_tokens"].get<int>(), first["usage"]["prompt_tokens"].get<int>() + 20);
+
+    const json user = {{{"role", "user"}, {"content", "hi"}}};
+    struct Bad {
+        json body;
+        const char* says;
+    };
+    for (const Bad& b : {
+             Bad{{{"messages", user}, {"tool_choice", "required"}}, "no tools"},
+             Bad{{{"messages", user}, {"tools", kWeatherTools}, {"tool_choice", "sometimes"}}, "tool_choice"},
+             Bad{{{"messages", user}, {"tools", kWeatherTools},
+                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_stock"}}}}}},
+                 "get_stock"},
+             Bad{{{"messages", user}, {"tools", json::array({{{"type", "function"}}})}}, "tools[0]"},
+             Bad{{{"messages", user}, {"tools", "get_weather"}}, "tools"},
+             Bad{{{"messages", {{{"role", "user"}, {"content", "hi"}, {"tool_calls", json::array()}}}}}, "tool_calls"},
+             Bad{{{"messages", {{{"role", "assistant"}, {"content", nullptr},
+                                 {"tool_calls", {{{"type", "function"}, {"function", {{"arguments", "{}"}}}}}}}}}},
+                 "name"},
+         }) {
+        const json e = post("/v1/chat/completions", b.body, &status);
+        EXPECT_EQ(status, 400) << b.body;
+        EXPECT_NE(e["error"]["message"].get<std::string>().find(b.says), std::string::npos) << e;
+    }
+}
+
 TEST_F(Server, TokenizeRoundTrip) {
     const json t = post("/tokenize", {{"content", "Hello world"}});
     ASSERT_TRUE(t["tokens"].is_array());
