@@ -16,6 +16,7 @@ A failure raises LanternError, whose `code` is the C API's LANTERN_ERR_* status.
 """
 import codecs
 import ctypes
+import json
 import os
 import pathlib
 import weakref
@@ -44,7 +45,8 @@ class _SamplerParams(ctypes.Structure):
                 ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float), ("repeat_last_n", ctypes.c_int),
                 ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
                 ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int),
-                ("json_object", ctypes.c_int)]
+                ("json_object", ctypes.c_int), ("json_prefixes", ctypes.POINTER(ctypes.c_char_p)),
+                ("n_json_prefixes", ctypes.c_int)]
 
 
 # name: (result, arguments); the C header is the reference.
@@ -67,6 +69,8 @@ _SIGNATURES = {
     "lantern_detokenize": (ctypes.c_int, [_p, _i32p, ctypes.c_int, ctypes.c_int, _cs, ctypes.c_int]),
     "lantern_chat_apply": (ctypes.c_int, [_p, ctypes.POINTER(_cs), ctypes.POINTER(_cs), ctypes.c_int, ctypes.c_int,
                                           _cs, _cs, ctypes.c_int]),
+    "lantern_chat_apply_json": (ctypes.c_int, [_p, _cs, ctypes.c_int, _cs, _cs, ctypes.c_int]),
+    "lantern_chat_parse_reply": (ctypes.c_int, [_cs, _cs, _cs, ctypes.c_int]),
     "lantern_context_default_params": (_ContextParams, []),
     "lantern_context_new": (_p, [_p, ctypes.POINTER(_ContextParams)]),
     "lantern_context_free": (None, [_p]),
@@ -249,6 +253,29 @@ class Model:
         """The assistant's reply to a conversation, through the chat template."""
         return "".join(self.chat_stream(messages, template, **kwargs))
 
+    def chat_message(self, messages, tools=None, tool_choice=None, template=None, **kwargs):
+        """The assistant's reply as OpenAI's message dict, with function calling: messages
+        and tools as OpenAI's API takes them (assistant "tool_calls", "tool" answers);
+        tool_choice "auto", "none", "required" or {"type": "function", "function": {"name": ...}}.
+        A reply that calls tools has "tool_calls" (and content None); a required call is
+        sampled under a constraint that keeps it a valid call of the allowed tools."""
+        request = {"messages": messages}
+        if tools:
+            request["tools"] = tools
+        if tool_choice is not None:
+            request["tool_choice"] = tool_choice
+        req = json.dumps(request).encode()
+        lib = _library()
+        rendered = json.loads(_text(lib.lantern_chat_apply_json, self._h, req, 1,
+                                    template.encode() if template else None))
+        prompt, prefixes = rendered["prompt"], rendered["call_prefixes"]
+        if prefixes:
+            kwargs.update(json_object=True, json_prefixes=prefixes)
+        bos = lib.lantern_token_bos(self._h)
+        starts_with_bos = bos >= 0 and prompt.startswith(self.token_to_piece(bos, True))
+        reply = "".join(self.stream(prompt, parse_special=True, add_special=bos >= 0 and not starts_with_bos, **kwargs))
+        return json.loads(_text(lib.lantern_chat_parse_reply, req, reply.encode()))
+
 
 class Context:
     """A KV cache of n_seq sequences of n_ctx positions each, and the last decode's logits
@@ -313,11 +340,12 @@ class Context:
 class Sampler:
     """llama.cpp's sampling chain: logit_bias ({token: bias}, -inf bans), penalties, top-k,
     top-p, min-p, temperature (0: greedy); seed None draws one. json_object: the output is
-    one JSON object (needs `model`, whose vocabulary it checks tokens against)."""
+    one JSON object (needs `model`, whose vocabulary it checks tokens against), beginning with
+    one of json_prefixes when given (a required tool call's)."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
                  repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None,
-                 json_object=False, model=None):
+                 json_object=False, json_prefixes=None, model=None):
         lib = _library()
         p = lib.lantern_sampler_default_params()
         p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
@@ -329,6 +357,9 @@ class Sampler:
         self._bias = (_ids(list(bias)), (ctypes.c_float * len(bias))(*bias.values()))
         p.bias_tokens, p.bias_values, p.n_bias = self._bias[0], self._bias[1], len(bias)
         p.json_object = int(json_object)
+        prefixes = [x.encode() for x in (json_prefixes or [])]
+        self._prefixes = (ctypes.c_char_p * len(prefixes))(*prefixes)
+        p.json_prefixes, p.n_json_prefixes = self._prefixes, len(prefixes)
         self._model = model  # the model must outlive the sampler
         if model is not None:
             self._h = lib.lantern_sampler_new_for_model(ctypes.byref(p), model._h)

@@ -57,6 +57,20 @@ struct ChatReply {
     std::vector<ToolCall> tool_calls;
 };
 
+// An OpenAI chat request's conversation and tools: "messages" (content a
+// string or text parts; an assistant's "tool_calls" or older
+// "function_call"; a tool answer's "tool_call_id"), "tools" (or the older
+// "functions"), "tool_choice" (or "function_call": "auto", "none",
+// "required" or {"type": "function", "function": {"name": ...}}) and
+// "parallel_tool_calls". Other fields are left to the caller. Throws
+// Error(InvalidArgument) naming the field that is wrong.
+struct ChatRequest {
+    std::vector<ChatMessage> messages;
+    ChatTools tools;
+    bool parallel_tool_calls = true;
+};
+ChatRequest parse_chat_request(std::string_view json);
+
 // Finds the tool calls in a reply, in any of the common formats:
 // <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks (Hermes,
 // Qwen), [TOOL_CALLS][{...}] (Mistral), a reply that is one such JSON object

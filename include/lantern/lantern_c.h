@@ -131,6 +131,21 @@ LANTERN_C_API int lantern_detokenize(const lantern_model *model, const int32_t *
 LANTERN_C_API int lantern_chat_apply(const lantern_model *model, const char *const *roles, const char *const *contents,
                                      int n_messages, int add_generation_prompt, const char *override_template,
                                      char *buf, int capacity);
+/* Function calling, in OpenAI's JSON. request_json holds "messages" (with
+ * assistants' "tool_calls" and tools' answers) and optionally "tools",
+ * "tool_choice" and "parallel_tool_calls" (or the older "functions",
+ * "function_call"). Writes {"prompt": TEXT, "call_prefixes": [...]}: the
+ * prompt (templates that render tools get them; others get lantern's
+ * instructions), and when a call is required the texts its JSON object must
+ * begin with, to be passed to the sampler as json_prefixes with json_object. */
+LANTERN_C_API int lantern_chat_apply_json(const lantern_model *model, const char *request_json,
+                                          int add_generation_prompt, const char *override_template, char *buf,
+                                          int capacity);
+/* A generated reply as OpenAI's message: {"role": "assistant", "content":
+ * TEXT or null, "tool_calls": [{"id", "type": "function", "function":
+ * {"name", "arguments"}}]} (tool_calls only when it made calls of the
+ * request's tools; request_json as above). */
+LANTERN_C_API int lantern_chat_parse_reply(const char *request_json, const char *text, char *buf, int capacity);
 
 /* --- contexts ------------------------------------------------------------- */
 
@@ -180,6 +195,8 @@ typedef struct {
     const float *bias_values;
     int n_bias;
     int json_object; /* nonzero: the output is one JSON object (needs lantern_sampler_new_for_model) */
+    const char *const *json_prefixes; /* with json_object: the object begins with one of these n_json_prefixes texts */
+    int n_json_prefixes;
 } lantern_sampler_params;
 
 LANTERN_C_API lantern_sampler_params lantern_sampler_default_params(void);

@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "lantern/lantern.h"
 
 struct lantern_model {
@@ -243,6 +245,38 @@ int lantern_chat_apply(const lantern_model* model, const char* const* roles, con
         });
 }
 
+int lantern_chat_apply_json(const lantern_model* model, const char* request_json, int add_generation_prompt,
+                            const char* override_template, char* buf, int capacity) {
+    return guarded([&] {
+        require(request_json != nullptr, "the request is null");
+        const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
+        const lantern::ChatPrompt p = model_of(model).apply_chat_template(
+            req.messages, req.tools, add_generation_prompt != 0, override_template != nullptr ? override_template : "");
+        const nlohmann::json out = {{"prompt", p.text}, {"call_prefixes", p.call_prefixes}};
+        return copy_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf, capacity);
+    });
+}
+
+int lantern_chat_parse_reply(const char* request_json, const char* text, char* buf, int capacity) {
+    return guarded([&] {
+        require(request_json != nullptr && text != nullptr, "the request or the text is null");
+        const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
+        const lantern::ChatReply reply = lantern::parse_chat_reply(text, req.tools);
+        nlohmann::json out = {{"role", "assistant"}, {"content", reply.content}};
+        if (!reply.tool_calls.empty()) {
+            if (reply.content.empty()) out["content"] = nullptr;
+            out["tool_calls"] = nlohmann::json::array();
+            for (size_t i = 0; i < reply.tool_calls.size() && (req.parallel_tool_calls || i == 0); ++i) {
+                const lantern::ToolCall& c = reply.tool_calls[i];
+                out["tool_calls"].push_back({{"id", c.id},
+                                             {"type", "function"},
+                                             {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+            }
+        }
+        return copy_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf, capacity);
+    });
+}
+
 lantern_context_params lantern_context_default_params(void) {
     const lantern::ContextParams d;
     return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads, d.embeddings ? 1 : 0};
@@ -339,7 +373,8 @@ int lantern_context_n_ctx(const lantern_context* ctx) {
 lantern_sampler_params lantern_sampler_default_params(void) {
     const lantern::SamplerParams d;
     return {d.temperature,       d.top_k,          d.top_p, d.min_p,   d.repeat_penalty, d.repeat_last_n,
-            d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0, d.json_object ? 1 : 0};
+            d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0, d.json_object ? 1 : 0,
+            nullptr,           0};
 }
 
 namespace {
@@ -360,6 +395,12 @@ lantern::SamplerParams sampler_params(const lantern_sampler_params* params) {
     require(p.n_bias >= 0 && (p.n_bias == 0 || (p.bias_tokens != nullptr && p.bias_values != nullptr)),
             "the logit bias lists are null or their length negative");
     for (int i = 0; i < p.n_bias; ++i) sp.logit_bias.push_back({p.bias_tokens[i], p.bias_values[i]});
+    require(p.n_json_prefixes >= 0 && (p.n_json_prefixes == 0 || p.json_prefixes != nullptr),
+            "the JSON prefix list is null or its length negative");
+    for (int i = 0; i < p.n_json_prefixes; ++i) {
+        require(p.json_prefixes[i] != nullptr, "JSON prefix " + std::to_string(i) + " is null");
+        sp.json_prefixes.emplace_back(p.json_prefixes[i]);
+    }
     return sp;
 }
 

@@ -19,118 +19,6 @@ T field(const json& body, const char* name, T fallback) {
     }
 }
 
-// Message content: a string, or a list of parts of which the text parts count.
-std::string content_text(const json& content, size_t index) {
-    if (content.is_string()) return content.get<std::string>();
-    if (content.is_null()) return "";
-    if (content.is_array()) {
-        std::string text;
-        for (const json& part : content) {
-            if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
-                text += part["text"].get<std::string>();
-            } else {
-                throw ApiError(400, "messages[" + std::to_string(index) + "].content: only text parts are supported");
-            }
-        }
-        return text;
-    }
-    throw ApiError(400, "messages[" + std::to_string(index) + "].content must be a string or a list of text parts");
-}
-
-std::string string_field(const json& obj, const char* name, const std::string& where) {
-    auto it = obj.find(name);
-    if (it == obj.end() || it->is_null()) return "";
-    if (!it->is_string()) throw ApiError(400, where + "." + name + " must be a string");
-    return it->get<std::string>();
-}
-
-// A call as a message gives it: {"id", "type": "function", "function":
-// {"name", "arguments": JSON text (an object is taken too)}}.
-ToolCall tool_call_of(const json& c, const std::string& where) {
-    const json& fn = c.contains("function") ? c["function"] : c;  // the older function_call has no wrapper
-    if (!c.is_object() || !fn.is_object()) throw ApiError(400, where + " must be {\"type\": \"function\", \"function\": {...}}");
-    ToolCall call;
-    call.id = c.contains("function") ? string_field(c, "id", where) : "";
-    call.name = string_field(fn, "name", where + ".function");
-    if (call.name.empty()) throw ApiError(400, where + ".function.name is missing");
-    const json args = fn.value("arguments", json());
-    if (args.is_string()) {
-        call.arguments = args.get<std::string>();
-    } else if (args.is_object()) {
-        call.arguments = args.dump();
-    } else if (args.is_null()) {
-        call.arguments = "{}";
-    } else {
-        throw ApiError(400, where + ".function.arguments must be a JSON object's text");
-    }
-    return call;
-}
-
-// One message: role and content, an assistant's tool calls (or the older
-// function_call), a tool answer's call id ("function" answers are tool answers).
-ChatMessage chat_message(const json& m, size_t i) {
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    ChatMessage msg(m["role"].get<std::string>(), content_text(m.value("content", json()), i));
-    if (auto it = m.find("tool_calls"); it != m.end() && !it->is_null()) {
-        if (msg.role != "assistant" || !it->is_array()) throw ApiError(400, where + ".tool_calls must be an assistant's list");
-        for (size_t k = 0; k < it->size(); ++k) msg.tool_calls.push_back(tool_call_of((*it)[k], where + ".tool_calls[" + std::to_string(k) + "]"));
-    }
-    if (auto it = m.find("function_call"); it != m.end() && !it->is_null() && msg.role == "assistant") {
-        msg.tool_calls.push_back(tool_call_of(*it, where + ".function_call"));
-    }
-    if (msg.role == "function") msg.role = "tool";
-    if (msg.role == "tool") {
-        msg.tool_call_id = string_field(m, "tool_call_id", where);
-        msg.name = string_field(m, "name", where);
-    }
-    return msg;
-}
-
-// "tools" (or "functions", each then a tool's function) as JSON text, and
-// "tool_choice" (or "function_call"): "auto", "none", "required" or one
-// function by name. The tools themselves are checked when the prompt is
-// rendered (a 400 naming the entry).
-void parse_tools(const json& body, CompletionRequest& r) {
-    json tools = body.value("tools", json());
-    if (tools.is_null() || (tools.is_array() && tools.empty())) {
-        const json functions = body.value("functions", json());
-        if (functions.is_array() && !functions.empty()) {
-            tools = json::array();
-            for (const json& f : functions) tools.push_back({{"type", "function"}, {"function", f}});
-        } else if (!functions.is_null() && !functions.is_array()) {
-            throw ApiError(400, "'functions' must be a list");
-        }
-    }
-    if (!tools.is_null() && !tools.is_array()) throw ApiError(400, "'tools' must be a list");
-    const bool any = tools.is_array() && !tools.empty();
-    if (any && !r.chat) throw ApiError(400, "tools are for /v1/chat/completions");
-    if (any) r.tools.json = tools.dump();
-
-    const char* name = body.contains("tool_choice") ? "tool_choice" : "function_call";
-    const json choice = body.value(name, json());
-    if (choice.is_string()) {
-        const std::string c = choice.get<std::string>();
-        if (c == "none") {
-            r.tools.choice = ToolChoice::None;
-        } else if (c == "required") {
-            r.tools.choice = ToolChoice::Required;
-        } else if (c != "auto") {
-            throw ApiError(400, std::string("'") + name + "' must be \"auto\", \"none\", \"required\" or a function");
-        }
-    } else if (choice.is_object()) {
-        const json& fn = choice.contains("function") ? choice["function"] : choice;
-        if (!fn.is_object() || !fn.contains("name") || !fn["name"].is_string()) {
-            throw ApiError(400, std::string("'") + name + "' must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
-        }
-        r.tools.choice = ToolChoice::Required;
-        r.tools.function = fn["name"].get<std::string>();
-    } else if (!choice.is_null()) {
-        throw ApiError(400, std::string("'") + name + "' must be a string or an object");
-    }
-    if (r.tools.choice == ToolChoice::Required && !any) throw ApiError(400, std::string("'") + name + "' asks for a call but there are no tools");
-    r.parallel_tool_calls = field<bool>(body, "parallel_tool_calls", true);
-}
-
 json byte_list(const std::string& s) {
     json bytes = json::array();
     for (char c : s) bytes.push_back(static_cast<unsigned char>(c));
@@ -182,15 +70,12 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     CompletionRequest r;
     r.chat = chat;
     if (chat) {
-        auto it = body.find("messages");
-        if (it == body.end() || !it->is_array() || it->empty()) throw ApiError(400, "'messages' must be a non-empty list");
-        for (size_t i = 0; i < it->size(); ++i) {
-            const json& m = (*it)[i];
-            if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-                throw ApiError(400, "messages[" + std::to_string(i) + "] needs a string 'role'");
-            }
-            r.messages.push_back(chat_message(m, i));
-        }
+        // The conversation and its tools (lantern/chat.h; a lantern::Error
+        // naming the field is a 400 too).
+        ChatRequest c = parse_chat_request(body_text);
+        r.messages = std::move(c.messages);
+        r.tools = std::move(c.tools);
+        r.parallel_tool_calls = c.parallel_tool_calls;
     } else {
         auto it = body.find("prompt");
         if (it == body.end() || !it->is_string()) throw ApiError(400, "'prompt' must be a string");
@@ -290,7 +175,13 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             throw ApiError(400, "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
         }
     }
-    parse_tools(body, r);
+    if (!chat) {
+        for (const char* name : {"tools", "functions"}) {
+            if (auto it = body.find(name); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {
+                throw ApiError(400, std::string("'") + name + "' is for /v1/chat/completions");
+            }
+        }
+    }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;
 }

@@ -11,6 +11,8 @@
 #include "../unit/test_util.h"
 #include "lantern/lantern_c.h"
 
+#include <nlohmann/json.hpp>
+
 extern "C" int c_chat_answer(const char* model_path, const char* question, int max_tokens, char* out, int capacity);
 
 namespace lantern::test {
@@ -154,6 +156,70 @@ TEST_F(ModelFixture, JsonObjectSamplerNeedsTheModel) {
     ASSERT_GT(lantern_token_to_piece(model, t, 0, piece, sizeof piece), 0);
     const std::string first = piece;
     EXPECT_EQ(first.find_first_not_of(" \n\t\r"), first.find('{')) << first;
+    lantern_sampler_free(s);
+}
+
+// Function calling through the C API: the prompt with the tools and a
+// required call's prefix, the sampler held to it, the reply parsed.
+TEST_F(ModelFixture, RequiredToolCallFromC) {
+    const std::string request = R"({"messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+        "tool_choice": "required"})";
+    const int n = lantern_chat_apply_json(model, request.c_str(), 1, nullptr, nullptr, 0);
+    ASSERT_GT(n, 0) << lantern_last_error();
+    std::string out(static_cast<size_t>(n) + 1, '\0');
+    ASSERT_EQ(lantern_chat_apply_json(model, request.c_str(), 1, nullptr, out.data(), n + 1), n);
+    const nlohmann::json rendered = nlohmann::json::parse(out.c_str());
+    const std::string prompt = rendered["prompt"];
+    EXPECT_NE(prompt.find("get_weather"), std::string::npos);
+    ASSERT_GE(prompt.size(), 12u);
+    EXPECT_EQ(prompt.substr(prompt.size() - 12), "<tool_call>\n");
+    ASSERT_EQ(rendered["call_prefixes"].size(), 1u);
+    const std::string prefix = rendered["call_prefixes"][0];
+    EXPECT_EQ(prefix, "{\"name\": \"get_weather\", \"arguments\": {");
+
+    lantern_sampler_params sp = lantern_sampler_default_params();
+    sp.temperature = 0.0f;
+    sp.json_object = 1;
+    const char* prefixes[] = {prefix.c_str()};
+    sp.json_prefixes = prefixes;
+    sp.n_json_prefixes = 1;
+    lantern_sampler* s = lantern_sampler_new_for_model(&sp, model);
+    ASSERT_NE(s, nullptr) << lantern_last_error();
+    lantern_context_params cp = lantern_context_default_params();
+    cp.n_ctx = 1024;
+    lantern_context* ctx = lantern_context_new(model, &cp);
+    ASSERT_NE(ctx, nullptr) << lantern_last_error();
+    std::vector<int32_t> ids(prompt.size() + 8);
+    const int n_ids = lantern_tokenize(model, prompt.data(), prompt.size(), 0, 1, ids.data(), static_cast<int>(ids.size()));
+    ASSERT_GT(n_ids, 0);
+    ASSERT_EQ(lantern_decode(ctx, ids.data(), nullptr, nullptr, nullptr, n_ids), LANTERN_OK) << lantern_last_error();
+    std::string reply;
+    for (int i = 0; i < 96; ++i) {
+        const int32_t t = lantern_sampler_sample(s, lantern_logits(ctx, 0));
+        ASSERT_GE(t, 0) << lantern_last_error();
+        if (lantern_token_is_eog(model, t) == 1) break;
+        char piece[128];
+        ASSERT_GE(lantern_token_to_piece(model, t, 0, piece, sizeof piece), 0);
+        reply += piece;
+        ASSERT_EQ(lantern_decode(ctx, &t, nullptr, nullptr, nullptr, 1), LANTERN_OK) << lantern_last_error();
+    }
+    EXPECT_EQ(reply.rfind(prefix, 0), 0u) << reply;
+    char parsed[2048];
+    ASSERT_GT(lantern_chat_parse_reply(request.c_str(), reply.c_str(), parsed, sizeof parsed), 0) << lantern_last_error();
+    const nlohmann::json message = nlohmann::json::parse(parsed);
+    EXPECT_TRUE(message["content"].is_null()) << message;
+    ASSERT_EQ(message["tool_calls"].size(), 1u) << message;
+    EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_TRUE(nlohmann::json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()).is_object());
+    // Plain text is a plain message.
+    ASSERT_GT(lantern_chat_parse_reply(request.c_str(), "It is sunny.", parsed, sizeof parsed), 0);
+    EXPECT_EQ(nlohmann::json::parse(parsed), nlohmann::json({{"role", "assistant"}, {"content", "It is sunny."}}));
+    // A malformed request names what is wrong.
+    EXPECT_EQ(lantern_chat_apply_json(model, "{\"messages\": []}", 1, nullptr, nullptr, 0), LANTERN_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(lantern_last_error()).find("messages"), std::string::npos) << lantern_last_error();
+    lantern_context_free(ctx);
     lantern_sampler_free(s);
 }
 

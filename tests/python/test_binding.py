@@ -50,6 +50,30 @@ def test_json_object_output(model):
     assert isinstance(json.loads(reply), dict), reply
 
 
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def test_tool_calls(model):
+    import json
+    question = [{"role": "user", "content": "What is the weather in Paris?"}]
+    message = model.chat_message(question, tools=WEATHER, tool_choice="required", max_tokens=96, temperature=0)
+    assert message["content"] is None
+    [call] = message["tool_calls"]
+    assert call["type"] == "function" and len(call["id"]) == 9
+    assert call["function"]["name"] == "get_weather"
+    assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    # The call and its answer go back into the conversation.
+    convo = question + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": call["id"], "content": '{"celsius": 21}'}]
+    after = model.chat_message(convo, tools=WEATHER, tool_choice="none", max_tokens=16, temperature=0)
+    assert after["role"] == "assistant" and isinstance(after["content"], str) and "tool_calls" not in after
+    # Without tools it is a plain chat.
+    assert model.chat_message([{"role": "user", "content": QUESTION}], max_tokens=32, temperature=0) == \
+        {"role": "assistant", "content": "The capital of France is Paris."}
+
+
 def test_tokens_round_trip_and_long_text(model):
     text = "Lantern runs GGUF models. " * 40  # longer than the first text buffer
     ids = model.tokenize(text, add_special=False)
