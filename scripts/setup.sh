@@ -25,12 +25,13 @@ packages=(build-essential cmake pkg-config python3 python3-pip unzip
           ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo)
 install_packages "${packages[@]}"
 
-# --- Python packages of the reference implementation -----------------------------
+# --- Python packages: the reference implementation's, and OpenAI's client ----------
+# (tests/python/test_openai_client.py runs `lantern serve` through it)
 python=python3
-if ! "$python" -c "import numpy, gguf, pytest" >/dev/null 2>&1; then
-  log "installing Python packages: numpy gguf pytest"
-  "$python" -m pip install -q numpy gguf pytest 2>/dev/null ||
-    "$python" -m pip install -q --break-system-packages numpy gguf pytest
+if ! "$python" -c "import numpy, gguf, pytest, openai" >/dev/null 2>&1; then
+  log "installing Python packages: numpy gguf pytest openai"
+  "$python" -m pip install -q numpy gguf pytest "openai>=1.40" 2>/dev/null ||
+    "$python" -m pip install -q --break-system-packages numpy gguf pytest "openai>=1.40"
 fi
 
 # --- the default model ---------------------------------------------------------------

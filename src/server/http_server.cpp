@@ -193,8 +193,13 @@ void HttpServer::routes() {
         json body = json::parse(http_req.body, nullptr, false);
         if (body.is_discarded() || !body.is_object()) throw ApiError(400, "the body must be a JSON object");
         const json input = body.value("input", json());
-        if (body.contains("encoding_format") && body["encoding_format"] != "float") {
-            throw ApiError(400, "'encoding_format' must be \"float\"");
+        // "base64": the floats' little-endian bytes in base64, which OpenAI's
+        // Python client asks for by default.
+        const std::string format = body.contains("encoding_format") && !body["encoding_format"].is_null()
+                                       ? body["encoding_format"].is_string() ? body["encoding_format"].get<std::string>() : "?"
+                                       : "float";
+        if (format != "float" && format != "base64") {
+            throw ApiError(400, "'encoding_format' must be \"float\" or \"base64\"");
         }
         std::vector<std::vector<int32_t>> inputs;
         auto ids_of = [&](const json& list) { return token_ids(list, model_.n_vocab(), "input"); };
@@ -223,7 +228,9 @@ void HttpServer::routes() {
         const std::vector<std::vector<float>> vectors = engine_.embed(inputs);
         json data = json::array();
         for (size_t i = 0; i < vectors.size(); ++i) {
-            data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vectors[i]}});
+            data.push_back({{"object", "embedding"},
+                            {"index", i},
+                            {"embedding", format == "base64" ? json(base64_floats(vectors[i])) : json(vectors[i])}});
         }
         send_json(res, 200, json{{"object", "list"}, {"data", data}, {"model", options_.model_name},
                                  {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace lantern::server {
 namespace {
@@ -184,6 +186,28 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
     return r;
+}
+
+std::string base64_floats(const std::vector<float>& v) {
+    static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::vector<unsigned char> bytes;
+    bytes.reserve(v.size() * 4);
+    for (float f : v) {
+        uint32_t u = 0;
+        std::memcpy(&u, &f, 4);
+        for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<unsigned char>(u >> (8 * k)));
+    }
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    for (size_t i = 0; i < bytes.size(); i += 3) {
+        const size_t n = std::min<size_t>(3, bytes.size() - i);
+        const uint32_t w = (uint32_t{bytes[i]} << 16) | (n > 1 ? uint32_t{bytes[i + 1]} << 8 : 0u) | (n > 2 ? bytes[i + 2] : 0u);
+        out += kDigits[(w >> 18) & 63];
+        out += kDigits[(w >> 12) & 63];
+        out += n > 1 ? kDigits[(w >> 6) & 63] : '=';
+        out += n > 2 ? kDigits[w & 63] : '=';
+    }
+    return out;
 }
 
 json error_body(const ApiError& e) {

@@ -47,6 +47,10 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat);
 
 nlohmann::json error_body(const ApiError& e);
 
+// Floats as their little-endian IEEE-754 bytes in base64 (RFC 4648, padded):
+// embeddings' "encoding_format": "base64".
+std::string base64_floats(const std::vector<float>& v);
+
 // Full (non-streamed) response: one choice per result (n).
 nlohmann::json completion_response(const CompletionRequest& req, const std::vector<GenerationResult>& results,
                                    const std::string& id, const std::string& model, int64_t created);

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "lantern/lantern.h"
 #include "server/engine.h"
 #include "server/http_server.h"
+#include "server/openai.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -500,9 +502,32 @@ TEST_F(Server, Embeddings) {
     const json by_ids = post("/v1/embeddings", {{"input", ids["tokens"]}});
     const std::vector<float> w = by_ids["data"][0]["embedding"].get<std::vector<float>>();
     for (size_t k = 0; k < w.size(); k += 37) EXPECT_NEAR(w[k], v[0][k], 1e-4) << k;
+    // base64 (what OpenAI's Python client asks for): the same floats' bytes.
+    const json b64 = post("/v1/embeddings", {{"input", "The cat sat on the mat."}, {"encoding_format", "base64"}});
+    const std::string text = b64["data"][0]["embedding"].get<std::string>();
+    ASSERT_EQ(text.size(), (v[0].size() * 4 + 2) / 3 * 4);
+    auto sextet = [](char c) -> uint32_t {
+        const std::string digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        return static_cast<uint32_t>(digits.find(c));
+    };
+    std::vector<unsigned char> bytes;
+    for (size_t i = 0; i < text.size(); i += 4) {
+        const uint32_t w = sextet(text[i]) << 18 | sextet(text[i + 1]) << 12 | (text[i + 2] == '=' ? 0 : sextet(text[i + 2]) << 6) |
+                           (text[i + 3] == '=' ? 0 : sextet(text[i + 3]));
+        bytes.push_back(static_cast<unsigned char>(w >> 16));
+        if (text[i + 2] != '=') bytes.push_back(static_cast<unsigned char>(w >> 8));
+        if (text[i + 3] != '=') bytes.push_back(static_cast<unsigned char>(w));
+    }
+    ASSERT_EQ(bytes.size(), v[0].size() * 4);
+    for (size_t k = 0; k < v[0].size(); ++k) {
+        float f = 0;
+        std::memcpy(&f, bytes.data() + 4 * k, 4);
+        EXPECT_EQ(f, v[0][k]) << k;
+    }
+    EXPECT_EQ(server::base64_floats({1.0f, -2.0f}), "AACAPwAAAMA=");
     int status = 0;
     for (const json& b : {json{{"input", 5}}, json{{"input", json::array()}}, json{{"input", ""}},
-                          json{{"input", "x"}, {"encoding_format", "base64"}}, json{{"input", json::array({-1})}}}) {
+                          json{{"input", "x"}, {"encoding_format", "hex"}}, json{{"input", json::array({-1})}}}) {
         post("/v1/embeddings", b, &status);
         EXPECT_EQ(status, 400) << b;
     }

@@ -1,0 +1,124 @@
+"""`lantern serve` through OpenAI's own Python client (the `openai` package): the
+responses, streamed chunks, tool calls, embeddings and errors must parse as that
+client parses OpenAI's. Needs the built `lantern` (LANTERN_BUILD_DIR, else build/) and
+the default model; skipped when either or the package is missing."""
+import json
+import math
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+openai = pytest.importorskip("openai")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = pathlib.Path(os.environ.get("LANTERN_BUILD_DIR", ROOT / "build")) / "bin" / "lantern"
+MODEL = pathlib.Path(os.environ.get("LANTERN_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
+ANSWER = "The capital of France is Paris."
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+
+
+def start(*args):
+    """A server on a free port; returns (process, base URL)."""
+    if not BIN.exists() or not MODEL.exists():
+        pytest.skip(f"needs {BIN} and {MODEL}")
+    proc = subprocess.Popen([str(BIN), "serve", "-m", str(MODEL), "--port", "0", "-t", "2", "--parallel", "2",
+                             "-c", "1024", *args], stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        m = re.search(r"listening on (http://[^ ]+)", line)
+        if m:
+            return proc, m.group(1) + "/v1"
+    proc.kill()
+    pytest.fail("the server did not start")
+
+
+@pytest.fixture(scope="module")
+def client():
+    proc, url = start()
+    try:
+        yield openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_chat_and_its_stream(client):
+    r = client.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=32)
+    assert r.choices[0].message.content == ANSWER
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage.prompt_tokens > 20 and r.usage.completion_tokens > 0
+    chunks = list(client.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=32,
+                                                 stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == ANSWER
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.completion_tokens == r.usage.completion_tokens
+
+
+def test_logprobs_and_choices(client):
+    r = client.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=8, logprobs=True,
+                                       top_logprobs=2, n=2, seed=1)
+    assert len(r.choices) == 2
+    tokens = r.choices[0].logprobs.content
+    assert tokens and all(t.logprob <= 0 and len(t.top_logprobs) == 2 for t in tokens)
+
+
+def test_tool_calls_whole_and_streamed(client):
+    kw = dict(model="m", messages=[{"role": "user", "content": "What is the weather in Paris?"}], tools=WEATHER,
+              tool_choice="required", temperature=0, max_tokens=96)
+    r = client.chat.completions.create(**kw)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    [call] = c.message.tool_calls
+    assert call.function.name == "get_weather"
+    assert isinstance(json.loads(call.function.arguments), dict)
+    # Streamed, the client's delta objects carry the same call.
+    name, args, finish = "", "", None
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        d = chunk.choices[0].delta
+        for tc in d.tool_calls or []:
+            name += tc.function.name or ""
+            args += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert (name, args, finish) == ("get_weather", call.function.arguments, "tool_calls")
+    # The call and its answer go back in the next request.
+    follow = client.chat.completions.create(
+        model="m", temperature=0, max_tokens=16, tools=WEATHER,
+        messages=kw["messages"] + [c.message.model_dump(exclude_none=True),
+                                   {"role": "tool", "tool_call_id": call.id, "content": '{"celsius": 21}'}])
+    assert follow.choices[0].message.role == "assistant"
+
+
+def test_completions_embeddings_models(client):
+    r = client.completions.create(model="m", prompt="The capital of France is", temperature=0, max_tokens=4)
+    assert r.choices[0].text.strip()
+    e = client.embeddings.create(model="m", input=["Paris", "a bowl of soup"])
+    assert len(e.data) == 2
+    assert all(abs(math.sqrt(sum(x * x for x in d.embedding)) - 1.0) < 1e-3 for d in e.data)
+    assert [m.object for m in client.models.list().data] == ["model"]
+
+
+def test_errors_are_openai_errors(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=QUESTION, temperature=7000)
+    assert "temperature" in str(e.value)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=QUESTION, tools=WEATHER,
+                                       tool_choice={"type": "function", "function": {"name": "get_time"}})
+    assert "get_time" in str(e.value)
+
+
+def test_api_key():
+    proc, url = start("--api-key", "secret")
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=url, api_key="wrong", max_retries=0).models.list()
+        assert openai.OpenAI(base_url=url, api_key="secret", max_retries=0).models.list().data
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
