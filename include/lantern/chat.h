@@ -68,6 +68,9 @@ struct ChatRequest {
     std::vector<ChatMessage> messages;
     ChatTools tools;
     bool parallel_tool_calls = true;
+    // The request used the older "functions" (not "tools"): its client
+    // expects a reply's call as message.function_call, one at most.
+    bool legacy_functions = false;
 };
 ChatRequest parse_chat_request(std::string_view json);
 

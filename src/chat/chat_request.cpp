@@ -89,12 +89,13 @@ ChatMessage chat_message(const json& m, size_t i) {
 // "tool_choice" (or "function_call"): "auto", "none", "required" or one
 // function by name. The tools themselves are checked when the prompt is
 // rendered.
-ChatTools chat_tools(const json& body) {
+ChatTools chat_tools(const json& body, bool& legacy) {
     ChatTools t;
     json tools = body.value("tools", json());
     if (tools.is_null() || (tools.is_array() && tools.empty())) {
         const json functions = body.value("functions", json());
         if (functions.is_array() && !functions.empty()) {
+            legacy = true;
             tools = json::array();
             for (const json& f : functions) tools.push_back({{"type", "function"}, {"function", f}});
         } else if (!functions.is_null() && !functions.is_array()) {
@@ -139,7 +140,7 @@ ChatRequest parse_chat_request(std::string_view text) {
     auto it = body.find("messages");
     if (it == body.end() || !it->is_array() || it->empty()) bad("'messages' must be a non-empty list");
     for (size_t i = 0; i < it->size(); ++i) r.messages.push_back(chat_message((*it)[i], i));
-    r.tools = chat_tools(body);
+    r.tools = chat_tools(body, r.legacy_functions);
     if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
         if (!p->is_boolean()) bad("'parallel_tool_calls' must be true or false");
         r.parallel_tool_calls = p->get<bool>();

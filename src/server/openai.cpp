@@ -77,7 +77,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         ChatRequest c = parse_chat_request(body_text);
         r.messages = std::move(c.messages);
         r.tools = std::move(c.tools);
-        r.parallel_tool_calls = c.parallel_tool_calls;
+        r.parallel_tool_calls = c.parallel_tool_calls && !c.legacy_functions;
+        r.legacy_functions = c.legacy_functions;
     } else {
         auto it = body.find("prompt");
         if (it == body.end() || !it->is_string()) throw ApiError(400, "'prompt' must be a string");
@@ -251,8 +252,12 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
             choice["message"] = {{"role", "assistant"}, {"content", reply.content}};
             if (!reply.tool_calls.empty()) {
                 if (reply.content.empty()) choice["message"]["content"] = nullptr;
-                choice["message"]["tool_calls"] = tool_calls_json(req, reply.tool_calls, false);
-                if (r.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+                if (req.legacy_functions) {
+                    choice["message"]["function_call"] = tool_calls_json(req, reply.tool_calls, false)[0]["function"];
+                } else {
+                    choice["message"]["tool_calls"] = tool_calls_json(req, reply.tool_calls, false);
+                }
+                if (r.finish_reason == "stop") choice["finish_reason"] = req.legacy_functions ? "function_call" : "tool_calls";
             }
         } else if (req.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", r.text}};
@@ -288,10 +293,13 @@ json tool_calls_json(const CompletionRequest& req, const std::vector<ToolCall>& 
 
 json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls, const std::string& id,
                       const std::string& model, int64_t created) {
-    json choice = {{"index", index},
-                   {"finish_reason", nullptr},
-                   {"logprobs", nullptr},
-                   {"delta", {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", tool_calls_json(req, calls, true)}}}};
+    json delta = {{"role", "assistant"}, {"content", nullptr}};
+    if (req.legacy_functions) {
+        delta["function_call"] = tool_calls_json(req, calls, false)[0]["function"];
+    } else {
+        delta["tool_calls"] = tool_calls_json(req, calls, true);
+    }
+    json choice = {{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
     return json{{"id", id},
                 {"object", "chat.completion.chunk"},
                 {"created", created},

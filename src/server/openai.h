@@ -37,6 +37,7 @@ struct CompletionRequest {
     // Chat: "tools" (or the older "functions") and "tool_choice".
     ChatTools tools;
     bool parallel_tool_calls = true;  // false: a reply's first call only
+    bool legacy_functions = false;    // "functions" asked: the call goes back as function_call
 
     // Tools are offered and the reply is searched for calls.
     bool calls_tools() const { return chat && !tools.json.empty() && tools.choice != ToolChoice::None; }

@@ -94,6 +94,15 @@ def test_tool_calls_whole_and_streamed(client):
     assert follow.choices[0].message.role == "assistant"
 
 
+def test_legacy_function_call(client):
+    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
+                                       functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},
+                                       temperature=0, max_tokens=64)
+    assert r.choices[0].finish_reason == "function_call"
+    assert r.choices[0].message.function_call.name == "get_weather"
+    assert isinstance(json.loads(r.choices[0].message.function_call.arguments), dict)
+
+
 def test_completions_embeddings_models(client):
     r = client.completions.create(model="m", prompt="The capital of France is", temperature=0, max_tokens=4)
     assert r.choices[0].text.strip()

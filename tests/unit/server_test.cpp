@@ -709,6 +709,30 @@ TEST_F(Server, ToolCallsRequiredAndNamed) {
     EXPECT_EQ(call["function"], full["choices"][0]["message"]["tool_calls"][0]["function"]) << res->body;
 }
 
+// The older "functions"/"function_call": the call comes back as
+// message.function_call (delta.function_call streamed), finish_reason
+// function_call, as OpenAI answered such requests.
+TEST_F(Server, LegacyFunctionCall) {
+    json functions = json::array();
+    for (const json& t : kWeatherTools) functions.push_back(t["function"]);
+    json body = {{"messages", {{{"role", "user"}, {"content", "What time is it in Rome?"}}}},
+                 {"functions", functions}, {"function_call", {{"name", "get_time"}}}, {"temperature", 0}, {"max_tokens", 64}};
+    const json r = post("/v1/chat/completions", body);
+    const json& c = r["choices"][0];
+    EXPECT_EQ(c["finish_reason"], "function_call") << r;
+    EXPECT_FALSE(c["message"].contains("tool_calls")) << r;
+    EXPECT_EQ(c["message"]["function_call"]["name"], "get_time") << r;
+    EXPECT_TRUE(json::parse(c["message"]["function_call"]["arguments"].get<std::string>()).is_object());
+    body["stream"] = true;
+    auto res = client().Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    json call;
+    for (const json& chunk : sse_events(res->body)) {
+        if (chunk["choices"][0]["delta"].contains("function_call")) call = chunk["choices"][0]["delta"]["function_call"];
+    }
+    EXPECT_EQ(call, c["message"]["function_call"]) << res->body;
+}
+
 TEST_F(Server, ToolsOfferedButNotCalled) {
     const json user = {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}};
     const json body = {{"messages", user}, {"tools", kWeatherTools}, {"temperature", 0}, {"max_tokens", 24}};
