@@ -46,7 +46,7 @@ class _SamplerParams(ctypes.Structure):
                 ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
                 ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int),
                 ("json_object", ctypes.c_int), ("json_prefixes", ctypes.POINTER(ctypes.c_char_p)),
-                ("n_json_prefixes", ctypes.c_int)]
+                ("n_json_prefixes", ctypes.c_int), ("json_schema", ctypes.c_char_p)]
 
 
 # name: (result, arguments); the C header is the reference.
@@ -271,6 +271,8 @@ class Model:
         prompt, prefixes = rendered["prompt"], rendered["call_prefixes"]
         if prefixes:
             kwargs.update(json_object=True, json_prefixes=prefixes)
+            if rendered.get("call_schema"):
+                kwargs.update(json_schema=rendered["call_schema"])
         bos = lib.lantern_token_bos(self._h)
         starts_with_bos = bos >= 0 and prompt.startswith(self.token_to_piece(bos, True))
         reply = "".join(self.stream(prompt, parse_special=True, add_special=bos >= 0 and not starts_with_bos, **kwargs))
@@ -341,11 +343,12 @@ class Sampler:
     """llama.cpp's sampling chain: logit_bias ({token: bias}, -inf bans), penalties, top-k,
     top-p, min-p, temperature (0: greedy); seed None draws one. json_object: the output is
     one JSON object (needs `model`, whose vocabulary it checks tokens against), beginning with
-    one of json_prefixes when given (a required tool call's)."""
+    one of json_prefixes when given (a required tool call's); json_schema (a dict or its JSON
+    text): the output follows that schema (OpenAI's structured-output subset)."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
                  repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None,
-                 json_object=False, json_prefixes=None, model=None):
+                 json_object=False, json_prefixes=None, json_schema=None, model=None):
         lib = _library()
         p = lib.lantern_sampler_default_params()
         p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
@@ -360,6 +363,9 @@ class Sampler:
         prefixes = [x.encode() for x in (json_prefixes or [])]
         self._prefixes = (ctypes.c_char_p * len(prefixes))(*prefixes)
         p.json_prefixes, p.n_json_prefixes = self._prefixes, len(prefixes)
+        if json_schema is not None:
+            self._schema = (json_schema if isinstance(json_schema, str) else json.dumps(json_schema)).encode()
+            p.json_schema = self._schema
         self._model = model  # the model must outlive the sampler
         if model is not None:
             self._h = lib.lantern_sampler_new_for_model(ctypes.byref(p), model._h)

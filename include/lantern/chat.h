@@ -49,6 +49,10 @@ struct ChatTools {
 struct ChatPrompt {
     std::string text;
     std::vector<std::string> call_prefixes;
+    // With one function allowed: the JSON schema its call's object follows
+    // (its name and its parameters' schema), for SamplerParams::json_schema;
+    // empty when the parameters use a keyword the sampler cannot enforce.
+    std::string call_schema;
 };
 
 // A generated reply split into its text and its tool calls.

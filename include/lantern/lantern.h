@@ -196,6 +196,10 @@ private:
 
 // SamplerParams: see lantern/sampling.h.
 
+// Throws Error(InvalidArgument) naming what a JSON schema holds that
+// SamplerParams::json_schema cannot enforce (or that it is not a schema).
+void check_json_schema(std::string_view schema);
+
 class Sampler {
 public:
     Sampler(const SamplerParams& params, int n_vocab);

@@ -134,10 +134,12 @@ LANTERN_C_API int lantern_chat_apply(const lantern_model *model, const char *con
 /* Function calling, in OpenAI's JSON. request_json holds "messages" (with
  * assistants' "tool_calls" and tools' answers) and optionally "tools",
  * "tool_choice" and "parallel_tool_calls" (or the older "functions",
- * "function_call"). Writes {"prompt": TEXT, "call_prefixes": [...]}: the
- * prompt (templates that render tools get them; others get lantern's
- * instructions), and when a call is required the texts its JSON object must
- * begin with, to be passed to the sampler as json_prefixes with json_object. */
+ * "function_call"). Writes {"prompt": TEXT, "call_prefixes": [...],
+ * "call_schema": TEXT}: the prompt (templates that render tools get them;
+ * others get lantern's instructions), and when a call is required the texts
+ * its JSON object must begin with and, with one function allowed, the schema
+ * it follows ("" if none), to be passed to the sampler as json_prefixes and
+ * json_schema with json_object. */
 LANTERN_C_API int lantern_chat_apply_json(const lantern_model *model, const char *request_json,
                                           int add_generation_prompt, const char *override_template, char *buf,
                                           int capacity);
@@ -197,6 +199,7 @@ typedef struct {
     int json_object; /* nonzero: the output is one JSON object (needs lantern_sampler_new_for_model) */
     const char *const *json_prefixes; /* with json_object: the object begins with one of these n_json_prefixes texts */
     int n_json_prefixes;
+    const char *json_schema; /* NULL or "": none; else the JSON schema the output follows (implies JSON output) */
 } lantern_sampler_params;
 
 LANTERN_C_API lantern_sampler_params lantern_sampler_default_params(void);

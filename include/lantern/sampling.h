@@ -40,6 +40,12 @@ struct SamplerParams {
     // forced tool call's {"name": "get_weather", "arguments": { (each must
     // begin a JSON object). Empty: any object.
     std::vector<std::string> json_prefixes;
+    // A JSON schema (its text) that the output follows, token by token, as
+    // OpenAI's structured outputs do: types, properties with required (no
+    // others), items, enum/const, anyOf of different types; a schema with a
+    // keyword the sampler cannot enforce is refused (check_json_schema,
+    // lantern.h). Implies JSON output; needs Sampler(params, model).
+    std::string json_schema;
 };
 
 }  // namespace lantern

@@ -15,7 +15,7 @@ struct Sampler::Impl {
 
 namespace {
 
-JsonConstraint json_constraint(const Model& model, std::vector<std::string> prefixes) {
+JsonConstraint json_constraint(const Model& model, const SamplerParams& params) {
     const int n = model.n_vocab();
     std::vector<std::string> pieces(static_cast<size_t>(n));
     std::vector<bool> eog(static_cast<size_t>(n));
@@ -23,29 +23,35 @@ JsonConstraint json_constraint(const Model& model, std::vector<std::string> pref
         pieces[static_cast<size_t>(t)] = model.token_to_piece(t);
         eog[static_cast<size_t>(t)] = model.is_end_of_generation(t);
     }
-    return JsonConstraint(std::move(pieces), std::move(eog), std::move(prefixes));
+    return JsonConstraint(std::move(pieces), std::move(eog), params.json_prefixes,
+                          params.json_schema.empty() ? nullptr : JsonSchema::parse(params.json_schema));
 }
 
+bool json_output(const SamplerParams& params) { return params.json_object || !params.json_schema.empty(); }
+
 void check_json_prefixes(const SamplerParams& params) {
-    if (!params.json_prefixes.empty() && !params.json_object) {
-        throw Error(ErrorCode::InvalidArgument, "sampler: json_prefixes needs json_object");
+    if (!params.json_prefixes.empty() && !json_output(params)) {
+        throw Error(ErrorCode::InvalidArgument, "sampler: json_prefixes needs json_object or json_schema");
     }
 }
 
 }  // namespace
 
+void check_json_schema(std::string_view schema) { JsonSchema::parse(schema); }
+
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, n_vocab), std::nullopt})) {
     check_json_prefixes(params);
-    if (params.json_object) {
-        throw Error(ErrorCode::InvalidArgument, "sampler: json_object needs the model's vocabulary (Sampler(params, model))");
+    if (json_output(params)) {
+        throw Error(ErrorCode::InvalidArgument,
+                    "sampler: json_object and json_schema need the model's vocabulary (Sampler(params, model))");
     }
 }
 
 Sampler::Sampler(const SamplerParams& params, const Model& model)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, model.n_vocab()), std::nullopt})) {
     check_json_prefixes(params);
-    if (params.json_object) impl_->json.emplace(json_constraint(model, params.json_prefixes));
+    if (json_output(params)) impl_->json.emplace(json_constraint(model, params));
 }
 
 Sampler::~Sampler() = default;

@@ -252,7 +252,7 @@ int lantern_chat_apply_json(const lantern_model* model, const char* request_json
         const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
         const lantern::ChatPrompt p = model_of(model).apply_chat_template(
             req.messages, req.tools, add_generation_prompt != 0, override_template != nullptr ? override_template : "");
-        const nlohmann::json out = {{"prompt", p.text}, {"call_prefixes", p.call_prefixes}};
+        const nlohmann::json out = {{"prompt", p.text}, {"call_prefixes", p.call_prefixes}, {"call_schema", p.call_schema}};
         return copy_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf, capacity);
     });
 }
@@ -374,7 +374,7 @@ lantern_sampler_params lantern_sampler_default_params(void) {
     const lantern::SamplerParams d;
     return {d.temperature,       d.top_k,          d.top_p, d.min_p,   d.repeat_penalty, d.repeat_last_n,
             d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0, d.json_object ? 1 : 0,
-            nullptr,           0};
+            nullptr,           0,                  nullptr};
 }
 
 namespace {
@@ -401,6 +401,7 @@ lantern::SamplerParams sampler_params(const lantern_sampler_params* params) {
         require(p.json_prefixes[i] != nullptr, "JSON prefix " + std::to_string(i) + " is null");
         sp.json_prefixes.emplace_back(p.json_prefixes[i]);
     }
+    if (p.json_schema != nullptr) sp.json_schema = p.json_schema;
     return sp;
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lantern/error.h"
+#include "sampling/json_schema.h"
 
 namespace lantern {
 namespace {
@@ -170,6 +171,25 @@ std::vector<ChatMessage> calls_as_text(const std::vector<ChatMessage>& messages)
     return out;
 }
 
+// The schema of a call of `name`: {"name": its name, key: an object its
+// parameters allow}; "" when they hold what the sampler cannot enforce.
+std::string call_schema(const ToolList& list, const std::string& name, const std::string& key) {
+    const size_t i = static_cast<size_t>(std::find(list.names.begin(), list.names.end(), name) - list.names.begin());
+    const ojson& fn = list.tools[i]["function"];
+    ojson params = fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"] : ojson::object();
+    if (!params.contains("type") && !params.contains("properties")) params["type"] = "object";
+    const ojson schema = {{"type", "object"},
+                          {"properties", {{"name", {{"const", name}}}, {key, params}}},
+                          {"required", {"name", key}}};
+    try {
+        SchemaState state(JsonSchema::parse(schema.dump()));
+        if (!state.feed("{\"name\": \"" + name + "\", \"" + key + "\": {")) return "";  // e.g. parameters not an object
+    } catch (const Error&) {
+        return "";
+    }
+    return schema.dump();
+}
+
 std::string call_opener(ToolStyle style) {
     switch (style) {
         case ToolStyle::Hermes: return std::string(kCallOpen) + "\n";
@@ -291,6 +311,7 @@ ChatPrompt render_with_tools(const ChatTemplate& tmpl, const std::vector<ChatMes
                 out.call_prefixes.push_back("{\"name\": \"" + name + "\", \"" + key + "\": {");
             }
         }
+        if (out.call_prefixes.size() == 1) out.call_schema = call_schema(list, tools.function.empty() ? list.names[0] : tools.function, key);
     }
     return out;
 }

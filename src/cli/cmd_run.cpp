@@ -19,6 +19,7 @@ struct RunOptions {
     ModelOptions model;
     std::string prompt;
     std::string prompt_file;
+    std::string json_schema;  // --json-schema: a file, or the schema itself
     int n_predict = 256;
     int n_ctx = 4096;
     int n_batch = 512;
@@ -157,7 +158,7 @@ void check_speculative(const RunOptions& o) {
         bad = "penalties";
     }
     if (!o.sampling.logit_bias.empty()) bad = "--logit-bias";
-    if (o.sampling.json_object) bad = "--json";
+    if (o.sampling.json_object || !o.sampling.json_schema.empty()) bad = "--json / --json-schema";
     if (!o.reverse_prompts.empty()) bad = "--reverse-prompt";
     if (o.n_draft < 1 || o.n_draft > 64) bad = "--draft outside 1..64";
     if (!bad.empty()) {
@@ -311,6 +312,9 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty");
     cmd->add_flag("--json", o->sampling.json_object,
                   "the output is one JSON object: tokens that would break it are never drawn");
+    cmd->add_option("--json-schema", o->json_schema,
+                    "the output follows this JSON schema (a file, or the schema's text): OpenAI's structured-output "
+                    "subset; a keyword it cannot enforce is an error");
     cmd->add_option("-l,--logit-bias", o->logit_bias,
                     "add BIAS to TOKEN's logit before sampling: TOKEN+BIAS or TOKEN-BIAS, -inf bans it (repeatable)");
     cmd->add_option("-s,--seed", o->seed, "random seed (-1: random)")->capture_default_str();
@@ -336,6 +340,15 @@ void add_run_command(CLI::App& app) {
             o->prompt = ss.str();
         }
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
+        if (!o->json_schema.empty()) {
+            const bool inline_schema = o->json_schema.find('{') != std::string::npos;
+            std::ifstream in(o->json_schema, std::ios::binary);
+            if (!inline_schema && !in) throw Error(ErrorCode::Io, "cannot read " + o->json_schema);
+            std::stringstream ss;
+            if (!inline_schema) ss << in.rdbuf();
+            o->sampling.json_schema = inline_schema ? o->json_schema : ss.str();
+            check_json_schema(o->sampling.json_schema);
+        }
         if (!o->draft_model.empty()) check_speculative(*o);
         std::unique_ptr<Model> model = o->model.load();
         std::unique_ptr<Model> draft;

@@ -167,8 +167,10 @@ bool JsonState::step(unsigned char c) {
     }
 }
 
-JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes)
-    : pieces_(std::move(pieces)), eog_(std::move(eog)), prefixes_(std::move(prefixes)) {
+JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes,
+                               std::shared_ptr<const JsonSchema> schema)
+    : pieces_(std::move(pieces)), eog_(std::move(eog)), prefixes_(std::move(prefixes)), schema_(std::move(schema)) {
+    if (schema_) schema_state_.emplace(schema_);
     if (pieces_.empty() || eog_.size() != pieces_.size()) {
         throw Error(ErrorCode::InvalidArgument, "JSON constraint: one piece and one end flag per token");
     }
@@ -176,6 +178,10 @@ JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool
         JsonState s;
         if (p.empty() || !s.feed(p) || s.complete()) {
             throw Error(ErrorCode::InvalidArgument, "JSON constraint: '" + p + "' does not begin a JSON object");
+        }
+        if (schema_state_) {
+            SchemaState t = *schema_state_;
+            if (!t.feed(p)) throw Error(ErrorCode::InvalidArgument, "JSON constraint: '" + p + "' does not fit the schema");
         }
         longest_prefix_ = std::max(longest_prefix_, p.size());
     }
@@ -193,9 +199,13 @@ bool JsonConstraint::prefix_allows(const std::string& piece) const {
 
 bool JsonConstraint::allows(int32_t token) const {
     if (token < 0 || static_cast<size_t>(token) >= pieces_.size()) return false;
-    if (eog_[static_cast<size_t>(token)]) return state_.complete();
+    if (eog_[static_cast<size_t>(token)]) return complete();
     const std::string& piece = pieces_[static_cast<size_t>(token)];
     if (piece.empty() || !prefix_allows(piece)) return false;
+    if (schema_state_) {
+        SchemaState s = *schema_state_;
+        return s.feed(piece);
+    }
     JsonState s = state_;
     return s.feed(piece);
 }
@@ -203,7 +213,11 @@ bool JsonConstraint::allows(int32_t token) const {
 void JsonConstraint::advance(int32_t token) {
     if (eog_[static_cast<size_t>(token)]) return;
     const std::string& piece = pieces_[static_cast<size_t>(token)];
-    state_.feed(piece);
+    if (schema_state_) {
+        schema_state_->feed(piece);
+    } else {
+        state_.feed(piece);
+    }
     if (head_.size() < longest_prefix_) head_ += piece;
 }
 

@@ -12,7 +12,8 @@
 // piece keeps the text a valid JSON prefix (an empty piece never is), an
 // end-of-generation token when the object is complete. Given prefixes, the
 // object must also begin with one of them (a forced tool call's
-// `{"name": "f", "arguments": {`): each must be a JSON prefix itself. Sampling draws with
+// `{"name": "f", "arguments": {`): each must be a JSON prefix itself. Given
+// a schema (json_schema.h), the text is a value the schema allows instead. Sampling draws with
 // the caller's TokenSampler and rejects disallowed picks, masking each one
 // and drawing again (greedy needs one check per pick, not one per token of
 // the vocabulary); after kMaxRejections it masks every disallowed token at
@@ -24,6 +25,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+#include <optional>
+
+#include "sampling/json_schema.h"
 #include "sampling/sampler.h"
 
 namespace lantern {
@@ -84,16 +89,18 @@ public:
 
     // pieces[t]: token t's text; eog[t]: t ends generation. Throws
     // Error(InvalidArgument) for a prefix that is not the start of a JSON object.
-    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes = {});
+    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes = {},
+                   std::shared_ptr<const JsonSchema> schema = nullptr);
 
     bool allows(int32_t token) const;
     // Records a token that allows() accepted.
     void advance(int32_t token);
     void reset() {
         state_ = JsonState{};
+        if (schema_) schema_state_.emplace(schema_);
         head_.clear();
     }
-    bool complete() const { return state_.complete(); }
+    bool complete() const { return schema_state_ ? schema_state_->complete() : state_.complete(); }
 
     // The next token: sampler's pick from `logits` (n_vocab floats, not
     // modified) among the allowed tokens; the state advances past it. Not
@@ -111,6 +118,8 @@ private:
     size_t longest_prefix_ = 0;
     std::string head_;  // the output's first bytes, while a prefix may still reject one
     JsonState state_;
+    std::shared_ptr<const JsonSchema> schema_;
+    std::optional<SchemaState> schema_state_;  // with a schema: checked instead of state_
     std::vector<float> masked_;  // [n_vocab] logits with rejected tokens at -inf
 };
 

@@ -250,6 +250,7 @@ void HttpServer::routes() {
                 // engine admits the request.
                 SamplerParams check = req->sampling;
                 check.json_object = false;
+                check.json_schema.clear();
                 Sampler(check, model_.n_vocab());
             }
             std::string text = req->prompt;
@@ -261,6 +262,7 @@ void HttpServer::routes() {
                 if (!prompt.call_prefixes.empty()) {
                     req->sampling.json_object = true;
                     req->sampling.json_prefixes = std::move(prompt.call_prefixes);
+                    req->sampling.json_schema = std::move(prompt.call_schema);
                 }
             }
             auto gen = std::make_shared<GenerationRequest>();

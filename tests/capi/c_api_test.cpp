@@ -178,6 +178,8 @@ TEST_F(ModelFixture, RequiredToolCallFromC) {
     ASSERT_EQ(rendered["call_prefixes"].size(), 1u);
     const std::string prefix = rendered["call_prefixes"][0];
     EXPECT_EQ(prefix, "{\"name\": \"get_weather\", \"arguments\": {");
+    const std::string schema = rendered["call_schema"];  // one function: its parameters' schema
+    EXPECT_NE(schema.find("\"city\""), std::string::npos) << schema;
 
     lantern_sampler_params sp = lantern_sampler_default_params();
     sp.temperature = 0.0f;
@@ -185,6 +187,7 @@ TEST_F(ModelFixture, RequiredToolCallFromC) {
     const char* prefixes[] = {prefix.c_str()};
     sp.json_prefixes = prefixes;
     sp.n_json_prefixes = 1;
+    sp.json_schema = schema.c_str();
     lantern_sampler* s = lantern_sampler_new_for_model(&sp, model);
     ASSERT_NE(s, nullptr) << lantern_last_error();
     lantern_context_params cp = lantern_context_default_params();
@@ -212,7 +215,14 @@ TEST_F(ModelFixture, RequiredToolCallFromC) {
     EXPECT_TRUE(message["content"].is_null()) << message;
     ASSERT_EQ(message["tool_calls"].size(), 1u) << message;
     EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
-    EXPECT_TRUE(nlohmann::json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()).is_object());
+    const nlohmann::json args = nlohmann::json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    EXPECT_TRUE(args.is_object());
+    for (const auto& [key, value] : args.items()) EXPECT_TRUE(key == "city" && value.is_string()) << args;
+    // A schema the sampler cannot enforce is refused when the sampler is made.
+    sp.json_schema = R"({"type": "string", "pattern": "a+"})";
+    sp.n_json_prefixes = 0;
+    EXPECT_EQ(lantern_sampler_new_for_model(&sp, model), nullptr);
+    EXPECT_NE(std::string(lantern_last_error()).find("pattern"), std::string::npos) << lantern_last_error();
     // Plain text is a plain message.
     ASSERT_GT(lantern_chat_parse_reply(request.c_str(), "It is sunny.", parsed, sizeof parsed), 0);
     EXPECT_EQ(nlohmann::json::parse(parsed), nlohmann::json({{"role", "assistant"}, {"content", "It is sunny."}}));

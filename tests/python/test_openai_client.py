@@ -94,6 +94,17 @@ def test_tool_calls_whole_and_streamed(client):
     assert follow.choices[0].message.role == "assistant"
 
 
+def test_structured_output(client):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+              "required": ["city", "population"], "additionalProperties": False}
+    r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Describe Paris as JSON."}],
+                                       temperature=0, max_tokens=64,
+                                       response_format={"type": "json_schema",
+                                                        "json_schema": {"name": "city", "schema": schema, "strict": True}})
+    v = json.loads(r.choices[0].message.content)
+    assert set(v) == {"city", "population"} and isinstance(v["population"], int)
+
+
 def test_legacy_function_call(client):
     r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
                                        functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},

@@ -187,6 +187,27 @@ TEST(Cli, JsonOutputIsOneObject) {
     EXPECT_TRUE(parsed.is_object()) << o.out;
 }
 
+// --json-schema: the reply follows the schema (given inline or as a file);
+// a keyword it cannot enforce is an error naming it.
+TEST(Cli, JsonSchemaOutput) {
+    const std::string schema = R"({"type": "object", "properties": {"city": {"type": "string"},
+        "big": {"type": "boolean"}}, "required": ["city", "big"]})";
+    const std::string file = temp_path("schema.json").string();
+    std::ofstream(file) << schema;
+    for (const std::string& arg : {shell_quote(schema), shell_quote(file)}) {
+        const CliOutput o = run_lantern("run --chat --single-turn --json-schema " + arg + " --temp 0 -n 96 -t 1 -p " +
+                                        shell_quote("What is the capital of France? Reply in JSON.") + " < /dev/null");
+        ASSERT_EQ(o.exit_code, 0) << o.err;
+        const nlohmann::json v = nlohmann::json::parse(o.out, nullptr, false);
+        ASSERT_TRUE(v.is_object()) << o.out;
+        EXPECT_EQ(v.size(), 2u) << o.out;
+        EXPECT_TRUE(v["city"].is_string() && v["big"].is_boolean()) << o.out;
+    }
+    const CliOutput bad = run_lantern("run -n 4 -p hi --json-schema " + shell_quote(R"({"type": "string", "pattern": "a"})"));
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("pattern"), std::string::npos) << bad.err;
+}
+
 // lantern quantize: the default model (Q4_1) in Q8_0 still gives the golden
 // answer; K-quants fall back per row length; the same type copies bytes.
 TEST(Cli, QuantizeWritesAWorkingModel) {

@@ -323,6 +323,35 @@ TEST_F(Server, JsonObjectResponseFormat) {
     }
 }
 
+// response_format json_schema: the reply follows the schema (types,
+// required keys, no others, enums); a schema with a keyword the sampler
+// cannot enforce is a 400 naming it.
+TEST_F(Server, JsonSchemaResponseFormat) {
+    const json schema = json::parse(R"({"type": "object", "properties": {"city": {"type": "string"},
+        "country": {"type": "string"}, "population": {"type": "integer"}, "capital": {"type": "boolean"},
+        "continent": {"enum": ["Europe", "Asia", "Africa"]}},
+        "required": ["city", "country", "population", "capital", "continent"], "additionalProperties": false})");
+    const json user = {{{"role", "user"}, {"content", "Describe Paris as JSON."}}};
+    const json r = post("/v1/chat/completions", {{"messages", user}, {"temperature", 0}, {"max_tokens", 96},
+                                                 {"response_format", {{"type", "json_schema"},
+                                                                      {"json_schema", {{"name", "city"}, {"schema", schema}, {"strict", true}}}}}});
+    const std::string content = r["choices"][0]["message"]["content"];
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << content;
+    const json v = json::parse(content, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << content;
+    EXPECT_EQ(v.size(), 5u) << content;
+    EXPECT_TRUE(v["city"].is_string() && v["country"].is_string()) << content;
+    EXPECT_TRUE(v["population"].is_number_integer() && v["capital"].is_boolean()) << content;
+    EXPECT_TRUE(v["continent"] == "Europe" || v["continent"] == "Asia" || v["continent"] == "Africa") << content;
+    int status = 0;
+    const json e = post("/v1/chat/completions",
+                        {{"messages", user}, {"response_format", {{"type", "json_schema"},
+                                                                  {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"format", "email"}}}}}}}},
+                        &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("format"), std::string::npos) << e;
+}
+
 // A conversation's next turn reuses what its slot holds: only the new part
 // of the prompt is decoded, and the answer is the one a fresh slot gives.
 TEST_F(Server, NextTurnReusesTheCachedPrompt) {
@@ -689,6 +718,17 @@ TEST_F(Server, ToolCallsRequiredAndNamed) {
         }
         EXPECT_TRUE(json::parse(call["function"]["arguments"].get<std::string>()).is_object()) << call;
     }
+    // One function allowed: its call also follows the parameters' schema.
+    json one = body;
+    one["tools"] = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}}, "required": ["city", "unit"]}}}])");
+    one["tool_choice"] = "required";
+    const json w = post("/v1/chat/completions", one);
+    ASSERT_EQ(w["choices"][0]["message"]["tool_calls"].size(), 1u) << w;
+    const json args = json::parse(w["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+    EXPECT_EQ(args.size(), 2u) << args;
+    EXPECT_TRUE(args["city"].is_string()) << args;
+    EXPECT_TRUE(args["unit"] == "celsius" || args["unit"] == "fahrenheit") << args;
     // Streamed: no text deltas, the call in one delta, then tool_calls.
     const json full = post("/v1/chat/completions", body);
     json sbody = body;

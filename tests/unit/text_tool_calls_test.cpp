@@ -14,6 +14,7 @@
 #include "chat/tool_calls.h"
 #include "lantern/error.h"
 #include "sampling/json_constraint.h"
+#include "sampling/json_schema.h"
 
 namespace lantern {
 namespace {
@@ -166,7 +167,22 @@ TEST(ToolCallPrompt, RequiredCallsOpenTheTemplatesFormat) {
         const ChatPrompt one = render_with_tools(t, convo, tools(ToolChoice::Required, "get_time"), true);
         ASSERT_EQ(one.call_prefixes.size(), 1u);
         EXPECT_EQ(one.call_prefixes[0], std::string("{\"name\": \"get_time\", \"") + c.key + "\": {");
+        // One function: its call's schema too (name and parameters), which
+        // the prefix fits; several: none.
+        EXPECT_TRUE(any.call_schema.empty());
+        ASSERT_FALSE(one.call_schema.empty()) << c.tmpl;
+        SchemaState state(JsonSchema::parse(one.call_schema));
+        EXPECT_TRUE(state.feed(one.call_prefixes[0] + "}}"));
+        EXPECT_TRUE(state.complete());
+        SchemaState wrong(JsonSchema::parse(one.call_schema));
+        EXPECT_FALSE(wrong.feed(std::string("{\"name\": \"get_weather\"")));
     }
+    // Parameters the sampler cannot enforce: no schema (the call is still a JSON object).
+    const ChatTools fancy{R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"email": {"type": "string", "format": "email"}}}}}])", ToolChoice::Required, ""};
+    const ChatPrompt p = render_with_tools(*ChatTemplate::builtin("chatml"), convo, fancy, true);
+    EXPECT_EQ(p.call_prefixes.size(), 1u);
+    EXPECT_TRUE(p.call_schema.empty());
 }
 
 TEST(ToolCallPrompt, CallsAsTextForTemplatesThatConcatenateThem) {

@@ -1,0 +1,436 @@
+#include "sampling/json_schema.h"
+
+#include <nlohmann/json.hpp>
+
+#include "lantern/error.h"
+
+namespace lantern {
+namespace {
+
+using json = nlohmann::json;
+
+bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// The kind of value a first byte starts (JsonSchema::Node::branch's index), -1: none.
+int kind_of_byte(unsigned char c) {
+    switch (c) {
+        case '{': return 0;
+        case '[': return 1;
+        case '"': return 2;
+        case 't':
+        case 'f': return 4;
+        case 'n': return 5;
+        default: return c == '-' || is_digit(c) ? 3 : -1;
+    }
+}
+
+constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, JsonSchema::kString,
+                                   JsonSchema::kNumber | JsonSchema::kInteger, JsonSchema::kBool, JsonSchema::kNull};
+
+[[noreturn]] void refuse(const std::string& path, const std::string& why) {
+    throw Error(ErrorCode::InvalidArgument, "JSON schema " + (path.empty() ? std::string("root") : path) + ": " + why);
+}
+
+}  // namespace
+
+class SchemaCompiler {
+public:
+    explicit SchemaCompiler(JsonSchema& out) : s_(out) {}
+
+    int compile(const json& j, const std::string& path, int depth) {
+        if (depth > SchemaState::kMaxDepth) refuse(path, "nested too deeply");
+        if (j.is_boolean()) {
+            if (!j.get<bool>()) refuse(path, "false allows nothing");
+            return 0;
+        }
+        if (!j.is_object()) refuse(path, "a schema must be an object");
+        JsonSchema::Node n;
+        bool typed = false;
+        std::vector<std::string> required;
+        const json* any_of = nullptr;
+        for (const auto& [key, v] : j.items()) {
+            const std::string at = path + "." + key;
+            if (key == "title" || key == "description" || key == "default" || key == "examples" || key == "$schema" ||
+                key == "$id" || key == "strict" || key == "$comment") {
+                continue;
+            } else if (key == "type") {
+                n.types = 0;
+                typed = true;
+                for (const json& t : v.is_array() ? v : json::array({v})) {
+                    if (!t.is_string()) refuse(at, "types are strings");
+                    n.types |= type_bit(t.get<std::string>(), at);
+                }
+            } else if (key == "properties") {
+                if (!v.is_object()) refuse(at, "must be an object");
+                if (v.size() > 64) refuse(at, "at most 64 properties");
+                n.free = false;
+                for (const auto& [name, sub] : v.items()) {
+                    n.keys.push_back(json(name).dump());
+                    n.key_nodes.push_back(compile(sub, at + "." + name, depth + 1));
+                }
+            } else if (key == "required") {
+                if (!v.is_array()) refuse(at, "must be a list of property names");
+                for (const json& r : v) {
+                    if (!r.is_string()) refuse(at, "must be a list of property names");
+                    required.push_back(r.get<std::string>());
+                }
+            } else if (key == "additionalProperties") {
+                if (!(v.is_boolean() && !v.get<bool>())) refuse(at, "only false is supported (other keys would not be checked)");
+            } else if (key == "items") {
+                n.items = compile(v, at, depth + 1);
+            } else if (key == "enum" || key == "const") {
+                const json values = key == "const" ? json::array({v}) : v;
+                if (!values.is_array() || values.empty()) refuse(at, "must be a non-empty list");
+                if (values.size() > 64) refuse(at, "at most 64 values");
+                for (const json& x : values) {
+                    if (x.is_object() || x.is_array()) refuse(at, "only strings, numbers, booleans and null");
+                    n.values.push_back(x.dump());
+                }
+            } else if (key == "anyOf") {
+                if (!v.is_array() || v.empty()) refuse(at, "must be a non-empty list of schemas");
+                any_of = &v;
+            } else {
+                refuse(at, "'" + key + "' is not supported (it would not be enforced)");
+            }
+        }
+        if (!required.empty() && n.free) refuse(path + ".required", "needs properties");
+        for (const std::string& r : required) {
+            const std::string quoted = json(r).dump();
+            size_t i = 0;
+            while (i < n.keys.size() && n.keys[i] != quoted) ++i;
+            if (i == n.keys.size()) refuse(path + ".required", "'" + r + "' is not among the properties");
+            n.required |= uint64_t{1} << i;
+        }
+        if (!typed) {
+            if (!n.free) n.types = JsonSchema::kObject;
+            else if (n.items != 0) n.types = JsonSchema::kArray;
+        }
+        if (any_of != nullptr) {
+            if (typed || !n.free || n.items != 0 || !n.values.empty()) {
+                refuse(path, "anyOf beside other keywords is not supported");
+            }
+            n.any_of = true;
+            n.types = 0;
+            for (size_t b = 0; b < any_of->size(); ++b) {
+                const int child = compile((*any_of)[b], path + ".anyOf[" + std::to_string(b) + "]", depth + 1);
+                for (int k = 0; k < 6; ++k) {
+                    if (!starts_kind(child, k)) continue;
+                    if (n.branch[k] >= 0) refuse(path + ".anyOf", "branches of the same JSON type are not supported");
+                    n.branch[k] = child;
+                    n.types |= kKindTypes[k];
+                }
+            }
+        }
+        s_.nodes_.push_back(std::move(n));
+        return static_cast<int>(s_.nodes_.size()) - 1;
+    }
+
+private:
+    static uint8_t type_bit(const std::string& t, const std::string& at) {
+        if (t == "object") return JsonSchema::kObject;
+        if (t == "array") return JsonSchema::kArray;
+        if (t == "string") return JsonSchema::kString;
+        if (t == "number") return JsonSchema::kNumber | JsonSchema::kInteger;
+        if (t == "integer") return JsonSchema::kInteger;
+        if (t == "boolean") return JsonSchema::kBool;
+        if (t == "null") return JsonSchema::kNull;
+        refuse(at, "unknown type '" + t + "'");
+    }
+
+    // Node i can start with a byte of kind k.
+    bool starts_kind(int i, int k) const {
+        const JsonSchema::Node& n = s_.nodes_[static_cast<size_t>(i)];
+        if (n.any_of) return n.branch[k] >= 0;
+        if (!n.values.empty()) {
+            for (const std::string& v : n.values) {
+                if (kind_of_byte(static_cast<unsigned char>(v[0])) == k) return true;
+            }
+            return false;
+        }
+        return (n.types & kKindTypes[k]) != 0;
+    }
+
+    JsonSchema& s_;
+};
+
+std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view text) {
+    const json j = json::parse(text, nullptr, false);
+    if (j.is_discarded()) refuse("", "not valid JSON");
+    auto s = std::make_shared<JsonSchema>();
+    s->nodes_.emplace_back();  // 0: any value
+    SchemaCompiler c(*s);
+    s->root_ = c.compile(j, "", 0);
+    return s;
+}
+
+SchemaState::SchemaState(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)), frames_{} {
+    if (!schema_) throw Error(ErrorCode::InvalidArgument, "SchemaState: no schema");
+}
+
+bool SchemaState::feed(unsigned char c) {
+    SchemaState next = *this;
+    if (!next.step(c)) return false;
+    *this = std::move(next);
+    return true;
+}
+
+bool SchemaState::feed(const std::string& text) {
+    SchemaState next = *this;
+    for (char c : text) {
+        if (!next.step(static_cast<unsigned char>(c))) return false;
+    }
+    *this = std::move(next);
+    return true;
+}
+
+bool SchemaState::complete() const {
+    if (depth_ == 0) return done_;
+    if (depth_ > 1) return false;
+    // A top-level number, or a number or literal of an enum, ends where the
+    // text does.
+    const Frame& f = frames_[0];
+    if (f.kind == Kind::Number) return f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7;
+    if (f.kind != Kind::Match) return false;
+    const std::vector<std::string>& texts = match_texts(f);
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if ((f.set >> i & 1) != 0 && texts[i].size() == f.pos) return true;
+    }
+    return false;
+}
+
+bool SchemaState::push(const Frame& f) {
+    if (depth_ >= kMaxDepth) return false;
+    frames_[depth_++] = f;
+    return true;
+}
+
+// The value on top ended: its parent goes on after it.
+bool SchemaState::end_value() {
+    --depth_;
+    if (depth_ == 0) {
+        done_ = true;
+        return true;
+    }
+    Frame& parent = frames_[depth_ - 1];
+    parent.phase = parent.kind == Kind::Object ? 4 : 2;
+    return true;
+}
+
+const std::vector<std::string>& SchemaState::match_texts(const Frame& f) const {
+    const JsonSchema::Node& n = schema_->node(f.node);
+    return f.is_key ? n.keys : n.values;
+}
+
+bool SchemaState::start_value(int node, unsigned char c) {
+    const int kind = kind_of_byte(c);
+    if (kind < 0) return false;
+    const JsonSchema::Node* n = &schema_->node(node);
+    if (n->any_of) {
+        node = n->branch[kind];
+        if (node < 0) return false;
+        n = &schema_->node(node);
+    }
+    if ((n->types & kKindTypes[kind]) == 0 && n->values.empty()) return false;
+    Frame f{};
+    f.node = static_cast<int16_t>(node);
+    if (!n->values.empty()) {
+        f.kind = Kind::Match;
+        f.set = n->values.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n->values.size()) - 1;
+        return push(f) && match_byte(frames_[depth_ - 1], c);
+    }
+    switch (kind) {
+        case 0: f.kind = Kind::Object, f.key = -1; break;
+        case 1: f.kind = Kind::Array; break;
+        case 2: f.kind = Kind::String; break;
+        case 3:
+            f.kind = Kind::Number;
+            f.integer = (n->types & JsonSchema::kNumber) == 0;
+            f.phase = c == '-' ? 0 : c == '0' ? 1 : 2;
+            break;
+        default:
+            f.kind = Kind::Literal;
+            f.literal = c == 't' ? "true" : c == 'f' ? "false" : "null";
+            f.pos = 1;
+            break;
+    }
+    return push(f);
+}
+
+// A byte of an enum value or a listed key: the candidates that still match.
+// A complete string ends at its closing quote; a complete number or literal
+// ends at the first byte no candidate takes, which then counts as what
+// comes after the value.
+bool SchemaState::match_byte(Frame& f, unsigned char c) {
+    const std::vector<std::string>& texts = match_texts(f);
+    uint64_t keep = 0;
+    bool complete = false;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if ((f.set >> i & 1) == 0) continue;
+        const std::string& t = texts[i];
+        if (t.size() > f.pos && static_cast<unsigned char>(t[f.pos]) == c) {
+            keep |= uint64_t{1} << i;
+        } else if (t.size() == f.pos) {
+            complete = true;
+        }
+    }
+    if (keep == 0) {
+        if (!complete || f.is_key) return false;
+        end_value();
+        return step(c);
+    }
+    f.set = keep;
+    ++f.pos;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        if ((keep >> i & 1) == 0 || texts[i].size() != f.pos || texts[i].back() != '"') continue;
+        if (!f.is_key) return end_value();
+        --depth_;  // the key ends: its object reads the colon next
+        Frame& obj = frames_[depth_ - 1];
+        obj.set |= uint64_t{1} << i;
+        obj.key = static_cast<int16_t>(i);
+        obj.phase = 2;
+        return true;
+    }
+    return true;
+}
+
+bool SchemaState::step(unsigned char c) {
+    Frame* top = depth_ > 0 ? &frames_[depth_ - 1] : nullptr;
+    if (top != nullptr) {
+        switch (top->kind) {
+            case Kind::String:
+                if (top->phase == 0) {
+                    if (c == '"') {
+                        if (!top->is_key) return end_value();
+                        --depth_;  // a free object's key: its value may be anything
+                        frames_[depth_ - 1].key = -1;
+                        frames_[depth_ - 1].phase = 2;
+                        return true;
+                    }
+                    if (c == '\\') top->phase = 1;
+                    return c >= 0x20;
+                }
+                if (top->phase == 1) {
+                    if (c == 'u') {
+                        top->phase = 2, top->pos = 0;
+                        return true;
+                    }
+                    top->phase = 0;
+                    return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
+                }
+                if (!is_hex(c)) return false;
+                if (++top->pos == 4) top->phase = 0;
+                return true;
+            case Kind::Number: {
+                // 0 after '-', 1 a leading 0, 2 integer digits, 3 after '.',
+                // 4 fraction digits, 5 after 'e', 6 after its sign, 7 exponent
+                // digits. At most kMaxNumber bytes: a model may otherwise
+                // write digits until it runs out of tokens.
+                uint8_t& ph = top->phase;
+                if (++top->pos > kMaxNumber && (is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
+                    return false;
+                }
+                switch (ph) {
+                    case 0:
+                        if (!is_digit(c)) return false;
+                        ph = c == '0' ? 1 : 2;
+                        return true;
+                    case 3:
+                        if (!is_digit(c)) return false;
+                        ph = 4;
+                        return true;
+                    case 5:
+                        if (c == '+' || c == '-') {
+                            ph = 6;
+                            return true;
+                        }
+                        [[fallthrough]];
+                    case 6:
+                        if (!is_digit(c)) return false;
+                        ph = 7;
+                        return true;
+                    default:
+                        if (is_digit(c) && ph != 1) return true;
+                        if (!top->integer && c == '.' && (ph == 1 || ph == 2)) {
+                            ph = 3;
+                            return true;
+                        }
+                        if (!top->integer && (c == 'e' || c == 'E') && ph != 7) {
+                            ph = 5;
+                            return true;
+                        }
+                        end_value();
+                        return step(c);
+                }
+            }
+            case Kind::Literal:
+                if (c != static_cast<unsigned char>(top->literal[top->pos])) return false;
+                if (top->literal[++top->pos] == '\0') return end_value();
+                return true;
+            case Kind::Match: return match_byte(*top, c);
+            default: break;
+        }
+    }
+    // Between tokens.
+    if (is_space(c)) {
+        // Nothing after the value: the output ends there (JsonState allows
+        // trailing spaces; here a model that pads would only spend tokens).
+        if (spaces_ >= kMaxSpaces || (top == nullptr && done_)) return false;
+        ++spaces_;
+        return true;
+    }
+    spaces_ = 0;
+    if (top == nullptr) return !done_ && start_value(schema_->root(), c);
+    return between(top, c);
+}
+
+bool SchemaState::between(Frame* top, unsigned char c) {
+    const JsonSchema::Node& n = schema_->node(top->node);
+    const uint64_t all = n.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.keys.size()) - 1;
+    if (top->kind == Kind::Array) {
+        if (top->phase == 2) {
+            if (c == ',') {
+                top->phase = 1;
+                return true;
+            }
+            return c == ']' && end_value();
+        }
+        if (c == ']' && top->phase == 0) return end_value();
+        return start_value(n.items, c);
+    }
+    // An object.
+    switch (top->phase) {
+        case 0:
+        case 1:
+            if (c == '}' && top->phase == 0) return (n.required & ~top->set) == 0 && end_value();
+            if (c != '"') return false;
+            if (n.free) {
+                Frame k{};
+                k.kind = Kind::String;
+                k.is_key = true;
+                return push(k);
+            } else {
+                Frame k{};
+                k.kind = Kind::Match;
+                k.is_key = true;
+                k.node = top->node;
+                k.set = all & ~top->set;
+                return push(k) && match_byte(frames_[depth_ - 1], c);
+            }
+        case 2:
+            if (c != ':') return false;
+            top->phase = 3;
+            return true;
+        case 3: return start_value(top->key >= 0 ? n.key_nodes[static_cast<size_t>(top->key)] : 0, c);
+        default:
+            if (c == ',') {
+                if (!n.free && (all & ~top->set) == 0) return false;  // no key left
+                top->phase = 1;
+                return true;
+            }
+            return c == '}' && (n.required & ~top->set) == 0 && end_value();
+    }
+}
+
+}  // namespace lantern

@@ -1,0 +1,112 @@
+// JSON schemas for constrained sampling (OpenAI's response_format
+// json_schema, a forced tool call's arguments): JsonSchema compiles the
+// subset that OpenAI's structured outputs take, and SchemaState checks text
+// against it byte by byte, as JsonState does for any JSON object.
+//
+// The subset:
+//   type         object, array, string, number, integer, boolean, null, or a list of them
+//   properties   with required; only the listed properties may appear
+//                (additionalProperties: false is implied; true is refused), each at
+//                most once, in any order; an object schema without properties
+//                takes any keys and values
+//   items        an array's elements (absent: any values)
+//   enum, const  strings, numbers, booleans, null (written exactly as listed)
+//   anyOf        branches of different JSON types (the first byte picks one)
+// Annotations (title, description, default, examples, $schema, $id, strict)
+// are ignored. Any other keyword (pattern, minimum, $ref, ...) is refused,
+// since it would not be enforced: a promise the sampler does not keep.
+// At most 64 properties per object and 64 values per enum; numbers of at
+// most 25 characters; nothing, not even spaces, after the value.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lantern {
+
+class JsonSchema {
+public:
+    // Throws Error(InvalidArgument) naming the path and keyword it cannot take.
+    static std::shared_ptr<const JsonSchema> parse(std::string_view json_text);
+
+    enum Type : uint8_t {
+        kObject = 1,
+        kArray = 2,
+        kString = 4,
+        kNumber = 8,   // integers included
+        kInteger = 16,
+        kBool = 32,
+        kNull = 64,
+        kAnyType = 127,
+    };
+    struct Node {
+        uint8_t types = kAnyType;
+        // Objects: quoted keys ("\"name\"", as they are written) and their
+        // nodes; `free`: any keys, any values.
+        bool free = true;
+        std::vector<std::string> keys;
+        std::vector<int> key_nodes;
+        uint64_t required = 0;
+        int items = 0;  // arrays: the elements' node (0: any value)
+        // enum/const: each allowed value as written (compact JSON); empty: none.
+        std::vector<std::string> values;
+        // anyOf: the branch for each first byte's type (index by kind_of_byte), -1: none.
+        bool any_of = false;
+        int branch[7] = {-1, -1, -1, -1, -1, -1, -1};
+    };
+    const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
+    int root() const { return root_; }
+
+private:
+    friend class SchemaCompiler;
+    std::vector<Node> nodes_;  // nodes_[0]: any value
+    int root_ = 0;
+};
+
+class SchemaState {
+public:
+    static constexpr int kMaxDepth = 32;
+    static constexpr int kMaxSpaces = 40;
+    static constexpr int kMaxNumber = 24;  // bytes of a number after its first
+
+    explicit SchemaState(std::shared_ptr<const JsonSchema> schema);
+
+    // Consumes one byte; false (and the state unchanged) if the text would
+    // no longer be a prefix of a value the schema allows.
+    bool feed(unsigned char c);
+    bool feed(const std::string& text);  // all or nothing
+    // The text is a whole value (a top-level number may end here too).
+    bool complete() const;
+
+private:
+    enum class Kind : uint8_t { Object, Array, String, Number, Literal, Match };
+    struct Frame {
+        Kind kind;
+        uint8_t phase;       // what comes next (per kind)
+        bool is_key;         // String/Match: an object's key
+        bool integer;        // Number: no fraction or exponent
+        int16_t node;        // Object/Array/Match: the schema node
+        int16_t key;         // Object: the key whose value is read
+        uint16_t pos;        // Match: bytes matched; Literal: bytes of the literal matched
+        uint64_t set;        // Object: keys seen; Match: candidates still matching
+        const char* literal; // Literal: "true", "false" or "null"
+    };
+    bool step(unsigned char c);
+    bool start_value(int node, unsigned char c);
+    bool end_value();
+    bool push(const Frame& f);
+    bool between(Frame* top, unsigned char c);
+    bool match_byte(Frame& f, unsigned char c);
+    const std::vector<std::string>& match_texts(const Frame& f) const;
+
+    std::shared_ptr<const JsonSchema> schema_;
+    Frame frames_[kMaxDepth];
+    int depth_ = 0;
+    bool done_ = false;   // the top-level value is complete
+    uint8_t spaces_ = 0;  // whitespace bytes in a row
+};
+
+}  // namespace lantern

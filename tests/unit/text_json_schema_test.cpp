@@ -1,0 +1,149 @@
+// JSON schemas for constrained sampling (sampling/json_schema.h): documents a
+// schema allows and the byte each forbidden one is stopped at, the keywords it
+// refuses, and the JSON constraint following a schema on a toy vocabulary
+// whose logits prefer what the schema forbids.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lantern/error.h"
+#include "sampling/json_constraint.h"
+#include "sampling/json_schema.h"
+
+namespace lantern {
+namespace {
+
+const char* kPerson = R"({"type": "object", "title": "a person",
+  "properties": {"name": {"type": "string", "description": "full name"}, "age": {"type": "integer"},
+                 "tags": {"type": "array", "items": {"type": "string"}}, "role": {"enum": ["admin", "user"]},
+                 "score": {"type": ["number", "null"]}, "address": {"type": "object"}},
+  "required": ["name", "age"], "additionalProperties": false})";
+
+// Fed byte by byte: whether every byte was taken, and then complete.
+std::pair<bool, bool> fed(const char* schema, const std::string& text) {
+    SchemaState s(JsonSchema::parse(schema));
+    for (char c : text) {
+        if (!s.feed(static_cast<unsigned char>(c))) return {false, false};
+    }
+    return {true, s.complete()};
+}
+
+TEST(JsonSchema, AllowsWhatTheSchemaAllows) {
+    for (const char* doc : {R"({"name": "Ada", "age": 36})",
+                            R"({"age":36,"name":"Ada","tags":["x", "y"],"role":"admin","score":null})",
+                            R"( { "name" : "A\"b\u00e9" , "age" : -3 , "score" : 1.5e3 , "tags" : [ ] })",
+                            R"({"name": "Ada", "age": 0, "address": {"city": "Paris", "zip": [7, 5], "ok": true}})",
+                            R"({"name": "", "age": 1, "score": -0.25})"}) {
+        const auto [taken, complete] = fed(kPerson, doc);
+        EXPECT_TRUE(taken) << doc;
+        EXPECT_TRUE(complete) << doc;
+    }
+    // Unfinished but on the way.
+    for (const char* prefix : {"", "{", R"({"na)", R"({"name": "Ada", "age": 3)", R"({"name": "Ada", "ro)"}) {
+        const auto [taken, complete] = fed(kPerson, prefix);
+        EXPECT_TRUE(taken) << prefix;
+        EXPECT_FALSE(complete) << prefix;
+    }
+}
+
+TEST(JsonSchema, StopsWhatTheSchemaForbids) {
+    for (const char* doc : {
+             R"({"name": "Ada"})",                             // age is required: '}' refused
+             R"({"name": 5, "age": 1})",                       // a number where a string must be
+             R"({"name": "Ada", "age": 3.5})",                 // an integer
+             R"({"name": "Ada", "age": 1, "extra": 1})",       // not a property
+             R"({"name": "Ada", "age": 1, "role": "root"})",   // not in the enum
+             R"({"name": "a", "name": "b", "age": 1})",        // a key twice
+             R"({"name": "Ada", "age": 1, "tags": [1]})",      // items are strings
+             R"({"name": "Ada", "age": 1, "score": true})",    // number or null
+             R"([1])",                                         // an object at the top
+             R"({"name": "Ada", "age": 1} x)",                 // nothing after it
+         }) {
+        const auto [taken, complete] = fed(kPerson, doc);
+        EXPECT_FALSE(taken && complete) << doc;
+        EXPECT_FALSE(taken) << doc;
+    }
+}
+
+TEST(JsonSchema, EnumsAnyOfAndScalars) {
+    const char* numbers = R"({"enum": [1, 10, true, "a"]})";
+    EXPECT_EQ(fed(numbers, "1"), std::make_pair(true, true));  // a top-level number may end here
+    EXPECT_EQ(fed(numbers, "10"), std::make_pair(true, true));
+    EXPECT_EQ(fed(numbers, "\"a\""), std::make_pair(true, true));
+    EXPECT_EQ(fed(numbers, "true"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(numbers, "2").first);
+    EXPECT_FALSE(fed(numbers, "100").first);
+    EXPECT_FALSE(fed(numbers, "\"b\"").first);
+    const char* either = R"({"anyOf": [{"type": "string"}, {"type": "object", "properties": {"x": {"type": "integer"}}}]})";
+    EXPECT_EQ(fed(either, "\"hi\""), std::make_pair(true, true));
+    EXPECT_EQ(fed(either, R"({"x": 1})"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(either, "5").first);
+    EXPECT_FALSE(fed(either, R"({"y": 1})").first);
+    EXPECT_EQ(fed(R"({"const": "yes"})", "\"yes\""), std::make_pair(true, true));
+    EXPECT_EQ(fed(R"({"type": "array", "items": {"type": "boolean"}})", "[true, false]"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(R"({"type": "array", "items": {"type": "boolean"}})", "[null]").first);
+    EXPECT_EQ(fed(R"({"type": "integer"})", "-120"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(R"({"type": "integer"})", "1.5").first);
+    // Numbers are capped (a model may write digits until it runs out), and
+    // nothing follows the value, not even spaces.
+    EXPECT_TRUE(fed(R"({"type": "number"})", std::string(25, '1')).first);
+    EXPECT_FALSE(fed(R"({"type": "number"})", std::string(26, '1')).first);
+    EXPECT_FALSE(fed(kPerson, R"({"name": "Ada", "age": 1} )").first);
+    EXPECT_EQ(fed("true", R"({"any": [1, {"thing": null}]})"), std::make_pair(true, true));  // true: anything
+}
+
+TEST(JsonSchema, RefusesWhatItCannotEnforce) {
+    struct Case {
+        const char* schema;
+        const char* says;
+    };
+    for (const Case& c : {Case{R"({"type": "string", "pattern": "^a"})", ".pattern"},
+                          Case{R"({"properties": {"a": {"type": "string", "minLength": 1}}})", ".properties.a.minLength"},
+                          Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
+                          Case{R"({"anyOf": [{"type": "object"}, {"type": "object"}]})", "same JSON type"},
+                          Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
+                          Case{R"({"type": "decimal"})", "decimal"},
+                          Case{R"({"$ref": "#/$defs/x"})", "$ref"},
+                          Case{R"({"enum": [[1]]})", "enum"},
+                          Case{"not json", "valid JSON"}}) {
+        try {
+            JsonSchema::parse(c.schema);
+            ADD_FAILURE() << c.schema << " was accepted";
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+            EXPECT_NE(std::string(e.what()).find(c.says), std::string::npos) << e.what();
+        }
+    }
+}
+
+// The constraint with a schema: greedy picks that the logits would make
+// otherwise ("}" at once, a key not in the schema, the wrong type) are
+// refused, and the output ends only when the object is complete.
+TEST(JsonSchema, ConstraintFollowsTheSchema) {
+    const std::vector<std::string> pieces = {"{", "}", "\"name\"", "\"age\"", ":", " \"Ada\"", " 36", ",", "\"x\"",
+                                             " 3.5", "<eos>"};
+    std::vector<bool> eog(pieces.size(), false);
+    eog.back() = true;
+    std::vector<std::string> texts = pieces;
+    texts.back() = "";
+    JsonConstraint c(texts, eog, {}, JsonSchema::parse(R"({"properties": {"name": {"type": "string"},
+        "age": {"type": "integer"}}, "required": ["name", "age"]})"));
+    SamplerParams p;
+    p.temperature = 0.0f;
+    TokenSampler greedy(p, static_cast<int32_t>(pieces.size()));
+    // Preference: end, "}", "x", " 3.5", then the rest.
+    const std::vector<float> logits = {1.0f, 9.0f, 2.0f, 2.5f, 3.0f, 1.5f, 1.2f, 4.0f, 8.0f, 7.0f, 10.0f};
+    std::string text;
+    int32_t t = -1;
+    for (int step = 0; step < 20 && t != 10; ++step) {
+        t = c.sample(greedy, logits.data());
+        if (t != 10) text += pieces[static_cast<size_t>(t)];
+    }
+    EXPECT_EQ(t, 10);
+    // "x" is refused as a key and as the age, taken as the name.
+    EXPECT_EQ(text, R"({"age": 36,"name":"x"})");
+}
+
+}  // namespace
+}  // namespace lantern
