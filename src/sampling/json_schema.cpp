@@ -1,5 +1,8 @@
 #include "sampling/json_schema.h"
 
+#include <algorithm>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "lantern/error.h"
@@ -37,7 +40,7 @@ constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, Json
 
 class SchemaCompiler {
 public:
-    explicit SchemaCompiler(JsonSchema& out) : s_(out) {}
+    SchemaCompiler(JsonSchema& out, const json& root) : s_(out), root_(root) {}
 
     int compile(const json& j, const std::string& path, int depth) {
         if (depth > SchemaState::kMaxDepth) refuse(path, "nested too deeply");
@@ -46,15 +49,21 @@ public:
             return 0;
         }
         if (!j.is_object()) refuse(path, "a schema must be an object");
+        if (j.contains("$ref")) return reference(j, path, depth);
+        const int index = static_cast<int>(s_.nodes_.size());
+        s_.nodes_.emplace_back();  // reserved: a $ref may point here while it is compiled
         JsonSchema::Node n;
         bool typed = false;
         std::vector<std::string> required;
         const json* any_of = nullptr;
         for (const auto& [key, v] : j.items()) {
             const std::string at = path + "." + key;
-            if (key == "title" || key == "description" || key == "default" || key == "examples" || key == "$schema" ||
-                key == "$id" || key == "strict" || key == "$comment") {
+            if (is_annotation(key) || key == "$defs" || key == "definitions") {
                 continue;
+            } else if (key == "minLength" || key == "maxLength" || key == "minItems" || key == "maxItems") {
+                if (!v.is_number_unsigned()) refuse(at, "must be a count");
+                const uint32_t x = static_cast<uint32_t>(std::min<uint64_t>(v.get<uint64_t>(), UINT32_MAX - 1));
+                (key == "minLength" ? n.min_length : key == "maxLength" ? n.max_length : key == "minItems" ? n.min_items : n.max_items) = x;
             } else if (key == "type") {
                 n.types = 0;
                 typed = true;
@@ -115,6 +124,7 @@ public:
             n.types = 0;
             for (size_t b = 0; b < any_of->size(); ++b) {
                 const int child = compile((*any_of)[b], path + ".anyOf[" + std::to_string(b) + "]", depth + 1);
+                if (in_progress(child)) refuse(path + ".anyOf", "a branch that refers back to itself is not supported");
                 for (int k = 0; k < 6; ++k) {
                     if (!starts_kind(child, k)) continue;
                     if (n.branch[k] >= 0) refuse(path + ".anyOf", "branches of the same JSON type are not supported");
@@ -123,11 +133,49 @@ public:
                 }
             }
         }
-        s_.nodes_.push_back(std::move(n));
-        return static_cast<int>(s_.nodes_.size()) - 1;
+        if (n.min_length > n.max_length || n.min_items > n.max_items) refuse(path, "a minimum above its maximum");
+        s_.nodes_[static_cast<size_t>(index)] = std::move(n);
+        done_.push_back(index);
+        return index;
     }
 
 private:
+    static bool is_annotation(const std::string& key) {
+        return key == "title" || key == "description" || key == "default" || key == "examples" || key == "$schema" ||
+               key == "$id" || key == "strict" || key == "$comment" || key == "deprecated" || key == "readOnly" ||
+               key == "writeOnly";
+    }
+
+    bool in_progress(int i) const { return i != 0 && std::find(done_.begin(), done_.end(), i) == done_.end(); }
+
+    // {"$ref": "#/$defs/NAME"} (or #/definitions/NAME), annotations beside
+    // it: the definition's node, compiled once.
+    int reference(const json& j, const std::string& path, int depth) {
+        for (const auto& [key, v] : j.items()) {
+            if (key != "$ref" && key != "$defs" && key != "definitions" && !is_annotation(key)) {
+                refuse(path + "." + key, "beside $ref is not supported");
+            }
+        }
+        const json& ref = j["$ref"];
+        if (!ref.is_string()) refuse(path + ".$ref", "must be a string");
+        const std::string r = ref.get<std::string>();
+        for (const char* container : {"$defs", "definitions"}) {
+            const std::string prefix = std::string("#/") + container + "/";
+            if (r.rfind(prefix, 0) != 0) continue;
+            if (auto it = refs_.find(r); it != refs_.end()) return it->second;
+            const std::string name = r.substr(prefix.size());
+            if (!root_.contains(container) || !root_[container].is_object() || !root_[container].contains(name)) {
+                refuse(path + ".$ref", "'" + r + "' is not defined");
+            }
+            // Registered before it is compiled, so that it may refer to itself.
+            refs_[r] = static_cast<int>(s_.nodes_.size());
+            const int got = compile(root_[container][name], r.substr(1), depth + 1);
+            refs_[r] = got;  // the same, unless the definition is itself a $ref or `true`
+            return got;
+        }
+        refuse(path + ".$ref", "only '#/$defs/NAME' and '#/definitions/NAME' are supported");
+    }
+
     static uint8_t type_bit(const std::string& t, const std::string& at) {
         if (t == "object") return JsonSchema::kObject;
         if (t == "array") return JsonSchema::kArray;
@@ -153,6 +201,9 @@ private:
     }
 
     JsonSchema& s_;
+    const json& root_;
+    std::map<std::string, int> refs_;  // "$ref" text -> node
+    std::vector<int> done_;            // nodes compiled to the end
 };
 
 std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view text) {
@@ -160,7 +211,7 @@ std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view text) {
     if (j.is_discarded()) refuse("", "not valid JSON");
     auto s = std::make_shared<JsonSchema>();
     s->nodes_.emplace_back();  // 0: any value
-    SchemaCompiler c(*s);
+    SchemaCompiler c(*s, j);
     s->root_ = c.compile(j, "", 0);
     return s;
 }
@@ -301,14 +352,17 @@ bool SchemaState::step(unsigned char c) {
         switch (top->kind) {
             case Kind::String:
                 if (top->phase == 0) {
+                    const JsonSchema::Node& n = schema_->node(top->node);
                     if (c == '"') {
-                        if (!top->is_key) return end_value();
+                        if (!top->is_key) return top->count >= n.min_length && end_value();
                         --depth_;  // a free object's key: its value may be anything
                         frames_[depth_ - 1].key = -1;
                         frames_[depth_ - 1].phase = 2;
                         return true;
                     }
                     if (c == '\\') top->phase = 1;
+                    // Characters: an escape, or a byte that starts a UTF-8 sequence.
+                    if (!top->is_key && (c & 0xC0) != 0x80 && ++top->count > n.max_length) return false;
                     return c >= 0x20;
                 }
                 if (top->phase == 1) {
@@ -389,14 +443,14 @@ bool SchemaState::between(Frame* top, unsigned char c) {
     const JsonSchema::Node& n = schema_->node(top->node);
     const uint64_t all = n.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.keys.size()) - 1;
     if (top->kind == Kind::Array) {
+        if (c == ']' && top->phase != 1) return top->count >= n.min_items && end_value();
         if (top->phase == 2) {
-            if (c == ',') {
-                top->phase = 1;
-                return true;
-            }
-            return c == ']' && end_value();
+            if (c != ',' || top->count >= n.max_items) return false;
+            top->phase = 1;
+            return true;
         }
-        if (c == ']' && top->phase == 0) return end_value();
+        if (top->count >= n.max_items) return false;
+        ++top->count;
         return start_value(n.items, c);
     }
     // An object.

@@ -12,6 +12,10 @@
 //   items        an array's elements (absent: any values)
 //   enum, const  strings, numbers, booleans, null (written exactly as listed)
 //   anyOf        branches of different JSON types (the first byte picks one)
+//   $ref         "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), as
+//                pydantic writes nested models
+//   minLength, maxLength   of strings (in characters; an escape is one)
+//   minItems, maxItems     of arrays
 // Annotations (title, description, default, examples, $schema, $id, strict)
 // are ignored. Any other keyword (pattern, minimum, $ref, ...) is refused,
 // since it would not be enforced: a promise the sampler does not keep.
@@ -51,6 +55,8 @@ public:
         std::vector<int> key_nodes;
         uint64_t required = 0;
         int items = 0;  // arrays: the elements' node (0: any value)
+        uint32_t min_items = 0, max_items = UINT32_MAX;
+        uint32_t min_length = 0, max_length = UINT32_MAX;  // strings, in characters
         // enum/const: each allowed value as written (compact JSON); empty: none.
         std::vector<std::string> values;
         // anyOf: the branch for each first byte's type (index by kind_of_byte), -1: none.
@@ -91,6 +97,7 @@ private:
         int16_t node;        // Object/Array/Match: the schema node
         int16_t key;         // Object: the key whose value is read
         uint16_t pos;        // Match: bytes matched; Literal: bytes of the literal matched
+        uint32_t count;      // String: characters; Array: elements
         uint64_t set;        // Object: keys seen; Match: candidates still matching
         const char* literal; // Literal: "true", "false" or "null"
     };

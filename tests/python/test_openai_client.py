@@ -105,6 +105,27 @@ def test_structured_output(client):
     assert set(v) == {"city", "population"} and isinstance(v["population"], int)
 
 
+def test_pydantic_models_through_parse(client):
+    # The client turns nested pydantic models into a strict schema with $defs
+    # and $ref, and parses the reply back into them.
+    from pydantic import BaseModel, Field
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    class Answer(BaseModel):
+        city: City
+        landmarks: list[str] = Field(max_length=2)
+        capital: bool
+
+    r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Tell me about Paris."}],
+                                      response_format=Answer, temperature=0, max_tokens=160)
+    parsed = r.choices[0].message.parsed
+    assert isinstance(parsed, Answer) and isinstance(parsed.city, City)
+    assert len(parsed.landmarks) <= 2
+
+
 def test_legacy_function_call(client):
     r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
                                        functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},

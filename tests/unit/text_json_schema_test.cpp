@@ -93,18 +93,44 @@ TEST(JsonSchema, EnumsAnyOfAndScalars) {
     EXPECT_EQ(fed("true", R"({"any": [1, {"thing": null}]})"), std::make_pair(true, true));  // true: anything
 }
 
+// Pydantic's shape: nested models in $defs behind $ref (a tree refers to
+// itself), optional fields as anyOf with null; and the length and count
+// limits.
+TEST(JsonSchema, ReferencesAndLimits) {
+    const char* tree = R"({"$defs": {"Node": {"type": "object", "title": "Node",
+        "properties": {"label": {"type": "string", "maxLength": 3},
+                       "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}, "maxItems": 2},
+                       "color": {"anyOf": [{"$ref": "#/$defs/Color"}, {"type": "null"}], "default": null}},
+        "required": ["label"]},
+        "Color": {"enum": ["red", "blue"], "type": "string", "title": "Color"}},
+      "$ref": "#/$defs/Node"})";
+    EXPECT_EQ(fed(tree, R"({"label": "a", "kids": [{"label": "b", "color": "red"}, {"label": "c", "kids": []}]})"),
+              std::make_pair(true, true));
+    EXPECT_EQ(fed(tree, R"({"label": "\u00e9t\"", "color": null})"), std::make_pair(true, true));  // escapes: one each
+    EXPECT_FALSE(fed(tree, R"({"label": "abcd")").first);                           // maxLength 3
+    EXPECT_FALSE(fed(tree, R"({"label": "a", "kids": [{"label": "b"}, {"label": "c"}, )").first);  // maxItems 2
+    EXPECT_FALSE(fed(tree, R"({"label": "a", "color": "green")").first);
+    const char* limits = R"({"type": "array", "items": {"type": "string", "minLength": 2}, "minItems": 2})";
+    EXPECT_EQ(fed(limits, R"(["ab", "éé"])"), std::make_pair(true, true));  // characters, not bytes
+    EXPECT_FALSE(fed(limits, R"(["ab"])").first);                           // minItems 2
+    EXPECT_FALSE(fed(limits, R"(["ab", "a"])").first);                      // minLength 2
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     struct Case {
         const char* schema;
         const char* says;
     };
     for (const Case& c : {Case{R"({"type": "string", "pattern": "^a"})", ".pattern"},
-                          Case{R"({"properties": {"a": {"type": "string", "minLength": 1}}})", ".properties.a.minLength"},
+                          Case{R"({"properties": {"a": {"type": "number", "minimum": 1}}})", ".properties.a.minimum"},
                           Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
                           Case{R"({"anyOf": [{"type": "object"}, {"type": "object"}]})", "same JSON type"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
                           Case{R"({"type": "decimal"})", "decimal"},
-                          Case{R"({"$ref": "#/$defs/x"})", "$ref"},
+                          Case{R"({"$ref": "#/$defs/x"})", "not defined"},
+                          Case{R"({"$ref": "other.json#/x"})", "only"},
+                          Case{R"({"$defs": {"a": {}}, "$ref": "#/$defs/a", "type": "object"})", ".type"},
+                          Case{R"({"type": "string", "minLength": 3, "maxLength": 2})", "minimum above"},
                           Case{R"({"enum": [[1]]})", "enum"},
                           Case{"not json", "valid JSON"}}) {
         try {
