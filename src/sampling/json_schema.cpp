@@ -40,6 +40,8 @@ constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, Json
 
 class SchemaCompiler {
 public:
+    static constexpr int kMaxNodes = 16384;  // SchemaState's frames hold node numbers in 16 bits
+
     SchemaCompiler(JsonSchema& out, const json& root) : s_(out), root_(root) {}
 
     int compile(const json& j, const std::string& path, int depth) {
@@ -51,6 +53,7 @@ public:
         if (!j.is_object()) refuse(path, "a schema must be an object");
         if (j.contains("$ref")) return reference(j, path, depth);
         const int index = static_cast<int>(s_.nodes_.size());
+        if (index >= kMaxNodes) refuse(path, "more than " + std::to_string(kMaxNodes) + " subschemas");
         s_.nodes_.emplace_back();  // reserved: a $ref may point here while it is compiled
         JsonSchema::Node n;
         bool typed = false;

@@ -117,6 +117,20 @@ TEST(JsonSchema, ReferencesAndLimits) {
 }
 
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
+    // A schema too large for the checker's 16-bit node numbers: 64 x 64
+    // objects of 5 properties each, over 20,000 subschemas.
+    auto props = [](int n, const std::string& sub) {
+        std::string out = R"({"type": "object", "properties": {)";
+        for (int i = 0; i < n; ++i) out += (i ? ", " : "") + std::string("\"p") + std::to_string(i) + "\": " + sub;
+        return out + "}}";
+    };
+    const std::string big = props(64, props(64, props(5, R"({"type": "string"})")));
+    try {
+        JsonSchema::parse(big);
+        ADD_FAILURE() << "a schema of over 20,000 subschemas was accepted";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    }
     struct Case {
         const char* schema;
         const char* says;
