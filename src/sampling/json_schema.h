@@ -75,7 +75,9 @@ private:
 class SchemaState {
 public:
     static constexpr int kMaxDepth = 32;
-    static constexpr int kMaxSpaces = 40;
+    // Whitespace bytes in a row between tokens: a newline and indentation
+    // to depth 9 at two spaces (a small model may otherwise pad for long).
+    static constexpr int kMaxSpaces = 20;
     static constexpr int kMaxNumber = 24;  // bytes of a number after its first
 
     explicit SchemaState(std::shared_ptr<const JsonSchema> schema);
