@@ -38,8 +38,6 @@ std::string_view trim(std::string_view s) {
     return s;
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 // OpenAI's function names: letters, digits, '_', '-' (and '.', which some
 // clients use), at most 64.
 bool valid_name(const std::string& name) {
@@ -113,7 +111,7 @@ std::optional<ChatReply> hermes_calls(std::string_view text, const std::vector<s
 std::optional<ChatReply> json_calls(std::string_view text, const std::vector<std::string>& names) {
     std::string_view t = trim(text);
     for (std::string_view marker : {kMistralCalls, kPythonTag}) {
-        if (starts_with(t, marker)) t = trim(t.substr(marker.size()));
+        if (t.starts_with(marker)) t = trim(t.substr(marker.size()));
     }
     if (t.empty() || (t.front() != '{' && t.front() != '[')) return std::nullopt;
     const ojson j = ojson::parse(t, nullptr, false);
@@ -154,7 +152,7 @@ std::vector<ChatMessage> calls_as_text(const std::vector<ChatMessage>& messages)
     for (const ChatMessage& m : messages) {
         if (m.role == "tool") {
             const std::string block = "<tool_response>\n" + m.content + "\n</tool_response>";
-            if (!out.empty() && out.back().role == "user" && starts_with(out.back().content, "<tool_response>")) {
+            if (!out.empty() && out.back().role == "user" && out.back().content.starts_with("<tool_response>")) {
                 out.back().content += "\n" + block;
             } else {
                 out.push_back({"user", block});
@@ -332,7 +330,7 @@ size_t chat_reply_text_prefix(std::string_view text) {
     const std::string_view rest = trim(text);
     if (rest.empty() || rest.front() == '{' || rest.front() == '[') return 0;
     for (std::string_view marker : {kCallOpen, kMistralCalls, kPythonTag}) {
-        if (starts_with(marker, rest.substr(0, marker.size())) || starts_with(rest, marker)) return 0;
+        if (marker.starts_with(rest.substr(0, marker.size())) || rest.starts_with(marker)) return 0;
     }
     const size_t open = text.find(kCallOpen);
     if (open != std::string_view::npos) return open;

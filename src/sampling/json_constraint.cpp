@@ -5,16 +5,13 @@
 #include <utility>
 
 #include "lantern/error.h"
+#include "sampling/json_chars.h"
 
 namespace lantern {
 
-namespace {
-
-bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-}  // namespace
+using json_chars::is_digit;
+using json_chars::is_hex;
+using json_chars::is_space;
 
 bool JsonState::feed(unsigned char c) {
     JsonState next = *this;

@@ -6,15 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include "lantern/error.h"
+#include "sampling/json_chars.h"
 
 namespace lantern {
 namespace {
 
 using json = nlohmann::json;
 
-bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+using json_chars::is_digit;
+using json_chars::is_hex;
+using json_chars::is_space;
 
 // The kind of value a first byte starts (JsonSchema::Node::branch's index), -1: none.
 int kind_of_byte(unsigned char c) {
@@ -55,6 +56,7 @@ public:
         const int index = static_cast<int>(s_.nodes_.size());
         if (index >= kMaxNodes) refuse(path, "more than " + std::to_string(kMaxNodes) + " subschemas");
         s_.nodes_.emplace_back();  // reserved: a $ref may point here while it is compiled
+        finished_.push_back(false);
         JsonSchema::Node n;
         bool typed = false;
         std::vector<std::string> required;
@@ -138,7 +140,7 @@ public:
         }
         if (n.min_length > n.max_length || n.min_items > n.max_items) refuse(path, "a minimum above its maximum");
         s_.nodes_[static_cast<size_t>(index)] = std::move(n);
-        done_.push_back(index);
+        finished_[static_cast<size_t>(index)] = true;
         return index;
     }
 
@@ -149,7 +151,7 @@ private:
                key == "writeOnly";
     }
 
-    bool in_progress(int i) const { return i != 0 && std::find(done_.begin(), done_.end(), i) == done_.end(); }
+    bool in_progress(int i) const { return !finished_[static_cast<size_t>(i)]; }
 
     // {"$ref": "#/$defs/NAME"} (or #/definitions/NAME), annotations beside
     // it: the definition's node, compiled once.
@@ -206,7 +208,7 @@ private:
     JsonSchema& s_;
     const json& root_;
     std::map<std::string, int> refs_;  // "$ref" text -> node
-    std::vector<int> done_;            // nodes compiled to the end
+    std::vector<bool> finished_{true};  // per node: compiled to the end (node 0, any value, always)
 };
 
 std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view text) {

@@ -372,7 +372,7 @@ void HttpServer::routes() {
                         std::string finish = r.finish_reason;
                         if (!reply.tool_calls.empty()) {
                             tail += sse(tool_calls_chunk(*req, index, reply.tool_calls, id, model_name, created));
-                            if (finish == "stop") finish = req->legacy_functions ? "function_call" : "tool_calls";
+                            finish = calls_finish_reason(*req, finish);
                         }
                         tail += sse(completion_chunk(*req, index, "", finish, id, model_name, created));
                     } else {

@@ -165,7 +165,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         }
     }
     // {"type": "json_object"}: the output is one JSON object (the sampler
-    // keeps it valid). A JSON schema would be a promise this does not keep.
+    // keeps it valid); "json_schema": one that follows the schema.
     if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
         const std::string type = it->is_object() && it->contains("type") && (*it)["type"].is_string()
                                      ? (*it)["type"].get<std::string>()
@@ -230,6 +230,24 @@ json error_body(const ApiError& e) {
 
 namespace {
 
+// A reply's calls into its message (or streamed delta): tool_calls (in a
+// delta, each with its index), at most one unless parallel calls are
+// allowed; or the older function_call when the request used "functions".
+void put_calls(json& message, const CompletionRequest& req, const std::vector<ToolCall>& calls, bool stream) {
+    auto function = [](const ToolCall& c) { return json{{"name", c.name}, {"arguments", c.arguments}}; };
+    if (req.legacy_functions) {
+        message["function_call"] = function(calls.front());
+        return;
+    }
+    json out = json::array();
+    for (size_t i = 0; i < calls.size() && (req.parallel_tool_calls || i == 0); ++i) {
+        json c = {{"id", calls[i].id}, {"type", "function"}, {"function", function(calls[i])}};
+        if (stream) c["index"] = i;
+        out.push_back(std::move(c));
+    }
+    message["tool_calls"] = std::move(out);
+}
+
 // The prompt counts once, the choices' tokens add up (OpenAI's usage for n).
 json usage_json(const std::vector<GenerationResult>& rs) {
     int completion = 0, cached = 0;
@@ -264,12 +282,8 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
             choice["message"] = {{"role", "assistant"}, {"content", reply.content}};
             if (!reply.tool_calls.empty()) {
                 if (reply.content.empty()) choice["message"]["content"] = nullptr;
-                if (req.legacy_functions) {
-                    choice["message"]["function_call"] = tool_calls_json(req, reply.tool_calls, false)[0]["function"];
-                } else {
-                    choice["message"]["tool_calls"] = tool_calls_json(req, reply.tool_calls, false);
-                }
-                if (r.finish_reason == "stop") choice["finish_reason"] = req.legacy_functions ? "function_call" : "tool_calls";
+                put_calls(choice["message"], req, reply.tool_calls, false);
+                choice["finish_reason"] = calls_finish_reason(req, r.finish_reason);
             }
         } else if (req.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", r.text}};
@@ -291,26 +305,15 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
                 {"usage", usage_json(results)}};
 }
 
-json tool_calls_json(const CompletionRequest& req, const std::vector<ToolCall>& calls, bool stream) {
-    json out = json::array();
-    for (size_t i = 0; i < calls.size() && (req.parallel_tool_calls || i == 0); ++i) {
-        json c = {{"id", calls[i].id},
-                  {"type", "function"},
-                  {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
-        if (stream) c["index"] = i;
-        out.push_back(std::move(c));
-    }
-    return out;
+std::string calls_finish_reason(const CompletionRequest& req, const std::string& reason) {
+    if (reason != "stop") return reason;  // cut short ("length") stays so
+    return req.legacy_functions ? "function_call" : "tool_calls";
 }
 
 json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls, const std::string& id,
                       const std::string& model, int64_t created) {
     json delta = {{"role", "assistant"}, {"content", nullptr}};
-    if (req.legacy_functions) {
-        delta["function_call"] = tool_calls_json(req, calls, false)[0]["function"];
-    } else {
-        delta["tool_calls"] = tool_calls_json(req, calls, true);
-    }
+    put_calls(delta, req, calls, true);
     json choice = {{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
     return json{{"id", id},
                 {"object", "chat.completion.chunk"},

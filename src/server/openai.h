@@ -59,10 +59,9 @@ nlohmann::json completion_response(const CompletionRequest& req, const std::vect
 // asked for it: no choices, the request's usage.
 nlohmann::json usage_chunk(const CompletionRequest& req, const std::vector<GenerationResult>& results,
                            const std::string& id, const std::string& model, int64_t created);
-// A reply's tool calls (OpenAI's message.tool_calls; `stream`: with each
-// call's index, as delta.tool_calls has them). At most one unless the
-// request allows parallel calls.
-nlohmann::json tool_calls_json(const CompletionRequest& req, const std::vector<ToolCall>& calls, bool stream);
+// A reply that made calls ends with "tool_calls" ("function_call" for the
+// older functions) where it would have said "stop".
+std::string calls_finish_reason(const CompletionRequest& req, const std::string& reason);
 // The streamed chunk carrying choice `index`'s tool calls.
 nlohmann::json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls,
                                 const std::string& id, const std::string& model, int64_t created);
