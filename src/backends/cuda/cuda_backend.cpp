@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/cuda_registry.h"
@@ -71,6 +72,19 @@ bool env_not_off(const char* name) {
     return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
+// A non-negative number from the environment (capped at 2^20), if set;
+// anything else is an error naming the variable and what it wants.
+std::optional<int64_t> env_count(const char* name, const char* what) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return std::nullopt;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0) {
+        throw Error(ErrorCode::InvalidArgument, std::string("cuda: ") + name + " must be " + what + ", not '" + v + "'");
+    }
+    return std::min<int64_t>(n, int64_t{1} << 20);
+}
+
 bool is_repacked(const Tensor& w) { return is_device_weight_type(w.type) && !is_plain(w.type); }
 
 WeightLayout layout_of(const Tensor& w) { return weight_layout(w.type, w.ne[0], w.ne[1] * w.ne[2] * w.ne[3]); }
@@ -123,15 +137,10 @@ void CudaBackend::init() {
     ctx_.pdl = env_not_off("LANTERN_CUDA_PDL");
     ctx_.bulk = env_not_off("LANTERN_CUDA_BULK");
     ctx_.runs = env_not_off("LANTERN_CUDA_RUNS");
-    if (const char* b = std::getenv("LANTERN_CUDA_BALANCE"); b != nullptr && *b != '\0') {
-        char* end = nullptr;
-        const long n = std::strtol(b, &end, 10);
-        if (*end != '\0' || n < 0) {
-            throw Error(ErrorCode::InvalidArgument,
-                        std::string("cuda: LANTERN_CUDA_BALANCE must be a number of rounds (0: off), not '") + b + "'");
-        }
-        ctx_.balance_rounds = static_cast<int>(std::min<long>(n, 1 << 20));
+    if (const auto n = env_count("LANTERN_CUDA_BALANCE", "a number of rounds (0: off)")) {
+        ctx_.balance_rounds = static_cast<int>(*n);
     }
+    if (const auto mb = env_count("LANTERN_CUDA_PREFETCH_MB", "a size in MiB (0: no limit)")) ctx_.prefetch_limit = *mb << 20;
     if (const char* mv = std::getenv("LANTERN_CUDA_MATVEC"); mv != nullptr && *mv != '\0') {
         if (std::strcmp(mv, "general") == 0) {
             ctx_.matvec = MatVecKernel::General;

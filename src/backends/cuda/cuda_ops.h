@@ -58,6 +58,10 @@ struct Ctx {
     // spread their items evenly over fewer blocks (matvec_stream.cu;
     // LANTERN_CUDA_BALANCE=N, 0: off).
     int balance_rounds = 4;
+    // k_matvec_q launches of multi-stage rows whose first items hold more
+    // bytes than this skip the prologue's L2 prefetch (matvec_stream.cu;
+    // LANTERN_CUDA_PREFETCH_MB=N, 0: never skip).
+    int64_t prefetch_limit = int64_t{8} << 20;
     Workspace ws;
 };
 

@@ -86,8 +86,8 @@ __device__ __forceinline__ int pair_first(int b0) {
 // over its W lanes (this one: j): later stages then wait on L2, not HBM.
 template <int W>
 __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, int j) {
-    const unsigned row_bytes = static_cast<unsigned>(p.w[0].row_bytes);  // every job: same K and type
-    const unsigned meta_bytes = static_cast<unsigned>(p.w[0].meta_row_bytes);
+    const unsigned row_bytes = p.pf_row_bytes;  // every job: same K and type
+    const unsigned meta_bytes = p.pf_meta_bytes;
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
         if (r.r[s].q == nullptr) continue;
@@ -437,7 +437,8 @@ int units_per_stage(int64_t nb, int W) {
 }
 
 template <DType T>
-void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
+void launch_matvec_q(const Ctx& ctx, const MvParams& params, const Tensor& node) {
+    MvParams p = params;
     const int64_t warps = static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM * kQWarps;
     const bool pf = ctx.matvec == MatVecKernel::StreamedPrefetch;
     const int64_t nb = p.K / 32;
@@ -462,6 +463,28 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kQBlocksPerSM);
     const int64_t rounds = (groups + grid - 1) / grid;
     if (ctx.balance_rounds > 0 && rounds >= ctx.balance_rounds && W * U >= nb) grid = (groups + rounds - 1) / rounds;
+    // The prologue asks L2 for the first item's whole rows (q_prefetch),
+    // except where those rows take several stages and the grid's first
+    // items hold more than ctx.prefetch_limit bytes: there the requests,
+    // issued by every warp at once, queue in front of the first stages'
+    // loads, which the warps wait on first, and later stages are better
+    // loaded when the warp reaches them. H100, same call, op bench 11008 x
+    // 4096 (three stages, one round, 25 MB in Q4_0) with the prefetch / the
+    // first stage's alone: Q4_0 66 -> 74% of the copy, Q8_0 76 -> 85%, Q4_K
+    // 62 -> 71%, Q6_K 68 -> 73%, Q2_K 51 -> 55%; GPU time per decode step 7B
+    // Q4_0 1,702 -> 1,669 us, Q8_0 2,775 -> 2,658 (its 4,096-wide rows are two
+    // stages too). With the prefetch limited to two stages the op bench lost
+    // 1-6 points of that and the 7B Q8_0 36 us. Tinyllama's down rows (two
+    // stages, a 6.5 MB launch) lost 5 us a step without the prefetch: on
+    // small launches it is in L2 before the staging ends.
+    {
+        const int64_t first_items = std::min<int64_t>(p.n_items, grid * kQWarps * (32 / W));
+        const double first_bytes = static_cast<double>(first_items) * kRows *
+                                   static_cast<double>(p.w[0].row_bytes + p.w[0].meta_row_bytes);
+        const bool whole = W * U >= nb || ctx.prefetch_limit == 0 || first_bytes <= static_cast<double>(ctx.prefetch_limit);
+        p.pf_row_bytes = whole ? static_cast<uint32_t>(p.w[0].row_bytes) : 0u;
+        p.pf_meta_bytes = whole ? static_cast<uint32_t>(p.w[0].meta_row_bytes) : 0u;
+    }
     auto go_kernel = [&](auto kernel) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kQThreads), smem, p), "k_matvec_q", node);
     };
