@@ -300,7 +300,9 @@ const std::vector<Extra>& extras() {
         }
         // Q3_K's paired blocks over rows of several stages, the last part-full
         // (344 blocks: stages of 128); Q5_K's (120 blocks: stages of 64).
-        for (DType t : {DType::Q3_K, DType::Q2_K}) {
+        // Q4_0: rows of three stages with every unit of a lane (four-unit
+        // types), and an activation of two staging rounds (stage_act_q8).
+        for (DType t : {DType::Q3_K, DType::Q2_K, DType::Q4_0}) {
             const uint32_t s1 = ++seed;
             f.push_back({std::string("mul_mat_") + dtype_name(t) + "_11008x300x1",
                          [t, s1] { return matvec_case(t, 11008, 300, 1, s1); }});
