@@ -130,11 +130,18 @@ public:
             for (size_t b = 0; b < any_of->size(); ++b) {
                 const int child = compile((*any_of)[b], path + ".anyOf[" + std::to_string(b) + "]", depth + 1);
                 if (in_progress(child)) refuse(path + ".anyOf", "a branch that refers back to itself is not supported");
+                const JsonSchema::Node& c = s_.nodes_[static_cast<size_t>(child)];
                 for (int k = 0; k < 6; ++k) {
-                    if (!starts_kind(child, k)) continue;
-                    if (n.branch[k] >= 0) refuse(path + ".anyOf", "branches of the same JSON type are not supported");
-                    n.branch[k] = child;
-                    n.types |= kKindTypes[k];
+                    std::vector<int>& to = n.branches[k];
+                    const std::vector<int> leaves = c.any_of ? c.branches[k] : starts_kind(child, k) ? std::vector<int>{child}
+                                                                                                     : std::vector<int>{};
+                    for (int leaf : leaves) {
+                        if (std::find(to.begin(), to.end(), leaf) == to.end()) to.push_back(leaf);
+                    }
+                    if (to.size() > static_cast<size_t>(SchemaState::kMaxPaths)) {
+                        refuse(path + ".anyOf", "more than " + std::to_string(SchemaState::kMaxPaths) + " branches of one type");
+                    }
+                    if (!to.empty()) n.types |= kKindTypes[k];
                 }
             }
         }
@@ -195,7 +202,7 @@ private:
     // Node i can start with a byte of kind k.
     bool starts_kind(int i, int k) const {
         const JsonSchema::Node& n = s_.nodes_[static_cast<size_t>(i)];
-        if (n.any_of) return n.branch[k] >= 0;
+        if (n.any_of) return !n.branches[k].empty();
         if (!n.values.empty()) {
             for (const std::string& v : n.values) {
                 if (kind_of_byte(static_cast<unsigned char>(v[0])) == k) return true;
@@ -221,13 +228,47 @@ std::shared_ptr<const JsonSchema> JsonSchema::parse(std::string_view text) {
     return s;
 }
 
-SchemaState::SchemaState(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)), frames_{} {
+SchemaState::SchemaState(std::shared_ptr<const JsonSchema> schema) : schema_(std::move(schema)) {
     if (!schema_) throw Error(ErrorCode::InvalidArgument, "SchemaState: no schema");
+    paths_.push_back(Path{schema_.get(), {}});
+}
+
+namespace {
+
+// Adds p to the readings unless an identical one is there or there are
+// kMaxPaths already.
+template <class Path>
+void keep_path(std::vector<Path>& paths, Path&& p, size_t most) {
+    if (paths.size() >= most) return;
+    for (const Path& q : paths) {
+        if (q.same_as(p)) return;
+    }
+    paths.push_back(std::move(p));
+}
+
+}  // namespace
+
+// Every path takes the byte or is dropped; the forks join the survivors.
+// Steps in place, so a failure leaves the state changed (the callers work
+// on a copy); one path and no fork (the common case) allocates nothing.
+bool SchemaState::feed_byte(unsigned char c) {
+    constexpr size_t kMost = kMaxPaths;
+    std::vector<Path> forks, next;
+    for (Path& p : paths_) {
+        forks.clear();
+        const bool ok = p.step(c, forks);
+        if (paths_.size() == 1 && forks.empty()) return ok;
+        if (ok) keep_path(next, std::move(p), kMost);
+        for (Path& f : forks) keep_path(next, std::move(f), kMost);
+    }
+    if (next.empty()) return false;
+    paths_ = std::move(next);
+    return true;
 }
 
 bool SchemaState::feed(unsigned char c) {
     SchemaState next = *this;
-    if (!next.step(c)) return false;
+    if (!next.feed_byte(c)) return false;
     *this = std::move(next);
     return true;
 }
@@ -235,18 +276,26 @@ bool SchemaState::feed(unsigned char c) {
 bool SchemaState::feed(const std::string& text) {
     SchemaState next = *this;
     for (char c : text) {
-        if (!next.step(static_cast<unsigned char>(c))) return false;
+        if (!next.feed_byte(static_cast<unsigned char>(c))) return false;
     }
     *this = std::move(next);
     return true;
 }
 
 bool SchemaState::complete() const {
-    if (depth_ == 0) return done_;
-    if (depth_ > 1) return false;
+    return std::any_of(paths_.begin(), paths_.end(), [](const Path& p) { return p.complete(); });
+}
+
+bool SchemaState::Path::same_as(const Path& o) const {
+    return depth == o.depth && done == o.done && spaces == o.spaces && std::equal(frames, frames + depth, o.frames);
+}
+
+bool SchemaState::Path::complete() const {
+    if (depth == 0) return done;
+    if (depth > 1) return false;
     // A top-level number, or a number or literal of an enum, ends where the
     // text does.
-    const Frame& f = frames_[0];
+    const Frame& f = frames[0];
     if (f.kind == Kind::Number) return f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7;
     if (f.kind != Kind::Match) return false;
     const std::vector<std::string>& texts = match_texts(f);
@@ -256,45 +305,55 @@ bool SchemaState::complete() const {
     return false;
 }
 
-bool SchemaState::push(const Frame& f) {
-    if (depth_ >= kMaxDepth) return false;
-    frames_[depth_++] = f;
+bool SchemaState::Path::push(const Frame& f) {
+    if (depth >= kMaxDepth) return false;
+    frames[depth++] = f;
     return true;
 }
 
 // The value on top ended: its parent goes on after it.
-bool SchemaState::end_value() {
-    --depth_;
-    if (depth_ == 0) {
-        done_ = true;
+bool SchemaState::Path::end_value() {
+    --depth;
+    if (depth == 0) {
+        done = true;
         return true;
     }
-    Frame& parent = frames_[depth_ - 1];
+    Frame& parent = frames[depth - 1];
     parent.phase = parent.kind == Kind::Object ? 4 : 2;
     return true;
 }
 
-const std::vector<std::string>& SchemaState::match_texts(const Frame& f) const {
-    const JsonSchema::Node& n = schema_->node(f.node);
+const std::vector<std::string>& SchemaState::Path::match_texts(const Frame& f) const {
+    const JsonSchema::Node& n = schema->node(f.node);
     return f.is_key ? n.keys : n.values;
 }
 
-bool SchemaState::start_value(int node, unsigned char c) {
+// A value of `node` starts with c: in each branch of an anyOf that may
+// start so (the first here, the others in forks).
+bool SchemaState::Path::start_value(int node, unsigned char c, std::vector<Path>& forks) {
     const int kind = kind_of_byte(c);
     if (kind < 0) return false;
-    const JsonSchema::Node* n = &schema_->node(node);
-    if (n->any_of) {
-        node = n->branch[kind];
-        if (node < 0) return false;
-        n = &schema_->node(node);
+    const JsonSchema::Node& n = schema->node(node);
+    if (!n.any_of) return start_leaf(node, kind, c);
+    const std::vector<int>& leaves = n.branches[kind];
+    if (leaves.empty()) return false;
+    for (size_t i = 1; i < leaves.size(); ++i) {
+        Path other = *this;
+        if (other.start_leaf(leaves[i], kind, c)) forks.push_back(other);
     }
+    return start_leaf(leaves[0], kind, c);
+}
+
+bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
+    const JsonSchema::Node* n = &schema->node(node);
     if ((n->types & kKindTypes[kind]) == 0 && n->values.empty()) return false;
     Frame f{};
     f.node = static_cast<int16_t>(node);
     if (!n->values.empty()) {
         f.kind = Kind::Match;
         f.set = n->values.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n->values.size()) - 1;
-        return push(f) && match_byte(frames_[depth_ - 1], c);
+        std::vector<Path> none;  // a value's first byte never ends it
+        return push(f) && match_byte(frames[depth - 1], c, none);
     }
     switch (kind) {
         case 0: f.kind = Kind::Object, f.key = -1; break;
@@ -318,7 +377,7 @@ bool SchemaState::start_value(int node, unsigned char c) {
 // A complete string ends at its closing quote; a complete number or literal
 // ends at the first byte no candidate takes, which then counts as what
 // comes after the value.
-bool SchemaState::match_byte(Frame& f, unsigned char c) {
+bool SchemaState::Path::match_byte(Frame& f, unsigned char c, std::vector<Path>& forks) {
     const std::vector<std::string>& texts = match_texts(f);
     uint64_t keep = 0;
     bool complete = false;
@@ -334,15 +393,15 @@ bool SchemaState::match_byte(Frame& f, unsigned char c) {
     if (keep == 0) {
         if (!complete || f.is_key) return false;
         end_value();
-        return step(c);
+        return step(c, forks);
     }
     f.set = keep;
     ++f.pos;
     for (size_t i = 0; i < texts.size(); ++i) {
         if ((keep >> i & 1) == 0 || texts[i].size() != f.pos || texts[i].back() != '"') continue;
         if (!f.is_key) return end_value();
-        --depth_;  // the key ends: its object reads the colon next
-        Frame& obj = frames_[depth_ - 1];
+        --depth;  // the key ends: its object reads the colon next
+        Frame& obj = frames[depth - 1];
         obj.set |= uint64_t{1} << i;
         obj.key = static_cast<int16_t>(i);
         obj.phase = 2;
@@ -351,18 +410,18 @@ bool SchemaState::match_byte(Frame& f, unsigned char c) {
     return true;
 }
 
-bool SchemaState::step(unsigned char c) {
-    Frame* top = depth_ > 0 ? &frames_[depth_ - 1] : nullptr;
+bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
+    Frame* top = depth > 0 ? &frames[depth - 1] : nullptr;
     if (top != nullptr) {
         switch (top->kind) {
             case Kind::String:
                 if (top->phase == 0) {
-                    const JsonSchema::Node& n = schema_->node(top->node);
+                    const JsonSchema::Node& n = schema->node(top->node);
                     if (c == '"') {
                         if (!top->is_key) return top->count >= n.min_length && end_value();
-                        --depth_;  // a free object's key: its value may be anything
-                        frames_[depth_ - 1].key = -1;
-                        frames_[depth_ - 1].phase = 2;
+                        --depth;  // a free object's key: its value may be anything
+                        frames[depth - 1].key = -1;
+                        frames[depth - 1].phase = 2;
                         return true;
                     }
                     if (c == '\\') top->phase = 1;
@@ -420,14 +479,14 @@ bool SchemaState::step(unsigned char c) {
                             return true;
                         }
                         end_value();
-                        return step(c);
+                        return step(c, forks);
                 }
             }
             case Kind::Literal:
                 if (c != static_cast<unsigned char>(top->literal[top->pos])) return false;
                 if (top->literal[++top->pos] == '\0') return end_value();
                 return true;
-            case Kind::Match: return match_byte(*top, c);
+            case Kind::Match: return match_byte(*top, c, forks);
             default: break;
         }
     }
@@ -435,17 +494,17 @@ bool SchemaState::step(unsigned char c) {
     if (is_space(c)) {
         // Nothing after the value: the output ends there (JsonState allows
         // trailing spaces; here a model that pads would only spend tokens).
-        if (spaces_ >= kMaxSpaces || (top == nullptr && done_)) return false;
-        ++spaces_;
+        if (spaces >= kMaxSpaces || (top == nullptr && done)) return false;
+        ++spaces;
         return true;
     }
-    spaces_ = 0;
-    if (top == nullptr) return !done_ && start_value(schema_->root(), c);
-    return between(top, c);
+    spaces = 0;
+    if (top == nullptr) return !done && start_value(schema->root(), c, forks);
+    return between(top, c, forks);
 }
 
-bool SchemaState::between(Frame* top, unsigned char c) {
-    const JsonSchema::Node& n = schema_->node(top->node);
+bool SchemaState::Path::between(Frame* top, unsigned char c, std::vector<Path>& forks) {
+    const JsonSchema::Node& n = schema->node(top->node);
     const uint64_t all = n.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.keys.size()) - 1;
     if (top->kind == Kind::Array) {
         if (c == ']' && top->phase != 1) return top->count >= n.min_items && end_value();
@@ -456,7 +515,7 @@ bool SchemaState::between(Frame* top, unsigned char c) {
         }
         if (top->count >= n.max_items) return false;
         ++top->count;
-        return start_value(n.items, c);
+        return start_value(n.items, c, forks);
     }
     // An object.
     switch (top->phase) {
@@ -475,13 +534,13 @@ bool SchemaState::between(Frame* top, unsigned char c) {
                 k.is_key = true;
                 k.node = top->node;
                 k.set = all & ~top->set;
-                return push(k) && match_byte(frames_[depth_ - 1], c);
+                return push(k) && match_byte(frames[depth - 1], c, forks);
             }
         case 2:
             if (c != ':') return false;
             top->phase = 3;
             return true;
-        case 3: return start_value(top->key >= 0 ? n.key_nodes[static_cast<size_t>(top->key)] : 0, c);
+        case 3: return start_value(top->key >= 0 ? n.key_nodes[static_cast<size_t>(top->key)] : 0, c, forks);
         default:
             if (c == ',') {
                 if (!n.free && (all & ~top->set) == 0) return false;  // no key left

@@ -11,7 +11,8 @@
 //                takes any keys and values
 //   items        an array's elements (absent: any values)
 //   enum, const  strings, numbers, booleans, null (written exactly as listed)
-//   anyOf        branches of different JSON types (the first byte picks one)
+//   anyOf        any branches: the text is read against every branch that
+//                still fits it (two object models of a pydantic union, say)
 //   $ref         "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed), as
 //                pydantic writes nested models
 //   minLength, maxLength   of strings (in characters; an escape is one)
@@ -20,7 +21,11 @@
 // are ignored. Any other keyword (pattern, minimum, $ref, ...) is refused,
 // since it would not be enforced: a promise the sampler does not keep.
 // At most 64 properties per object and 64 values per enum; numbers of at
-// most 25 characters; nothing, not even spaces, after the value.
+// most 25 characters; nothing, not even spaces, after the value. At most
+// kMaxPaths anyOf branches of one type, followed side by side while they
+// fit the text; identical readings merge, and past kMaxPaths readings at
+// once (unions nested in unions) the later ones are dropped: the text
+// stays valid, but may no longer take some branch.
 #pragma once
 
 #include <cstdint>
@@ -59,9 +64,10 @@ public:
         uint32_t min_length = 0, max_length = UINT32_MAX;  // strings, in characters
         // enum/const: each allowed value as written (compact JSON); empty: none.
         std::vector<std::string> values;
-        // anyOf: the branch for each first byte's type (index by kind_of_byte), -1: none.
+        // anyOf: for each kind of first byte ({, [, ", number, true/false,
+        // null), the branches that may start with it (nested anyOfs flattened).
         bool any_of = false;
-        int branch[7] = {-1, -1, -1, -1, -1, -1, -1};
+        std::vector<int> branches[6];
     };
     const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
     int root() const { return root_; }
@@ -79,6 +85,7 @@ public:
     // to depth 9 at two spaces (a small model may otherwise pad for long).
     static constexpr int kMaxSpaces = 20;
     static constexpr int kMaxNumber = 24;  // bytes of a number after its first
+    static constexpr int kMaxPaths = 16;   // readings of the text at once (anyOf branches of one type)
 
     explicit SchemaState(std::shared_ptr<const JsonSchema> schema);
 
@@ -102,20 +109,36 @@ private:
         uint32_t count;      // String: characters; Array: elements
         uint64_t set;        // Object: keys seen; Match: candidates still matching
         const char* literal; // Literal: "true", "false" or "null"
+        bool operator==(const Frame&) const = default;
     };
-    bool step(unsigned char c);
-    bool start_value(int node, unsigned char c);
-    bool end_value();
-    bool push(const Frame& f);
-    bool between(Frame* top, unsigned char c);
-    bool match_byte(Frame& f, unsigned char c);
-    const std::vector<std::string>& match_texts(const Frame& f) const;
+    // One reading of the text: the open values, innermost last. A byte
+    // that starts a value of an anyOf with several branches of its kind
+    // continues this path in the first and adds a copy per other branch to
+    // `forks` (a value's start is always the last thing a byte does).
+    struct Path {
+        const JsonSchema* schema;
+        Frame frames[kMaxDepth];
+        int depth = 0;
+        bool done = false;    // the top-level value is complete
+        uint8_t spaces = 0;   // whitespace bytes in a row
+
+        bool step(unsigned char c, std::vector<Path>& forks);
+        bool complete() const;
+        bool same_as(const Path& o) const;
+
+    private:
+        bool start_value(int node, unsigned char c, std::vector<Path>& forks);
+        bool start_leaf(int node, int kind, unsigned char c);
+        bool end_value();
+        bool push(const Frame& f);
+        bool between(Frame* top, unsigned char c, std::vector<Path>& forks);
+        bool match_byte(Frame& f, unsigned char c, std::vector<Path>& forks);
+        const std::vector<std::string>& match_texts(const Frame& f) const;
+    };
+    bool feed_byte(unsigned char c);
 
     std::shared_ptr<const JsonSchema> schema_;
-    Frame frames_[kMaxDepth];
-    int depth_ = 0;
-    bool done_ = false;   // the top-level value is complete
-    uint8_t spaces_ = 0;  // whitespace bytes in a row
+    std::vector<Path> paths_;  // at least one
 };
 
 }  // namespace lantern

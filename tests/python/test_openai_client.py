@@ -126,6 +126,31 @@ def test_pydantic_models_through_parse(client):
     assert len(parsed.landmarks) <= 2
 
 
+def test_pydantic_union_of_models(client):
+    # A union of two models is an anyOf of two object schemas: the reply is
+    # held to whichever still fits as it is written, and parses back.
+    from typing import Literal, Union
+
+    from pydantic import BaseModel, Field
+
+    class Cat(BaseModel):
+        kind: Literal["cat"]
+        lives: int
+
+    class Dog(BaseModel):
+        kind: Literal["dog"]
+        good: bool
+
+    class Pets(BaseModel):
+        pets: list[Union[Cat, Dog]] = Field(min_length=1, max_length=3)
+
+    r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "List my pets: a dog and a cat."}],
+                                      response_format=Pets, temperature=0, max_tokens=300)
+    parsed = r.choices[0].message.parsed
+    assert isinstance(parsed, Pets) and 1 <= len(parsed.pets) <= 3
+    assert all(isinstance(p, (Cat, Dog)) for p in parsed.pets)
+
+
 def test_legacy_function_call(client):
     r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
                                        functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},

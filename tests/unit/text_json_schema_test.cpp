@@ -116,6 +116,54 @@ TEST(JsonSchema, ReferencesAndLimits) {
     EXPECT_FALSE(fed(limits, R"(["ab", "a"])").first);                      // minLength 2
 }
 
+// anyOf branches of one JSON type, as pydantic writes a union of models:
+// the text is read against each branch that still fits, so keys of either
+// model are taken until one rules the other out, and a value must satisfy
+// the branch it ends in.
+TEST(JsonSchema, UnionsOfOneType) {
+    const char* pets = R"({"$defs": {
+        "Cat": {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                "required": ["kind", "lives"], "additionalProperties": false},
+        "Dog": {"type": "object", "properties": {"kind": {"const": "dog"}, "good": {"type": "boolean"}},
+                "required": ["kind"], "additionalProperties": false}},
+      "type": "object", "properties": {"pets": {"type": "array", "items": {"anyOf": [{"$ref": "#/$defs/Cat"},
+                                                                                      {"$ref": "#/$defs/Dog"}]}}},
+      "required": ["pets"]})";
+    EXPECT_EQ(fed(pets, R"({"pets": [{"kind": "cat", "lives": 9}, {"kind": "dog"}, {"kind": "dog", "good": true}]})"),
+              std::make_pair(true, true));
+    EXPECT_EQ(fed(pets, R"({"pets": [{"lives": 9, "kind": "cat"}]})"), std::make_pair(true, true));  // any key order
+    EXPECT_FALSE(fed(pets, R"({"pets": [{"kind": "cat", "good": true)").first);  // a cat has no "good"
+    EXPECT_FALSE(fed(pets, R"({"pets": [{"kind": "cat"})").first);               // a cat needs its lives
+    EXPECT_FALSE(fed(pets, R"({"pets": [{"kind": "dog", "lives": 1)").first);    // a dog has none
+    EXPECT_FALSE(fed(pets, R"({"pets": [{"good": true, "kind": "cat")").first);
+    EXPECT_EQ(fed(pets, R"({"pets": [{"kind": "dog"}]})"), std::make_pair(true, true));
+    // Integer or number, nested anyOfs flattened, strings with different limits.
+    const char* mixed = R"({"anyOf": [{"type": "integer"}, {"anyOf": [{"type": "number"}, {"enum": ["ab", 7]}]},
+                                      {"type": "string", "maxLength": 1}]})";
+    for (const char* ok : {"12", "-1.5e3", "7", "\"ab\"", "\"x\"", "\"\""}) {
+        EXPECT_EQ(fed(mixed, ok), std::make_pair(true, true)) << ok;
+    }
+    EXPECT_FALSE(fed(mixed, "\"abc").first);  // neither "ab" nor one character
+    EXPECT_FALSE(fed(mixed, "\"xy").first);
+    EXPECT_FALSE(fed(mixed, "true").first);
+    // Up to kMaxPaths branches of one type; more are refused (the checker
+    // follows that many readings at once).
+    auto objects = [](int n) {
+        std::string out = R"({"anyOf": [)";
+        for (int i = 0; i < n; ++i) {
+            out += (i ? ", " : "") + std::string(R"({"type": "object", "properties": {"k)") + std::to_string(i) +
+                   R"(": {"type": "integer"}}, "required": ["k)" + std::to_string(i) + R"("]})";
+        }
+        return out + "]}";
+    };
+    const std::string most = objects(SchemaState::kMaxPaths);
+    EXPECT_EQ(fed(most.c_str(), R"({"k15": 1})"), std::make_pair(true, true));
+    EXPECT_EQ(fed(most.c_str(), R"({"k1": 1})"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(most.c_str(), R"({"k1": 1, )").first);  // each branch has one property
+    EXPECT_FALSE(fed(most.c_str(), R"({"j)").first);
+    EXPECT_THROW(JsonSchema::parse(objects(SchemaState::kMaxPaths + 1)), Error);
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     // A schema too large for the checker's 16-bit node numbers: 64 x 64
     // objects of 5 properties each, over 20,000 subschemas.
@@ -138,7 +186,7 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     for (const Case& c : {Case{R"({"type": "string", "pattern": "^a"})", ".pattern"},
                           Case{R"({"properties": {"a": {"type": "number", "minimum": 1}}})", ".properties.a.minimum"},
                           Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
-                          Case{R"({"anyOf": [{"type": "object"}, {"type": "object"}]})", "same JSON type"},
+                          Case{R"({"anyOf": [{"type": "object", "pattern": "x"}, {"type": "object"}]})", ".anyOf[0].pattern"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
                           Case{R"({"type": "decimal"})", "decimal"},
                           Case{R"({"$ref": "#/$defs/x"})", "not defined"},
