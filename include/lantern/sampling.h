@@ -42,7 +42,9 @@ struct SamplerParams {
     std::vector<std::string> json_prefixes;
     // A JSON schema (its text) that the output follows, token by token, as
     // OpenAI's structured outputs do: types, properties with required (no
-    // others), items, enum/const, anyOf (up to 16 branches of one type); a schema with a
+    // others), items, enum/const, anyOf (up to 16 branches of one type),
+    // string lengths and formats (date, time, date-time, uuid), array sizes,
+    // number ranges; a schema with a
     // keyword the sampler cannot enforce is refused (check_json_schema,
     // lantern.h). Implies JSON output; needs Sampler(params, model).
     std::string json_schema;

@@ -1,7 +1,9 @@
 #include "sampling/json_schema.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +71,21 @@ public:
                 if (!v.is_number_unsigned()) refuse(at, "must be a count");
                 const uint32_t x = static_cast<uint32_t>(std::min<uint64_t>(v.get<uint64_t>(), UINT32_MAX - 1));
                 (key == "minLength" ? n.min_length : key == "maxLength" ? n.max_length : key == "minItems" ? n.min_items : n.max_items) = x;
+            } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum" || key == "exclusiveMaximum") {
+                if (!v.is_number()) refuse(at, "must be a number");
+                const double x = v.get<double>();
+                const bool open = key.rfind("exclusive", 0) == 0;
+                n.bounded = true;
+                if (key == "minimum" || key == "exclusiveMinimum") {
+                    if (x > n.min || (x == n.min && open)) n.min = x, n.min_open = open;
+                } else if (x < n.max || (x == n.max && open)) {
+                    n.max = x, n.max_open = open;
+                }
+            } else if (key == "format") {
+                using F = JsonSchema::Node::Format;
+                const std::string f = v.is_string() ? v.get<std::string>() : std::string();
+                n.format = f == "date" ? F::Date : f == "time" ? F::Time : f == "date-time" ? F::DateTime : f == "uuid" ? F::Uuid : F::None;
+                if (n.format == F::None) refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid are)");
             } else if (key == "type") {
                 n.types = 0;
                 typed = true;
@@ -146,6 +163,14 @@ public:
             }
         }
         if (n.min_length > n.max_length || n.min_items > n.max_items) refuse(path, "a minimum above its maximum");
+        if (n.bounded) {
+            if (!n.values.empty() || n.any_of) refuse(path, "minimum/maximum beside enum, const or anyOf is not supported");
+            if (n.min > n.max || (n.min == n.max && (n.min_open || n.max_open))) refuse(path, "a minimum above its maximum");
+            const bool integers = (n.types & JsonSchema::kNumber) == 0;
+            if (integers && (n.min_open ? std::floor(n.min) + 1 : std::ceil(n.min)) > (n.max_open ? std::ceil(n.max) - 1 : std::floor(n.max))) {
+                refuse(path, "no integer within minimum and maximum");
+            }
+        }
         s_.nodes_[static_cast<size_t>(index)] = std::move(n);
         finished_[static_cast<size_t>(index)] = true;
         return index;
@@ -296,7 +321,10 @@ bool SchemaState::Path::complete() const {
     // A top-level number, or a number or literal of an enum, ends where the
     // text does.
     const Frame& f = frames[0];
-    if (f.kind == Kind::Number) return f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7;
+    if (f.kind == Kind::Number) {
+        return (f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7) &&
+               (!schema->node(f.node).bounded || number_in_range(f));
+    }
     if (f.kind != Kind::Match) return false;
     const std::vector<std::string>& texts = match_texts(f);
     for (size_t i = 0; i < texts.size(); ++i) {
@@ -363,6 +391,9 @@ bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
             f.kind = Kind::Number;
             f.integer = (n->types & JsonSchema::kNumber) == 0;
             f.phase = c == '-' ? 0 : c == '0' ? 1 : 2;
+            f.negative = c == '-';
+            f.set = is_digit(c) ? static_cast<uint64_t>(c - '0') : 0;
+            f.key = 0;
             break;
         default:
             f.kind = Kind::Literal;
@@ -370,7 +401,150 @@ bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
             f.pos = 1;
             break;
     }
-    return push(f);
+    if (!push(f)) return false;
+    return kind != 3 || !n->bounded || number_may_go_on(frames[depth - 1]);
+}
+
+namespace {
+
+double pow10(int e) {
+    static constexpr double kExact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    return e <= 22 ? kExact[e] : std::pow(10.0, e);
+}
+
+// A number's digit into its frame: up to 19 significant digits are held
+// (set, count of them after the point); integer digits past them scale it
+// (key), fraction digits past them are dropped (worth under 10^-count).
+template <class Frame>
+void add_digit(Frame& f, unsigned char c, bool fraction) {
+    if (f.set < 1000000000000000000ull) {
+        f.set = f.set * 10 + static_cast<uint64_t>(c - '0');
+        if (fraction) ++f.count;
+    } else if (!fraction) {
+        ++f.key;
+    }
+}
+
+// The number's magnitude so far (the digits read, as written).
+template <class Frame>
+double magnitude(const Frame& f) {
+    double v = static_cast<double>(f.set);
+    if (f.key > 0) v *= pow10(f.key);
+    return f.count > 0 ? v / pow10(static_cast<int>(f.count)) : v;
+}
+
+}  // namespace
+
+// Whether a bounded number that starts with the bytes read can still end in
+// its range: some completion's magnitude, within the byte cap, lies in an
+// interval that meets the range once the sign is applied.
+bool SchemaState::Path::number_may_go_on(const Frame& f) const {
+    const JsonSchema::Node& n = schema->node(f.node);
+    // Magnitudes [a, b] (b excluded if b_open), signed, against the range.
+    auto meets = [&](double a, double b, bool b_open) {
+        double lo = a, hi = b;
+        bool lo_open = false, hi_open = b_open;
+        if (f.negative) lo = -b, hi = -a, lo_open = b_open, hi_open = false;
+        const bool above_min = hi > n.min || (hi == n.min && !hi_open && !n.min_open);
+        const bool below_max = lo < n.max || (lo == n.max && !lo_open && !n.max_open);
+        return above_min && below_max;
+    };
+    const double m = magnitude(f);
+    const int left = kMaxNumber - static_cast<int>(f.pos);  // bytes that may still come
+    switch (f.phase) {
+        case 0: return meets(0.0, HUGE_VAL, false);
+        case 1: return f.integer ? meets(0.0, 0.0, false) : meets(0.0, 1.0, true);
+        case 2:
+            if (meets(m, m, false) || (!f.integer && left >= 2 && meets(m, m + 1.0, true))) return true;
+            for (int k = 1; k <= left; ++k) {
+                if (meets(m * pow10(k), (m + 1.0) * pow10(k), true)) return true;
+            }
+            return false;
+        default:  // after the point: the digits to come add less than 10^-count
+            return meets(m, m + 1.0 / pow10(static_cast<int>(f.count)), true);
+    }
+}
+
+namespace {
+
+using Format = JsonSchema::Node::Format;
+
+// A format's shape: one template character per byte (9 a digit, X a hex
+// digit, M/N a month's tens/units, A/B a day's, H/I an hour's, 5 a digit
+// 0-5; others stand for themselves). Times go on past it (format_byte).
+std::string_view format_shape(Format f) {
+    switch (f) {
+        case Format::Date: return "9999-MN-AB";
+        case Format::Time: return "HI:59:59";
+        case Format::DateTime: return "9999-MN-ABTHI:59:59";
+        default: return "XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX";
+    }
+}
+
+bool shape_takes(char t, unsigned char c, unsigned char prev) {
+    switch (t) {
+        case '9': return is_digit(c);
+        case 'X': return is_hex(c);
+        case 'M': return c == '0' || c == '1';
+        case 'N': return prev == '0' ? c >= '1' && c <= '9' : c >= '0' && c <= '2';
+        case 'A': return c >= '0' && c <= '3';
+        case 'B': return prev == '0' ? c >= '1' && c <= '9' : prev == '3' ? c == '0' || c == '1' : is_digit(c);
+        case 'H': return c >= '0' && c <= '2';
+        case 'I': return prev == '2' ? c >= '0' && c <= '3' : is_digit(c);
+        case '5': return c >= '0' && c <= '5';
+        default: return c == static_cast<unsigned char>(t);
+    }
+}
+
+}  // namespace
+
+// A byte of a string of a format (0: its closing quote). f.pos walks the
+// shape (L bytes); a time then takes, at L, '.' (fraction digits at L + 2,
+// at most 9), 'Z' or an offset's sign, whose "HI:59" is L + 3 .. L + 7, and
+// at L + 8 only the quote. f.set: the previous byte; f.count: a date's
+// year and month, then a time's fraction digits.
+bool SchemaState::Path::format_byte(Frame& f, Format format, unsigned char c) const {
+    const std::string_view shape = format_shape(format);
+    const size_t L = shape.size(), at = f.pos;
+    const bool timed = format == Format::Time || format == Format::DateTime;
+    const size_t end = timed ? L + 8 : L;
+    if (c == 0) return at == end;
+    const auto prev = static_cast<unsigned char>(f.set);
+    auto take = [&](size_t next) {
+        f.pos = static_cast<uint16_t>(next);
+        f.set = c;
+        return true;
+    };
+    if (at < L) {
+        if (!shape_takes(shape[at], c, prev)) return false;
+        // A date's year and month (count: yyyymm, digit by digit) bound its
+        // day; a date-time's count then starts over for the fraction.
+        const bool dated = format == Format::Date || format == Format::DateTime;
+        if (dated && at < 7 && is_digit(c)) f.count = f.count * 10 + static_cast<uint32_t>(c - '0');
+        if (dated && (shape[at] == 'A' || shape[at] == 'B')) {
+            const uint32_t year = f.count / 100, month = f.count % 100;
+            const bool leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+            const uint32_t days = month == 2 ? (leap ? 29 : 28) : month == 4 || month == 6 || month == 9 || month == 11 ? 30 : 31;
+            const uint32_t day = shape[at] == 'A' ? static_cast<uint32_t>(c - '0') * 10 : static_cast<uint32_t>(prev - '0') * 10 + (c - '0');
+            if (day > days) return false;
+        }
+        if (shape[at] == 'T') f.count = 0;
+        return take(at + 1);
+    }
+    if (!timed || at == end) return false;
+    if (at >= L + 3) return shape_takes("HI:59"[at - L - 3], c, prev) && take(at + 1);
+    if (at == L + 1) return is_digit(c) && (++f.count, take(L + 2));
+    if (at == L && c == '.') return take(L + 1);
+    if (at == L + 2 && is_digit(c)) return ++f.count <= 9 && take(L + 2);
+    if (c == 'Z') return take(end);
+    return (c == '+' || c == '-') && take(L + 3);
+}
+
+bool SchemaState::Path::number_in_range(const Frame& f) const {
+    const JsonSchema::Node& n = schema->node(f.node);
+    const double v = f.negative ? -magnitude(f) : magnitude(f);
+    return (v > n.min || (v == n.min && !n.min_open)) && (v < n.max || (v == n.max && !n.max_open));
 }
 
 // A byte of an enum value or a listed key: the candidates that still match.
@@ -417,6 +591,10 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
             case Kind::String:
                 if (top->phase == 0) {
                     const JsonSchema::Node& n = schema->node(top->node);
+                    if (n.format != JsonSchema::Node::Format::None && !top->is_key) {
+                        if (c == '"') return format_byte(*top, n.format, 0) && end_value();
+                        return format_byte(*top, n.format, c);
+                    }
                     if (c == '"') {
                         if (!top->is_key) return top->count >= n.min_length && end_value();
                         --depth;  // a free object's key: its value may be anything
@@ -445,19 +623,24 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                 // 4 fraction digits, 5 after 'e', 6 after its sign, 7 exponent
                 // digits. At most kMaxNumber bytes: a model may otherwise
                 // write digits until it runs out of tokens.
+                // A bounded number (node.bounded) keeps its digits and is
+                // checked after each byte, and has no exponent.
                 uint8_t& ph = top->phase;
                 if (++top->pos > kMaxNumber && (is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
                     return false;
                 }
+                const bool bounded = schema->node(top->node).bounded;
                 switch (ph) {
                     case 0:
                         if (!is_digit(c)) return false;
                         ph = c == '0' ? 1 : 2;
-                        return true;
+                        add_digit(*top, c, false);
+                        return !bounded || number_may_go_on(*top);
                     case 3:
                         if (!is_digit(c)) return false;
                         ph = 4;
-                        return true;
+                        add_digit(*top, c, true);
+                        return !bounded || number_may_go_on(*top);
                     case 5:
                         if (c == '+' || c == '-') {
                             ph = 6;
@@ -469,15 +652,19 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         ph = 7;
                         return true;
                     default:
-                        if (is_digit(c) && ph != 1) return true;
+                        if (is_digit(c) && ph != 1) {
+                            if (ph == 2 || ph == 4) add_digit(*top, c, ph == 4);
+                            return !bounded || number_may_go_on(*top);
+                        }
                         if (!top->integer && c == '.' && (ph == 1 || ph == 2)) {
                             ph = 3;
                             return true;
                         }
-                        if (!top->integer && (c == 'e' || c == 'E') && ph != 7) {
+                        if (!top->integer && !bounded && (c == 'e' || c == 'E') && ph != 7) {
                             ph = 5;
                             return true;
                         }
+                        if (bounded && !number_in_range(*top)) return false;
                         end_value();
                         return step(c, forks);
                 }

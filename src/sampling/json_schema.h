@@ -17,6 +17,10 @@
 //                pydantic writes nested models
 //   minLength, maxLength   of strings (in characters; an escape is one)
 //   minItems, maxItems     of arrays
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum   of numbers and
+//                integers (such numbers are written without an exponent)
+//   format       of strings: date, time, date-time (RFC 3339: a time has its
+//                offset, Z or +hh:mm), uuid
 // Annotations (title, description, default, examples, $schema, $id, strict)
 // are ignored. Any other keyword (pattern, minimum, $ref, ...) is refused,
 // since it would not be enforced: a promise the sampler does not keep.
@@ -28,6 +32,7 @@
 // stays valid, but may no longer take some branch.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -62,6 +67,12 @@ public:
         int items = 0;  // arrays: the elements' node (0: any value)
         uint32_t min_items = 0, max_items = UINT32_MAX;
         uint32_t min_length = 0, max_length = UINT32_MAX;  // strings, in characters
+        enum class Format : uint8_t { None, Date, Time, DateTime, Uuid };
+        Format format = Format::None;  // strings
+        // Numbers: the range (open ends exclusive); bounded: either is set.
+        bool bounded = false;
+        double min = -HUGE_VAL, max = HUGE_VAL;
+        bool min_open = false, max_open = false;
         // enum/const: each allowed value as written (compact JSON); empty: none.
         std::vector<std::string> values;
         // anyOf: for each kind of first byte ({, [, ", number, true/false,
@@ -105,9 +116,12 @@ private:
         bool integer;        // Number: no fraction or exponent
         int16_t node;        // Object/Array/Match: the schema node
         int16_t key;         // Object: the key whose value is read
-        uint16_t pos;        // Match: bytes matched; Literal: bytes of the literal matched
-        uint32_t count;      // String: characters; Array: elements
-        uint64_t set;        // Object: keys seen; Match: candidates still matching
+        uint16_t pos;        // Match: bytes matched; Literal: bytes of the literal matched; Number: bytes;
+                             // String of a format: where in its shape (format_byte)
+        bool negative;       // Number: after '-'
+        uint32_t count;      // String: characters; Array: elements; Number: fraction digits in `set`
+        uint64_t set;        // Object: keys seen; Match: candidates still matching; Number: its digits
+                             // (at most 19; key: integer digits past them)
         const char* literal; // Literal: "true", "false" or "null"
         bool operator==(const Frame&) const = default;
     };
@@ -133,6 +147,9 @@ private:
         bool push(const Frame& f);
         bool between(Frame* top, unsigned char c, std::vector<Path>& forks);
         bool match_byte(Frame& f, unsigned char c, std::vector<Path>& forks);
+        bool number_may_go_on(const Frame& f) const;
+        bool number_in_range(const Frame& f) const;
+        bool format_byte(Frame& f, JsonSchema::Node::Format format, unsigned char c) const;
         const std::vector<std::string>& match_texts(const Frame& f) const;
     };
     bool feed_byte(unsigned char c);

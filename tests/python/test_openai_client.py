@@ -151,6 +151,28 @@ def test_pydantic_union_of_models(client):
     assert all(isinstance(p, (Cat, Dog)) for p in parsed.pets)
 
 
+def test_pydantic_ranges_and_formats(client):
+    # Field(ge=, gt=, le=) become minimum/exclusiveMinimum/maximum, dates,
+    # datetimes and UUIDs string formats: each is held, and parses back.
+    import datetime
+    import uuid
+
+    from pydantic import BaseModel, Field
+
+    class Booking(BaseModel):
+        guests: int = Field(ge=1, le=8)
+        rating: float = Field(gt=0, le=5)
+        day: datetime.date
+        at: datetime.datetime
+        ref: uuid.UUID
+
+    r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Book a table for two."}],
+                                      response_format=Booking, temperature=0, max_tokens=300)
+    b = r.choices[0].message.parsed
+    assert isinstance(b, Booking) and 1 <= b.guests <= 8 and 0 < b.rating <= 5
+    assert isinstance(b.day, datetime.date) and isinstance(b.at, datetime.datetime) and isinstance(b.ref, uuid.UUID)
+
+
 def test_legacy_function_call(client):
     r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
                                        functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},

@@ -164,6 +164,68 @@ TEST(JsonSchema, UnionsOfOneType) {
     EXPECT_THROW(JsonSchema::parse(objects(SchemaState::kMaxPaths + 1)), Error);
 }
 
+// Numeric ranges (pydantic's Field(ge=, gt=, le=, lt=)): each byte of a
+// bounded number must leave some completion in range, and the number must
+// be in range where it ends.
+TEST(JsonSchema, NumberRanges) {
+    const char* rating = R"({"type": "integer", "minimum": 1, "maximum": 5})";
+    for (const char* ok : {"1", "3", "5"}) EXPECT_EQ(fed(rating, ok), std::make_pair(true, true)) << ok;
+    for (const char* bad : {"0", "6", "15", "-1", "1.5", "1e0"}) EXPECT_FALSE(fed(rating, bad).first) << bad;
+    const char* unit = R"({"type": "number", "exclusiveMinimum": 0, "maximum": 1})";
+    for (const char* ok : {"0.5", "1", "1.0", "0.001", "0.999"}) EXPECT_EQ(fed(unit, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(fed(unit, "0"), std::make_pair(true, false));    // 0.5 may follow; 0 itself is out
+    EXPECT_EQ(fed(unit, "0.0"), std::make_pair(true, false));
+    for (const char* bad : {"1.5", "2", "-0.5", "1e-1", "0.5e0"}) EXPECT_FALSE(fed(unit, bad).first) << bad;
+    const char* negative = R"({"type": "number", "minimum": -2.5, "exclusiveMaximum": -1})";
+    for (const char* ok : {"-2.5", "-2", "-1.01"}) EXPECT_EQ(fed(negative, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(fed(negative, "-1"), std::make_pair(true, false));  // -1.5 may follow
+    for (const char* bad : {"-3", "-2.6", "0", "-1.0 "}) EXPECT_FALSE(fed(negative, bad).first) << bad;
+    // Large bounds: digits may follow as long as the range still holds.
+    const char* big = R"({"type": "integer", "minimum": 1000, "maximum": 20000})";
+    EXPECT_EQ(fed(big, "1"), std::make_pair(true, false));
+    EXPECT_EQ(fed(big, "19999"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(big, "20001").first);
+    EXPECT_EQ(fed(big, "300"), std::make_pair(true, false));  // 3,000 may follow
+    EXPECT_EQ(fed(big, "3000"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(big, "30000").first);
+    // Inside an object, where the byte after the number ends it.
+    const char* person = R"({"properties": {"age": {"type": "integer", "minimum": 0, "maximum": 150}}, "required": ["age"]})";
+    EXPECT_EQ(fed(person, R"({"age": 42})"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(person, R"({"age": 200})").first);
+    EXPECT_FALSE(fed(person, R"({"age": -1})").first);
+}
+
+// String formats as pydantic writes them for date, time, datetime and UUID
+// fields: the shape byte by byte, months, days, hours and minutes in range,
+// and a time's fraction and offset.
+TEST(JsonSchema, StringFormats) {
+    auto of = [](const char* format) { return std::string(R"({"type": "string", "format": ")") + format + "\"}"; };
+    const std::string date = of("date"), time = of("time"), stamp = of("date-time"), uuid = of("uuid");
+    for (const char* ok : {"\"2024-02-29\"", "\"2000-02-29\"", "\"1999-12-31\"", "\"2000-10-01\"", "\"2024-04-30\""}) {
+        EXPECT_EQ(fed(date.c_str(), ok), std::make_pair(true, true)) << ok;
+    }
+    for (const char* bad : {"\"2024-13", "\"2024-00", "\"2024-01-32", "\"2024-01-00", "\"24-01-01", "\"2024-01-01T", "\"2024/",
+                            "\"2023-02-29", "\"1900-02-29", "\"2024-02-30", "\"2024-04-31", "\"2024-02-3"}) {
+        EXPECT_FALSE(fed(date.c_str(), bad).first) << bad;
+    }
+    EXPECT_EQ(fed(date.c_str(), "\"2024-01"), std::make_pair(true, false));
+    for (const char* ok : {"\"23:59:59Z\"", "\"00:00:00.5+02:00\"", "\"12:30:00-05:30\""}) {
+        EXPECT_EQ(fed(time.c_str(), ok), std::make_pair(true, true)) << ok;
+    }
+    for (const char* bad : {"\"24:00", "\"12:60", "\"12:30:00\"", "\"12:30:00.Z", "\"12:30:00+2:", "\"12:30:00Z0"}) {
+        EXPECT_FALSE(fed(time.c_str(), bad).first) << bad;
+    }
+    EXPECT_EQ(fed(stamp.c_str(), "\"2026-11-26T15:51:01.123456Z\""), std::make_pair(true, true));
+    EXPECT_FALSE(fed(stamp.c_str(), "\"2026-11-26 15").first);
+    EXPECT_EQ(fed(uuid.c_str(), "\"123e4567-e89b-12d3-a456-426614174000\""), std::make_pair(true, true));
+    EXPECT_FALSE(fed(uuid.c_str(), "\"123e4567e").first);
+    EXPECT_FALSE(fed(uuid.c_str(), "\"123g").first);
+    // In an object: the format holds for the value, not the keys.
+    const char* event = R"({"properties": {"on": {"type": "string", "format": "date"}}, "required": ["on"]})";
+    EXPECT_EQ(fed(event, R"({"on": "2026-11-26"})"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(event, R"({"on": "tomorrow"})").first);
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     // A schema too large for the checker's 16-bit node numbers: 64 x 64
     // objects of 5 properties each, over 20,000 subschemas.
@@ -184,7 +246,11 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
         const char* says;
     };
     for (const Case& c : {Case{R"({"type": "string", "pattern": "^a"})", ".pattern"},
-                          Case{R"({"properties": {"a": {"type": "number", "minimum": 1}}})", ".properties.a.minimum"},
+                          Case{R"({"properties": {"a": {"type": "number", "multipleOf": 2}}})", ".properties.a.multipleOf"},
+                          Case{R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})", "no integer"},
+                          Case{R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})", "minimum above"},
+                          Case{R"({"enum": [1, 2], "minimum": 1})", "beside enum"},
+                          Case{R"({"type": "string", "format": "email"})", "'email' is not supported"},
                           Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
                           Case{R"({"anyOf": [{"type": "object", "pattern": "x"}, {"type": "object"}]})", ".anyOf[0].pattern"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
