@@ -175,6 +175,7 @@ void CudaBackend::collect_timing() {
 void CudaBackend::release() {
     cudaSetDevice(device_);
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    mv::dump_matvec_trace();
     if (timing_) {
         collect_timing();
         if (timing_->steps > 0) {

@@ -93,6 +93,11 @@ struct Kernel {
 // Once per device: raise the dynamic shared-memory limit of the kernels that
 // may need more than 48 KiB to `max_smem` bytes.
 void init_matmul_kernels(int max_smem);
+// The last streamed matrix-vector launch's timeline on stderr, in builds with
+// -DLANTERN_CUDA_MV_TRACE=ON (matvec_stream.cu); otherwise nothing.
+namespace mv {
+void dump_matvec_trace();
+}
 
 // elementwise.cu
 bool accepts_f32_binary(const Tensor& node);  // Add, Mul, SiluMul, GeluMul

@@ -5,7 +5,55 @@
 
 #include "backends/cuda/matvec_items.cuh"
 
+#if defined(LANTERN_CUDA_MV_TRACE)
+#include <cstdio>
+#include <vector>
+#endif
+
 namespace lantern::cuda::mv {
+
+// Diagnostics (cmake -DLANTERN_CUDA_MV_TRACE=ON): each warp of k_matvec_q
+// stamps the global timer at its entry, after the grid wait, after the
+// activation's staging, after each of its first three steps (and the last
+// of the rest) and at its end; dump_matvec_trace() prints the last launch's
+// stamps (percentiles over the warps, from the first entry) when the backend
+// closes. Without the option the stamps are no code at all.
+#if defined(LANTERN_CUDA_MV_TRACE)
+constexpr int kTraceWarps = 8192;
+__device__ unsigned long long g_mv_trace[kTraceWarps][8];
+__device__ __forceinline__ void mv_trace(int k) {
+    const unsigned w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if ((threadIdx.x & 31) != 0 || w >= kTraceWarps) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    g_mv_trace[w][k < 7 ? k : 6] = t;
+}
+
+void dump_matvec_trace() {
+    static unsigned long long h[kTraceWarps][8];
+    if (cudaMemcpyFromSymbol(h, g_mv_trace, sizeof(h)) != cudaSuccess) return;
+    unsigned long long t0 = ~0ull;
+    for (const auto& w : h) {
+        if (w[0] != 0) t0 = std::min(t0, w[0]);
+    }
+    const char* names[8] = {"entry", "waited", "staged", "step 1", "step 2", "step 3", "step 4+", "end"};
+    for (int k = 0; k < 8; ++k) {
+        std::vector<double> v;
+        for (const auto& w : h) {
+            if (w[0] != 0 && w[k] >= t0) v.push_back(static_cast<double>(w[k] - t0) * 1e-3);
+        }
+        if (v.empty()) continue;
+        std::sort(v.begin(), v.end());
+        auto at = [&](double f) { return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1))]; };
+        std::fprintf(stderr, "[ trace ] k_matvec_q %-7s warps %5zu  min %7.2f  p10 %7.2f  p50 %7.2f  p90 %7.2f  max %7.2f us\n",
+                     names[k], v.size(), v.front(), at(0.1), at(0.5), at(0.9), v.back());
+    }
+}
+#else
+__device__ __forceinline__ void mv_trace(int) {}
+void dump_matvec_trace() {}
+#endif
+
 namespace {
 
 // A warp's work is a sequence of stages: item (a row pair, matvec.cuh's
@@ -293,6 +341,7 @@ __device__ __forceinline__ void run_dot(const RunRow<U> (&w)[kRows], const Act& 
 // Where a lane is: its warp item, the first block of the stage (j
 // included), its pair's rows (bit s of `valid`: slot s has a row).
 struct QPos {
+    int steps;  // taken so far (mv_trace)
     int item;
     int b0;
     unsigned valid;
@@ -332,6 +381,8 @@ __device__ __forceinline__ bool q_step(const MvParams& p, const Act& a, const fl
         q_load<T, W, U, Single>(next.rows, nb, Single ? j : next.b0, nxt);
         q_dot<T, W, U, Single>(cur, a, nb, Single ? j : pos.b0, acc);
     }
+    mv_trace(3 + pos.steps);
+    ++next.steps;
     if (last) {
         const float sum = pair_sum<W>(acc, j >= W / 2);
         if (pos.valid != 0) q_store<W, kQWarps>(p, red, pos.item * G + g, sum, j);
@@ -357,7 +408,9 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     // (a prefetch holds no registers; staging needs them). Even when the
     // first stage below covers the whole item this pays: without it the 7B
     // Q4_0 decode step took 2.3% longer (H100, 2026-11-22).
+    mv_trace(0);
     QPos pos;
+    pos.steps = 0;
     pos.item = static_cast<int>(blockIdx.x) * kQWarps + warp;
     pos.b0 = j;
     pos.rows = q_rows(p, pos.item * G + g);
@@ -383,14 +436,17 @@ __global__ void __launch_bounds__(kQThreads, kQBlocksPerSM) k_matvec_q(const MvP
     prefetch_norm_inputs(p);
 
     pdl_enter();
+    mv_trace(1);
     constexpr int AW = Run ? W : 1, AU = Run ? U : 1;  // the staged row's order (act_slot)
     stage_act<true, kQWarps, AW, AU>(p, smem, red);
+    mv_trace(2);
     const Act a = act_view(smem, act_k(p.K, AW, AU));
 
     float acc[kRows] = {0.0f, 0.0f};
     while (q_step<T, W, U, Prefetch, Single, Run>(p, a, red, nb, step, g, j, pos, buf0, buf1, acc) &&
            q_step<T, W, U, Prefetch, Single, Run>(p, a, red, nb, step, g, j, pos, buf1, buf0, acc)) {
     }
+    mv_trace(7);
 }
 
 // Lanes per row pair: 32, or narrower while the launch has more pairs than
