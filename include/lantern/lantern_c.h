@@ -146,7 +146,8 @@ LANTERN_C_API int lantern_chat_apply_json(const lantern_model *model, const char
 /* A generated reply as OpenAI's message: {"role": "assistant", "content":
  * TEXT or null, "tool_calls": [{"id", "type": "function", "function":
  * {"name", "arguments"}}]} (tool_calls only when it made calls of the
- * request's tools; request_json as above). */
+ * request's tools; request_json as above; a request with the older
+ * "functions" gets "function_call": {"name", "arguments"} instead). */
 LANTERN_C_API int lantern_chat_parse_reply(const char *request_json, const char *text, char *buf, int capacity);
 
 /* --- contexts ------------------------------------------------------------- */

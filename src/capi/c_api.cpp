@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/tool_calls.h"
 #include "lantern/lantern.h"
 
 struct lantern_model {
@@ -262,17 +263,7 @@ int lantern_chat_parse_reply(const char* request_json, const char* text, char* b
         require(request_json != nullptr && text != nullptr, "the request or the text is null");
         const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
         const lantern::ChatReply reply = lantern::parse_chat_reply(text, req.tools);
-        nlohmann::json out = {{"role", "assistant"}, {"content", reply.content}};
-        if (!reply.tool_calls.empty()) {
-            if (reply.content.empty()) out["content"] = nullptr;
-            out["tool_calls"] = nlohmann::json::array();
-            for (size_t i = 0; i < reply.tool_calls.size() && (req.parallel_tool_calls || i == 0); ++i) {
-                const lantern::ToolCall& c = reply.tool_calls[i];
-                out["tool_calls"].push_back({{"id", c.id},
-                                             {"type", "function"},
-                                             {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-            }
-        }
+        const nlohmann::json out = lantern::reply_message(reply, req.parallel_tool_calls, req.legacy_functions);
         return copy_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf, capacity);
     });
 }

@@ -341,4 +341,29 @@ size_t chat_reply_text_prefix(std::string_view text) {
     return text.size();
 }
 
+void put_reply_calls(nlohmann::json& message, const std::vector<ToolCall>& calls, bool parallel, bool legacy, bool stream) {
+    using nlohmann::json;
+    auto function = [](const ToolCall& c) { return json{{"name", c.name}, {"arguments", c.arguments}}; };
+    if (calls.empty()) return;
+    if (legacy) {
+        message["function_call"] = function(calls.front());
+        return;
+    }
+    json out = json::array();
+    for (size_t i = 0; i < calls.size() && (parallel || i == 0); ++i) {
+        json c = {{"id", calls[i].id}, {"type", "function"}, {"function", function(calls[i])}};
+        if (stream) c["index"] = i;
+        out.push_back(std::move(c));
+    }
+    message["tool_calls"] = std::move(out);
+}
+
+nlohmann::json reply_message(const ChatReply& reply, bool parallel, bool legacy) {
+    nlohmann::json m = {{"role", "assistant"}, {"content", reply.content}};
+    if (reply.tool_calls.empty()) return m;
+    if (reply.content.empty()) m["content"] = nullptr;
+    put_reply_calls(m, reply.tool_calls, parallel, legacy, false);
+    return m;
+}
+
 }  // namespace lantern

@@ -58,4 +58,14 @@ nlohmann::ordered_json template_message(const ChatMessage& m, bool object_argume
 ChatPrompt render_with_tools(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
                              const ChatTools& tools, bool add_generation_prompt);
 
+// A reply's calls in OpenAI's message (or streamed delta) `message`:
+// tool_calls (in a delta each with its index), at most one unless
+// `parallel`; or the older function_call (the first call) when the request
+// used "functions" (`legacy`).
+void put_reply_calls(nlohmann::json& message, const std::vector<ToolCall>& calls, bool parallel, bool legacy, bool stream);
+
+// A whole reply as OpenAI's assistant message: its content (null when the
+// reply is only calls) and its calls (put_reply_calls).
+nlohmann::json reply_message(const ChatReply& reply, bool parallel, bool legacy);
+
 }  // namespace lantern

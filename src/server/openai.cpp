@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "chat/tool_calls.h"
+
 namespace lantern::server {
 namespace {
 
@@ -230,24 +232,6 @@ json error_body(const ApiError& e) {
 
 namespace {
 
-// A reply's calls into its message (or streamed delta): tool_calls (in a
-// delta, each with its index), at most one unless parallel calls are
-// allowed; or the older function_call when the request used "functions".
-void put_calls(json& message, const CompletionRequest& req, const std::vector<ToolCall>& calls, bool stream) {
-    auto function = [](const ToolCall& c) { return json{{"name", c.name}, {"arguments", c.arguments}}; };
-    if (req.legacy_functions) {
-        message["function_call"] = function(calls.front());
-        return;
-    }
-    json out = json::array();
-    for (size_t i = 0; i < calls.size() && (req.parallel_tool_calls || i == 0); ++i) {
-        json c = {{"id", calls[i].id}, {"type", "function"}, {"function", function(calls[i])}};
-        if (stream) c["index"] = i;
-        out.push_back(std::move(c));
-    }
-    message["tool_calls"] = std::move(out);
-}
-
 // The prompt counts once, the choices' tokens add up (OpenAI's usage for n).
 json usage_json(const std::vector<GenerationResult>& rs) {
     int completion = 0, cached = 0;
@@ -279,12 +263,8 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
         json choice = {{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
         if (req.calls_tools()) {
             const ChatReply reply = parse_chat_reply(r.text, req.tools);
-            choice["message"] = {{"role", "assistant"}, {"content", reply.content}};
-            if (!reply.tool_calls.empty()) {
-                if (reply.content.empty()) choice["message"]["content"] = nullptr;
-                put_calls(choice["message"], req, reply.tool_calls, false);
-                choice["finish_reason"] = calls_finish_reason(req, r.finish_reason);
-            }
+            choice["message"] = reply_message(reply, req.parallel_tool_calls, req.legacy_functions);
+            if (!reply.tool_calls.empty()) choice["finish_reason"] = calls_finish_reason(req, r.finish_reason);
         } else if (req.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", r.text}};
         } else if (req.echo) {
@@ -313,7 +293,7 @@ std::string calls_finish_reason(const CompletionRequest& req, const std::string&
 json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls, const std::string& id,
                       const std::string& model, int64_t created) {
     json delta = {{"role", "assistant"}, {"content", nullptr}};
-    put_calls(delta, req, calls, true);
+    put_reply_calls(delta, calls, req.parallel_tool_calls, req.legacy_functions, true);
     json choice = {{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
     return json{{"id", id},
                 {"object", "chat.completion.chunk"},

@@ -226,6 +226,16 @@ TEST_F(ModelFixture, RequiredToolCallFromC) {
     // Plain text is a plain message.
     ASSERT_GT(lantern_chat_parse_reply(request.c_str(), "It is sunny.", parsed, sizeof parsed), 0);
     EXPECT_EQ(nlohmann::json::parse(parsed), nlohmann::json({{"role", "assistant"}, {"content", "It is sunny."}}));
+    // A request with the older "functions" gets the older function_call,
+    // as the server answers it.
+    const std::string legacy = R"({"messages": [{"role": "user", "content": "Weather in Oslo?"}],
+        "functions": [{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]})";
+    const char* call = R"(<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>)";
+    ASSERT_GT(lantern_chat_parse_reply(legacy.c_str(), call, parsed, sizeof parsed), 0) << lantern_last_error();
+    const nlohmann::json old_style = nlohmann::json::parse(parsed);
+    EXPECT_FALSE(old_style.contains("tool_calls")) << old_style;
+    EXPECT_EQ(old_style["function_call"]["name"], "get_weather") << old_style;
+    EXPECT_EQ(nlohmann::json::parse(old_style["function_call"]["arguments"].get<std::string>()), nlohmann::json({{"city", "Oslo"}}));
     // A malformed request names what is wrong.
     EXPECT_EQ(lantern_chat_apply_json(model, "{\"messages\": []}", 1, nullptr, nullptr, 0), LANTERN_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(lantern_last_error()).find("messages"), std::string::npos) << lantern_last_error();
