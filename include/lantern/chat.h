@@ -80,7 +80,8 @@ ChatRequest parse_chat_request(std::string_view json);
 
 // Finds the tool calls in a reply, in any of the common formats:
 // <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks (Hermes,
-// Qwen), [TOOL_CALLS][{...}] (Mistral), a reply that is one such JSON object
+// Qwen), [TOOL_CALLS][{...}] (Mistral), DeepSeek's <｜tool▁calls▁begin｜>
+// blocks, a reply that is one such JSON object
 // or a list of them, with "arguments" or "parameters" (Llama 3.1). Only
 // calls of functions in `tools` count; a reply with any other stays text.
 // Each call gets a fresh id of 9 letters and digits. Throws

@@ -17,6 +17,14 @@ constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kCallClose = "</tool_call>";
 constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+// DeepSeek (V3, R1): <｜tool▁calls▁begin｜> then per call <｜tool▁call▁begin｜>
+// function<｜tool▁sep｜>NAME\n```json\nARGS\n```<｜tool▁call▁end｜> (V3.1:
+// NAME<｜tool▁sep｜>ARGS), then <｜tool▁calls▁end｜>.
+constexpr std::string_view kDsCalls = "<\uff5ctool\u2581calls\u2581begin\uff5c>";
+constexpr std::string_view kDsCall = "<\uff5ctool\u2581call\u2581begin\uff5c>";
+constexpr std::string_view kDsCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>";
+constexpr std::string_view kDsCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
+constexpr std::string_view kDsSep = "<\uff5ctool\u2581sep\uff5c>";
 
 bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
@@ -103,6 +111,45 @@ std::optional<ChatReply> hermes_calls(std::string_view text, const std::vector<s
         at = close == std::string_view::npos ? text.size() : close + kCallClose.size();
     }
     r.content = std::string(trim(content));
+    return r;
+}
+
+// DeepSeek's calls (kDsCalls): the text before them is the content. A last
+// call may lack its end (the reply ended there). nullopt when there are
+// none or one does not hold a call.
+std::optional<ChatReply> deepseek_calls(std::string_view text, const std::vector<std::string>& names) {
+    const size_t begin = text.find(kDsCalls);
+    if (begin == std::string_view::npos) return std::nullopt;
+    ChatReply r;
+    r.content = std::string(trim(text.substr(0, begin)));
+    std::string_view rest = text.substr(begin + kDsCalls.size());
+    for (size_t at = rest.find(kDsCall); at != std::string_view::npos; at = rest.find(kDsCall)) {
+        rest.remove_prefix(at + kDsCall.size());
+        const size_t end = rest.find(kDsCallEnd);
+        std::string_view body = rest.substr(0, end);
+        rest.remove_prefix(end == std::string_view::npos ? rest.size() : end + kDsCallEnd.size());
+        // "function<sep>NAME\n```json\nARGS\n```" or "NAME<sep>ARGS".
+        const size_t sep = body.find(kDsSep);
+        if (sep == std::string_view::npos) return std::nullopt;
+        std::string_view name = body.substr(0, sep), args = body.substr(sep + kDsSep.size());
+        if (trim(name) == "function") {
+            const size_t nl = args.find('\n');
+            name = args.substr(0, nl);
+            args = nl == std::string_view::npos ? std::string_view() : args.substr(nl + 1);
+        }
+        args = trim(args);
+        if (args.starts_with("```")) {
+            const size_t nl = args.find('\n');
+            args = nl == std::string_view::npos ? std::string_view() : args.substr(nl + 1);
+            if (const size_t fence = args.rfind("```"); fence != std::string_view::npos) args = args.substr(0, fence);
+        }
+        ojson call = {{"name", std::string(trim(name))}};
+        call["arguments"] = ojson::parse(trim(args), nullptr, false);
+        auto c = call_of(call, names);
+        if (!c) return std::nullopt;
+        r.tool_calls.push_back(std::move(*c));
+    }
+    if (r.tool_calls.empty()) return std::nullopt;
     return r;
 }
 
@@ -319,6 +366,7 @@ ChatReply parse_chat_reply(std::string_view text, const ChatTools& tools) {
     if (tools.json.empty() || tools.choice == ToolChoice::None) return plain;
     const ToolList list = parse_tool_list(tools);
     std::optional<ChatReply> r = hermes_calls(text, list.names);
+    if (!r) r = deepseek_calls(text, list.names);
     if (!r) r = json_calls(text, list.names);
     if (!r) return plain;
     std::mt19937 rng(std::random_device{}());
@@ -329,16 +377,26 @@ ChatReply parse_chat_reply(std::string_view text, const ChatTools& tools) {
 size_t chat_reply_text_prefix(std::string_view text) {
     const std::string_view rest = trim(text);
     if (rest.empty() || rest.front() == '{' || rest.front() == '[') return 0;
-    for (std::string_view marker : {kCallOpen, kMistralCalls, kPythonTag}) {
+    for (std::string_view marker : {kCallOpen, kMistralCalls, kPythonTag, kDsCalls}) {
         if (marker.starts_with(rest.substr(0, marker.size())) || rest.starts_with(marker)) return 0;
     }
-    const size_t open = text.find(kCallOpen);
-    if (open != std::string_view::npos) return open;
-    // A tail that may be the start of a block's tag.
-    for (size_t k = std::min(text.size(), kCallOpen.size() - 1); k > 0; --k) {
-        if (text.substr(text.size() - k) == kCallOpen.substr(0, k)) return text.size() - k;
+    // Calls may also follow text: everything from the first marker on, or
+    // a tail that may be the start of one, is held back.
+    size_t keep = text.size();
+    for (std::string_view marker : {kCallOpen, kDsCalls}) {
+        const size_t open = text.find(marker);
+        if (open != std::string_view::npos) {
+            keep = std::min(keep, open);
+            continue;
+        }
+        for (size_t k = std::min(text.size(), marker.size() - 1); k > 0; --k) {
+            if (text.substr(text.size() - k) == marker.substr(0, k)) {
+                keep = std::min(keep, text.size() - k);
+                break;
+            }
+        }
     }
-    return text.size();
+    return keep;
 }
 
 void put_reply_calls(nlohmann::json& message, const std::vector<ToolCall>& calls, bool parallel, bool legacy, bool stream) {

@@ -11,7 +11,9 @@
 //   Mistral  [TOOL_CALLS][{"name": ..., "arguments": {...}}]
 //   Generic  a template that takes tools in a format not known here: the
 //            reply is parsed for any of the above
-// DeepSeek's <｜tool▁call▁begin｜> format is not parsed.
+//   DeepSeek <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
+//            ```json ... ```<｜tool▁call▁end｜>... (parsed in replies; its
+//            templates get lantern's instructions, and calls as text)
 #pragma once
 
 #include <string>

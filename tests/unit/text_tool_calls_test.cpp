@@ -73,6 +73,37 @@ TEST(ToolCallParse, JsonFormsOfMistralAndLlama) {
     EXPECT_EQ(args(s.tool_calls[0])["city"], "Lima");
 }
 
+// DeepSeek's own format (V3 and R1, and V3.1's shorter one), which its
+// models may write even when the prompt asked for <tool_call> blocks.
+TEST(ToolCallParse, DeepSeekCalls) {
+    const std::string b = "<\uff5ctool\u2581calls\u2581begin\uff5c>", c = "<\uff5ctool\u2581call\u2581begin\uff5c>",
+                      sep = "<\uff5ctool\u2581sep\uff5c>", e = "<\uff5ctool\u2581call\u2581end\uff5c>",
+                      end = "<\uff5ctool\u2581calls\u2581end\uff5c>";
+    const ChatReply r = parse_chat_reply("I will look it up." + b + c + "function" + sep + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" +
+                                             e + "\n" + c + "function" + sep + "get_time\n```json\n{}\n```" + e + end,
+                                         tools());
+    ASSERT_EQ(r.tool_calls.size(), 2u);
+    EXPECT_EQ(r.content, "I will look it up.");
+    EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(args(r.tool_calls[0]), json({{"city", "Paris"}}));
+    EXPECT_EQ(r.tool_calls[1].name, "get_time");
+    const ChatReply v31 = parse_chat_reply(b + c + "get_weather" + sep + "{\"city\": \"Oslo\"}" + e + end, tools());
+    ASSERT_EQ(v31.tool_calls.size(), 1u);
+    EXPECT_EQ(args(v31.tool_calls[0])["city"], "Oslo");
+    const ChatReply cut = parse_chat_reply(b + c + "function" + sep + "get_time\n```json\n{}\n```", tools());  // ended early
+    EXPECT_EQ(cut.tool_calls.size(), 1u);
+    for (const std::string& bad : {b + c + "function" + sep + "launch\n```json\n{}\n```" + e,  // not a tool
+                                   b + c + "get_time" + sep + "not json" + e, b + "nothing"}) {
+        const ChatReply t = parse_chat_reply(bad, tools());
+        EXPECT_TRUE(t.tool_calls.empty()) << bad;
+        EXPECT_EQ(t.content, bad);
+    }
+    // Streaming holds back from the marker, and a tail that may begin it.
+    EXPECT_EQ(chat_reply_text_prefix("Sure." + b + c), 5u);
+    EXPECT_EQ(chat_reply_text_prefix("Sure." + b.substr(0, 6)), 5u);
+    EXPECT_EQ(chat_reply_text_prefix(b.substr(0, 4)), 0u);
+}
+
 TEST(ToolCallParse, WhatIsNotACallStaysText) {
     for (const char* text : {
              "The weather is fine.",
