@@ -23,7 +23,6 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kDsCalls = "<\uff5ctool\u2581calls\u2581begin\uff5c>";
 constexpr std::string_view kDsCall = "<\uff5ctool\u2581call\u2581begin\uff5c>";
 constexpr std::string_view kDsCallEnd = "<\uff5ctool\u2581call\u2581end\uff5c>";
-constexpr std::string_view kDsCallsEnd = "<\uff5ctool\u2581calls\u2581end\uff5c>";
 constexpr std::string_view kDsSep = "<\uff5ctool\u2581sep\uff5c>";
 
 bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }

@@ -19,7 +19,7 @@ using json_chars::is_digit;
 using json_chars::is_hex;
 using json_chars::is_space;
 
-// The kind of value a first byte starts (JsonSchema::Node::branch's index), -1: none.
+// The kind of value a first byte starts (JsonSchema::Node::branches' index), -1: none.
 int kind_of_byte(unsigned char c) {
     switch (c) {
         case '{': return 0;

@@ -79,7 +79,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         ChatRequest c = parse_chat_request(body_text);
         r.messages = std::move(c.messages);
         r.tools = std::move(c.tools);
-        r.parallel_tool_calls = c.parallel_tool_calls && !c.legacy_functions;
+        r.parallel_tool_calls = c.parallel_tool_calls;
         r.legacy_functions = c.legacy_functions;
     } else {
         auto it = body.find("prompt");

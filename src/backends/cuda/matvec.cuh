@@ -48,10 +48,7 @@ struct MvParams {
     float* sum_out;
     float* norm_out;
     bool a_settled;  // a may be read before the grid wait (Launch::residual_settled)
-    // The streamed kernel's L2 prefetch of an item's rows: how many bytes
-    // of each row's payload and meta (the whole rows, or none).
-    uint32_t pf_row_bytes;
-    uint32_t pf_meta_bytes;
+    bool l2_prefetch;  // the streamed kernel asks L2 for an item's rows (q_prefetch)
 };
 
 // The activation row as a kernel reads it.

@@ -134,8 +134,9 @@ __device__ __forceinline__ int pair_first(int b0) {
 // over its W lanes (this one: j): later stages then wait on L2, not HBM.
 template <int W>
 __device__ __forceinline__ void q_prefetch(const MvParams& p, const QRows& r, int j) {
-    const unsigned row_bytes = p.pf_row_bytes;  // every job: same K and type
-    const unsigned meta_bytes = p.pf_meta_bytes;
+    if (!p.l2_prefetch) return;
+    const unsigned row_bytes = static_cast<unsigned>(p.w[0].row_bytes);  // every job: same K and type
+    const unsigned meta_bytes = static_cast<unsigned>(p.w[0].meta_row_bytes);
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
         if (r.r[s].q == nullptr) continue;
@@ -537,9 +538,7 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& params, const Tensor& node)
         const int64_t first_items = std::min<int64_t>(p.n_items, grid * kQWarps * (32 / W));
         const double first_bytes = static_cast<double>(first_items) * kRows *
                                    static_cast<double>(p.w[0].row_bytes + p.w[0].meta_row_bytes);
-        const bool whole = W * U >= nb || ctx.prefetch_limit == 0 || first_bytes <= static_cast<double>(ctx.prefetch_limit);
-        p.pf_row_bytes = whole ? static_cast<uint32_t>(p.w[0].row_bytes) : 0u;
-        p.pf_meta_bytes = whole ? static_cast<uint32_t>(p.w[0].meta_row_bytes) : 0u;
+        p.l2_prefetch = W * U >= nb || ctx.prefetch_limit == 0 || first_bytes <= static_cast<double>(ctx.prefetch_limit);
     }
     auto go_kernel = [&](auto kernel) {
         check(launch(ctx, kernel, dim3(static_cast<unsigned>(grid)), dim3(kQThreads), smem, p), "k_matvec_q", node);
