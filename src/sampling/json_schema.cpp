@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string_view>
 
@@ -86,6 +87,14 @@ public:
                 const std::string f = v.is_string() ? v.get<std::string>() : std::string();
                 n.format = f == "date" ? F::Date : f == "time" ? F::Time : f == "date-time" ? F::DateTime : f == "uuid" ? F::Uuid : F::None;
                 if (n.format == F::None) refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid are)");
+            } else if (key == "pattern") {
+                if (!v.is_string()) refuse(at, "must be a string");
+                try {
+                    s_.patterns_.push_back(JsonPattern::compile(v.get<std::string>()));
+                } catch (const Error& e) {
+                    refuse(at, e.what());
+                }
+                n.pattern = static_cast<int>(s_.patterns_.size()) - 1;
             } else if (key == "type") {
                 n.types = 0;
                 typed = true;
@@ -163,6 +172,9 @@ public:
             }
         }
         if (n.min_length > n.max_length || n.min_items > n.max_items) refuse(path, "a minimum above its maximum");
+        if (n.pattern >= 0 && (!n.values.empty() || n.format != JsonSchema::Node::Format::None || n.any_of)) {
+            refuse(path, "pattern beside enum, const, format or anyOf is not supported");
+        }
         if (n.bounded) {
             if (!n.values.empty() || n.any_of) refuse(path, "minimum/maximum beside enum, const or anyOf is not supported");
             if (n.min > n.max || (n.min == n.max && (n.min_open || n.max_open))) refuse(path, "a minimum above its maximum");
@@ -386,7 +398,10 @@ bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
     switch (kind) {
         case 0: f.kind = Kind::Object, f.key = -1; break;
         case 1: f.kind = Kind::Array; break;
-        case 2: f.kind = Kind::String; break;
+        case 2:
+            f.kind = Kind::String;
+            if (n->pattern >= 0) f.set = JsonPattern::kStart;
+            break;
         case 3:
             f.kind = Kind::Number;
             f.integer = (n->types & JsonSchema::kNumber) == 0;
@@ -541,6 +556,13 @@ bool SchemaState::Path::format_byte(Frame& f, Format format, unsigned char c) co
     return (c == '+' || c == '-') && take(L + 3);
 }
 
+// The next character of a patterned string (a byte that starts a UTF-8
+// sequence: any non-ASCII character, which the pattern does not tell apart).
+bool SchemaState::Path::pattern_char(Frame& f, uint32_t c) const {
+    f.set = schema->pattern(schema->node(f.node).pattern).step(f.set, c);
+    return f.set != 0;
+}
+
 bool SchemaState::Path::number_in_range(const Frame& f) const {
     const JsonSchema::Node& n = schema->node(f.node);
     const double v = f.negative ? -magnitude(f) : magnitude(f);
@@ -595,7 +617,9 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         if (c == '"') return format_byte(*top, n.format, 0) && end_value();
                         return format_byte(*top, n.format, c);
                     }
+                    const bool patterned = n.pattern >= 0 && !top->is_key;
                     if (c == '"') {
+                        if (patterned && !schema->pattern(n.pattern).accepts(top->set)) return false;
                         if (!top->is_key) return top->count >= n.min_length && end_value();
                         --depth;  // a free object's key: its value may be anything
                         frames[depth - 1].key = -1;
@@ -605,15 +629,23 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     if (c == '\\') top->phase = 1;
                     // Characters: an escape, or a byte that starts a UTF-8 sequence.
                     if (!top->is_key && (c & 0xC0) != 0x80 && ++top->count > n.max_length) return false;
-                    return c >= 0x20;
+                    if (c < 0x20) return false;
+                    // A pattern's next character: this byte, or the escaped
+                    // one; a UTF-8 sequence counts at its first byte.
+                    return !patterned || c == '\\' || (c & 0xC0) == 0x80 || pattern_char(*top, c);
                 }
                 if (top->phase == 1) {
+                    const JsonSchema::Node& n = schema->node(top->node);
                     if (c == 'u') {
                         top->phase = 2, top->pos = 0;
-                        return true;
+                        return n.pattern < 0 || top->is_key;
                     }
                     top->phase = 0;
-                    return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
+                    const char* const from = "\"\\/bfnrt";
+                    const char* const to = "\"\\/\b\f\n\r\t";
+                    const char* e = c != 0 ? std::strchr(from, c) : nullptr;
+                    if (e == nullptr) return false;
+                    return n.pattern < 0 || top->is_key || pattern_char(*top, static_cast<unsigned char>(to[e - from]));
                 }
                 if (!is_hex(c)) return false;
                 if (++top->pos == 4) top->phase = 0;

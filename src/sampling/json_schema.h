@@ -21,9 +21,12 @@
 //                integers (such numbers are written without an exponent)
 //   format       of strings: date, time, date-time (RFC 3339: a time has its
 //                offset, Z or +hh:mm), uuid
+//   pattern      of strings: a regular expression (json_pattern.h says which);
+//                the text of such a string writes its characters as they are
+//                (escapes but \uXXXX: a model has no need of them there)
 // Annotations (title, description, default, examples, $schema, $id, strict)
-// are ignored. Any other keyword (pattern, minimum, $ref, ...) is refused,
-// since it would not be enforced: a promise the sampler does not keep.
+// are ignored. Any other keyword (multipleOf, patternProperties, ...) is
+// refused, since it would not be enforced: a promise the sampler does not keep.
 // At most 64 properties per object and 64 values per enum; numbers of at
 // most 25 characters; nothing, not even spaces, after the value. At most
 // kMaxPaths anyOf branches of one type, followed side by side while they
@@ -38,6 +41,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sampling/json_pattern.h"
 
 namespace lantern {
 
@@ -69,6 +74,7 @@ public:
         uint32_t min_length = 0, max_length = UINT32_MAX;  // strings, in characters
         enum class Format : uint8_t { None, Date, Time, DateTime, Uuid };
         Format format = Format::None;  // strings
+        int pattern = -1;              // strings: JsonSchema::pattern(i); -1: none
         // Numbers: the range (open ends exclusive); bounded: either is set.
         bool bounded = false;
         double min = -HUGE_VAL, max = HUGE_VAL;
@@ -81,11 +87,13 @@ public:
         std::vector<int> branches[6];
     };
     const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
+    const JsonPattern& pattern(int i) const { return patterns_[static_cast<size_t>(i)]; }
     int root() const { return root_; }
 
 private:
     friend class SchemaCompiler;
     std::vector<Node> nodes_;  // nodes_[0]: any value
+    std::vector<JsonPattern> patterns_;
     int root_ = 0;
 };
 
@@ -121,7 +129,8 @@ private:
         bool negative;       // Number: after '-'
         uint32_t count;      // String: characters; Array: elements; Number: fraction digits in `set`
         uint64_t set;        // Object: keys seen; Match: candidates still matching; Number: its digits
-                             // (at most 19; key: integer digits past them)
+                             // (at most 19; key: integer digits past them); String of a
+                             // pattern: the pattern's states (pattern_char)
         const char* literal; // Literal: "true", "false" or "null"
         bool operator==(const Frame&) const = default;
     };
@@ -150,6 +159,7 @@ private:
         bool number_may_go_on(const Frame& f) const;
         bool number_in_range(const Frame& f) const;
         bool format_byte(Frame& f, JsonSchema::Node::Format format, unsigned char c) const;
+        bool pattern_char(Frame& f, uint32_t c) const;
         const std::vector<std::string>& match_texts(const Frame& f) const;
     };
     bool feed_byte(unsigned char c);

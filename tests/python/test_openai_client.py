@@ -173,6 +173,25 @@ def test_pydantic_ranges_and_formats(client):
     assert isinstance(b.day, datetime.date) and isinstance(b.at, datetime.datetime) and isinstance(b.ref, uuid.UUID)
 
 
+def test_pydantic_patterns(client):
+    # Field(pattern=...) becomes a string's pattern: every string the model
+    # writes matches it, and the reply parses back.
+    import re
+
+    from pydantic import BaseModel, Field
+
+    class Flight(BaseModel):
+        number: str = Field(pattern=r"^[A-Z]{2}\d{3,4}$")
+        gate: str = Field(pattern=r"^[A-F]-?\d{1,2}$")
+        seats: list[str] = Field(max_length=3)
+
+    r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "My flight to Rome, please."}],
+                                      response_format=Flight, temperature=0, max_tokens=200)
+    f = r.choices[0].message.parsed
+    assert isinstance(f, Flight)
+    assert re.fullmatch(r"[A-Z]{2}\d{3,4}", f.number) and re.fullmatch(r"[A-F]-?\d{1,2}", f.gate)
+
+
 def test_legacy_function_call(client):
     r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
                                        functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},

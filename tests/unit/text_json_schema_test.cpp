@@ -226,6 +226,37 @@ TEST(JsonSchema, StringFormats) {
     EXPECT_FALSE(fed(event, R"({"on": "tomorrow"})").first);
 }
 
+// Patterned strings checked byte by byte: escapes decoded, UTF-8 sequences
+// one character, keys untouched, unions of patterns followed side by side.
+TEST(JsonSchema, StringPatterns) {
+    const char* phone = R"({"type": "object", "properties": {"tel": {"type": "string", "pattern": "^\\+?\\d{2,3}( \\d{3})+$"},
+        "code": {"type": "string", "pattern": "^[a-z\"/]+$", "maxLength": 4}}, "required": ["tel"]})";
+    EXPECT_EQ(fed(phone, R"({"tel": "+33 612 345"})"), std::make_pair(true, true));
+    EXPECT_EQ(fed(phone, R"({"tel": "44 123", "code": "a\"b/"})"), std::make_pair(true, true));  // escapes decoded
+    EXPECT_EQ(fed(phone, R"({"tel": "44 123", "code": "a\/b"})"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(phone, R"({"tel": "44")").first);          // the quote before a whole match
+    EXPECT_FALSE(fed(phone, R"({"tel": "44a)").first);
+    EXPECT_FALSE(fed(phone, R"({"tel": "44 123", "code": "\u0061"})").first);  // no \u escapes in patterned text
+    EXPECT_FALSE(fed(phone, R"({"tel": "44 123", "code": "a\nb"})").first);     // \n is not in the class
+    EXPECT_FALSE(fed(phone, R"({"tel": "44 123", "code": "abcde"})").first);    // maxLength still holds
+    // Keys are not the value's pattern; a union of patterned strings keeps
+    // every branch that still fits.
+    const char* either = R"({"anyOf": [{"type": "string", "pattern": "^\\d+$"}, {"type": "string", "pattern": "^[a-f]+$"}]})";
+    EXPECT_EQ(fed(either, "\"123\""), std::make_pair(true, true));
+    EXPECT_EQ(fed(either, "\"abc\""), std::make_pair(true, true));
+    EXPECT_FALSE(fed(either, "\"1a").first);
+    // Non-ASCII text: one character at its first byte.
+    const char* word = R"({"type": "string", "pattern": "^caf.$"})";
+    EXPECT_EQ(fed(word, "\"caf\xC3\xA9\""), std::make_pair(true, true));
+    EXPECT_FALSE(fed(word, "\"caf\xC3\xA9x").first);
+    try {
+        JsonSchema::parse(R"({"type": "string", "pattern": "(a"})");
+        ADD_FAILURE() << "an unclosed group was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(".pattern"), std::string::npos) << e.what();
+    }
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     // A schema too large for the checker's 16-bit node numbers: 64 x 64
     // objects of 5 properties each, over 20,000 subschemas.
@@ -245,14 +276,16 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
         const char* schema;
         const char* says;
     };
-    for (const Case& c : {Case{R"({"type": "string", "pattern": "^a"})", ".pattern"},
+    for (const Case& c : {Case{R"({"type": "object", "patternProperties": {"^a": {}}})", ".patternProperties"},
+                          Case{R"({"type": "string", "pattern": "(a)\\1"})", "backreferences"},
+                          Case{R"({"type": "string", "pattern": "a", "format": "date"})", "pattern beside"},
                           Case{R"({"properties": {"a": {"type": "number", "multipleOf": 2}}})", ".properties.a.multipleOf"},
                           Case{R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})", "no integer"},
                           Case{R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})", "minimum above"},
                           Case{R"({"enum": [1, 2], "minimum": 1})", "beside enum"},
                           Case{R"({"type": "string", "format": "email"})", "'email' is not supported"},
                           Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
-                          Case{R"({"anyOf": [{"type": "object", "pattern": "x"}, {"type": "object"}]})", ".anyOf[0].pattern"},
+                          Case{R"({"anyOf": [{"type": "object", "multipleOf": 2}, {"type": "object"}]})", ".anyOf[0].multipleOf"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
                           Case{R"({"type": "decimal"})", "decimal"},
                           Case{R"({"$ref": "#/$defs/x"})", "not defined"},
