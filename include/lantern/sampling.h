@@ -43,10 +43,11 @@ struct SamplerParams {
     // A JSON schema (its text) that the output follows, token by token, as
     // OpenAI's structured outputs do: types, properties with required (no
     // others), items, enum/const, anyOf (up to 16 branches of one type),
-    // string lengths and formats (date, time, date-time, uuid), array sizes,
-    // number ranges; a schema with a
-    // keyword the sampler cannot enforce is refused (check_json_schema,
-    // lantern.h). Implies JSON output; needs Sampler(params, model).
+    // string lengths, formats (date, time, date-time, uuid) and patterns
+    // (regular expressions over ASCII classes), array sizes, number ranges;
+    // a schema with a keyword the sampler cannot enforce is refused
+    // (check_json_schema, lantern.h). Implies JSON output; needs
+    // Sampler(params, model).
     std::string json_schema;
 };
 
