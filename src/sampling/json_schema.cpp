@@ -36,6 +36,24 @@ int kind_of_byte(unsigned char c) {
 constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, JsonSchema::kString,
                                    JsonSchema::kNumber | JsonSchema::kInteger, JsonSchema::kBool, JsonSchema::kNull};
 
+// The formats held as patterns: strings every one of which the format
+// takes (a subset: an email's local part is dot-separated runs of letters,
+// digits and _%+-, its domain has a top-level label of letters; a URI is a
+// scheme, a colon and URI characters or %XX escapes). Null: not one of them.
+// The length limits within (an email's local part of 64 characters, a
+// label's 63) are not held.
+const char* format_as_pattern(const std::string& format) {
+    if (format == "email") {
+        return R"(^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"
+               R"((\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}$)";
+    }
+    if (format == "ipv4") {
+        return R"(^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$)";
+    }
+    if (format == "uri") return R"(^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$)";
+    return nullptr;
+}
+
 [[noreturn]] void refuse(const std::string& path, const std::string& why) {
     throw Error(ErrorCode::InvalidArgument, "JSON schema " + (path.empty() ? std::string("root") : path) + ": " + why);
 }
@@ -64,6 +82,7 @@ public:
         bool typed = false;
         std::vector<std::string> required;
         const json* any_of = nullptr;
+        const char* format_pattern = nullptr;
         for (const auto& [key, v] : j.items()) {
             const std::string at = path + "." + key;
             if (is_annotation(key) || key == "$defs" || key == "definitions") {
@@ -86,7 +105,11 @@ public:
                 using F = JsonSchema::Node::Format;
                 const std::string f = v.is_string() ? v.get<std::string>() : std::string();
                 n.format = f == "date" ? F::Date : f == "time" ? F::Time : f == "date-time" ? F::DateTime : f == "uuid" ? F::Uuid : F::None;
-                if (n.format == F::None) refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid are)");
+                format_pattern = format_as_pattern(f);
+                if (n.format == F::None && format_pattern == nullptr) {
+                    refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid, email, ipv4, uri are)");
+                }
+                if (f == "email") n.max_length = std::min<uint32_t>(n.max_length, 254);
             } else if (key == "pattern") {
                 if (!v.is_string()) refuse(at, "must be a string");
                 try {
@@ -172,6 +195,11 @@ public:
             }
         }
         if (n.min_length > n.max_length || n.min_items > n.max_items) refuse(path, "a minimum above its maximum");
+        if (format_pattern != nullptr) {
+            if (n.pattern >= 0) refuse(path, "pattern beside format is not supported");
+            s_.patterns_.push_back(JsonPattern::compile(format_pattern));
+            n.pattern = static_cast<int>(s_.patterns_.size()) - 1;
+        }
         if (n.pattern >= 0 && (!n.values.empty() || n.format != JsonSchema::Node::Format::None || n.any_of)) {
             refuse(path, "pattern beside enum, const, format or anyOf is not supported");
         }

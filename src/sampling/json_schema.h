@@ -20,7 +20,7 @@
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum   of numbers and
 //                integers (such numbers are written without an exponent)
 //   format       of strings: date, time, date-time (RFC 3339: a time has its
-//                offset, Z or +hh:mm), uuid
+//                offset, Z or +hh:mm), uuid; email, ipv4, uri (as patterns)
 //   pattern      of strings: a regular expression (json_pattern.h says which);
 //                the text of such a string writes its characters as they are
 //                (escapes but \uXXXX: a model has no need of them there)

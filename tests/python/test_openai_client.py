@@ -175,7 +175,8 @@ def test_pydantic_ranges_and_formats(client):
 
 def test_pydantic_patterns(client):
     # Field(pattern=...) becomes a string's pattern: every string the model
-    # writes matches it, and the reply parses back.
+    # writes matches it, and the reply parses back; so do formats held as
+    # patterns.
     import re
 
     from pydantic import BaseModel, Field
@@ -190,6 +191,19 @@ def test_pydantic_patterns(client):
     f = r.choices[0].message.parsed
     assert isinstance(f, Flight)
     assert re.fullmatch(r"[A-Z]{2}\d{3,4}", f.number) and re.fullmatch(r"[A-F]-?\d{1,2}", f.gate)
+
+    # IPv4Address and AnyUrl: formats ipv4 and uri, held as patterns.
+    from ipaddress import IPv4Address
+
+    from pydantic import AnyUrl
+
+    class Server(BaseModel):
+        ip: IPv4Address
+        docs: AnyUrl
+
+    r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Where is the web server?"}],
+                                      response_format=Server, temperature=0, max_tokens=200)
+    assert isinstance(r.choices[0].message.parsed, Server)
 
 
 def test_legacy_function_call(client):

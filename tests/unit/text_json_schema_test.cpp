@@ -220,6 +220,27 @@ TEST(JsonSchema, StringFormats) {
     EXPECT_EQ(fed(uuid.c_str(), "\"123e4567-e89b-12d3-a456-426614174000\""), std::make_pair(true, true));
     EXPECT_FALSE(fed(uuid.c_str(), "\"123e4567e").first);
     EXPECT_FALSE(fed(uuid.c_str(), "\"123g").first);
+    // Formats held as patterns.
+    const std::string email = of("email"), ipv4 = of("ipv4"), uri = of("uri");
+    for (const char* ok : {"\"ada.lovelace+x@example.co.uk\"", "\"a_1@b.io\""}) {
+        EXPECT_EQ(fed(email.c_str(), ok), std::make_pair(true, true)) << ok;
+    }
+    for (const char* bad : {"\"ada@example\"", "\".ada@x.io", "\"a..b", "\"a@-x", "\"a@x.c\"", "\"a b", "\"@x"}) {
+        EXPECT_FALSE(fed(email.c_str(), bad).first) << bad;
+    }
+    EXPECT_FALSE(fed(email.c_str(), "\"" + std::string(250, 'a') + "@example.com\"").first);  // over 254 characters
+    for (const char* ok : {"\"192.168.0.1\"", "\"255.255.255.255\"", "\"0.0.0.0\""}) {
+        EXPECT_EQ(fed(ipv4.c_str(), ok), std::make_pair(true, true)) << ok;
+    }
+    for (const char* bad : {"\"256", "\"1.2.3\"", "\"01.", "\"1.2.3.4.", "\"1.2.3.400"}) {
+        EXPECT_FALSE(fed(ipv4.c_str(), bad).first) << bad;
+    }
+    for (const char* ok : {"\"https://example.org/a?b=c#d\"", "\"mailto:ada@example.org\"", "\"http://x.io/%20y\""}) {
+        EXPECT_EQ(fed(uri.c_str(), ok), std::make_pair(true, true)) << ok;
+    }
+    for (const char* bad : {"\"1http:", "\"http://a b", "\"http://x/%2g", "\"http:\"", "\"no-scheme\""}) {
+        EXPECT_FALSE(fed(uri.c_str(), bad).first) << bad;
+    }
     // In an object: the format holds for the value, not the keys.
     const char* event = R"({"properties": {"on": {"type": "string", "format": "date"}}, "required": ["on"]})";
     EXPECT_EQ(fed(event, R"({"on": "2026-11-26"})"), std::make_pair(true, true));
@@ -283,7 +304,8 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
                           Case{R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})", "no integer"},
                           Case{R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})", "minimum above"},
                           Case{R"({"enum": [1, 2], "minimum": 1})", "beside enum"},
-                          Case{R"({"type": "string", "format": "email"})", "'email' is not supported"},
+                          Case{R"({"type": "string", "format": "hostname"})", "'hostname' is not supported"},
+                          Case{R"({"type": "string", "format": "email", "pattern": "x"})", "pattern beside format"},
                           Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
                           Case{R"({"anyOf": [{"type": "object", "multipleOf": 2}, {"type": "object"}]})", ".anyOf[0].multipleOf"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
