@@ -257,7 +257,8 @@ void HttpServer::routes() {
             if (chat) {
                 // A required tool call: the prompt ends where the call
                 // begins, and the sampler keeps the call's object valid.
-                ChatPrompt prompt = model_.apply_chat_template(req->messages, req->tools, true, options_.chat_template);
+                ChatPrompt prompt = model_.apply_chat_template(req->conversation.messages, req->conversation.tools, true,
+                                                                options_.chat_template);
                 text = std::move(prompt.text);
                 if (!prompt.call_prefixes.empty()) {
                     req->sampling.json_object = true;
@@ -363,7 +364,7 @@ void HttpServer::routes() {
                     } else if (req->calls_tools()) {
                         // The text held back, then the calls.
                         const auto i = static_cast<size_t>(index);
-                        const ChatReply reply = parse_chat_reply(r.text, req->tools);
+                        const ChatReply reply = parse_chat_reply(r.text, req->conversation.tools);
                         const std::string& sent = choices->sent[i];
                         if (reply.content.size() > sent.size() && reply.content.compare(0, sent.size(), sent) == 0) {
                             tail = sse(completion_chunk(*req, index, reply.content.substr(sent.size()), "", id, model_name,

@@ -76,11 +76,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (chat) {
         // The conversation and its tools (lantern/chat.h; a lantern::Error
         // naming the field is a 400 too).
-        ChatRequest c = parse_chat_request(body_text);
-        r.messages = std::move(c.messages);
-        r.tools = std::move(c.tools);
-        r.parallel_tool_calls = c.parallel_tool_calls;
-        r.legacy_functions = c.legacy_functions;
+        r.conversation = parse_chat_request(body_text);
     } else {
         auto it = body.find("prompt");
         if (it == body.end() || !it->is_string()) throw ApiError(400, "'prompt' must be a string");
@@ -262,8 +258,8 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
         const GenerationResult& r = results[i];
         json choice = {{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
         if (req.calls_tools()) {
-            const ChatReply reply = parse_chat_reply(r.text, req.tools);
-            choice["message"] = reply_message(reply, req.parallel_tool_calls, req.legacy_functions);
+            const ChatReply reply = parse_chat_reply(r.text, req.conversation.tools);
+            choice["message"] = reply_message(reply, req.conversation.parallel_tool_calls, req.conversation.legacy_functions);
             if (!reply.tool_calls.empty()) choice["finish_reason"] = calls_finish_reason(req, r.finish_reason);
         } else if (req.chat) {
             choice["message"] = {{"role", "assistant"}, {"content", r.text}};
@@ -287,13 +283,13 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
 
 std::string calls_finish_reason(const CompletionRequest& req, const std::string& reason) {
     if (reason != "stop") return reason;  // cut short ("length") stays so
-    return req.legacy_functions ? "function_call" : "tool_calls";
+    return req.conversation.legacy_functions ? "function_call" : "tool_calls";
 }
 
 json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls, const std::string& id,
                       const std::string& model, int64_t created) {
     json delta = {{"role", "assistant"}, {"content", nullptr}};
-    put_reply_calls(delta, calls, req.parallel_tool_calls, req.legacy_functions, true);
+    put_reply_calls(delta, calls, req.conversation.parallel_tool_calls, req.conversation.legacy_functions, true);
     json choice = {{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", std::move(delta)}};
     return json{{"id", id},
                 {"object", "chat.completion.chunk"},

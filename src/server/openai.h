@@ -22,8 +22,10 @@ struct ApiError : std::runtime_error {
 
 struct CompletionRequest {
     bool chat = false;
-    std::vector<ChatMessage> messages;  // chat
-    std::string prompt;                 // completions
+    // Chat: the conversation, "tools" (or the older "functions"),
+    // "tool_choice" and "parallel_tool_calls" (lantern/chat.h).
+    ChatRequest conversation;
+    std::string prompt;  // completions
     SamplerParams sampling;
     int max_tokens = 256;
     std::vector<std::string> stop;
@@ -34,13 +36,11 @@ struct CompletionRequest {
     bool ignore_eos = false;
     // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
     int logprobs = -1;  // -1: not asked for
-    // Chat: "tools" (or the older "functions") and "tool_choice".
-    ChatTools tools;
-    bool parallel_tool_calls = true;  // false: a reply's first call only
-    bool legacy_functions = false;    // "functions" asked: the call goes back as function_call
 
     // Tools are offered and the reply is searched for calls.
-    bool calls_tools() const { return chat && !tools.json.empty() && tools.choice != ToolChoice::None; }
+    bool calls_tools() const {
+        return chat && !conversation.tools.json.empty() && conversation.tools.choice != ToolChoice::None;
+    }
 };
 
 // Parses and validates a request body; throws ApiError(400) naming the field.
