@@ -337,6 +337,9 @@ public:
     PatternBuilder() { out.follow_.assign(JsonPattern::kMaxPositions + 1, 0); }
 
     Frag build(const Node& n) {
+        // Repetitions of what has no characters ("(|){1000}" nested) write
+        // out no positions but may take long to write out.
+        if (++steps_ > kMaxSteps) throw Error(ErrorCode::InvalidArgument, "pattern: too many repetitions of empty groups");
         switch (n.kind) {
             case Node::Kind::Chars: {
                 if (sets.size() > static_cast<size_t>(JsonPattern::kMaxPositions)) {
@@ -398,6 +401,9 @@ public:
             if ((from >> p & 1) != 0) out.follow_[static_cast<size_t>(p)] |= to;
         }
     }
+    static constexpr long kMaxSteps = 100000;
+    long steps_ = 0;
+
     Node any_text() {
         Node any;
         any.kind = Node::Kind::Chars;

@@ -91,6 +91,33 @@ TEST(JsonPattern, RefusesWhatItWouldNotEnforce) {
     EXPECT_NO_THROW(JsonPattern::compile("^a{63}$"));
     EXPECT_THROW(JsonPattern::compile("^a{64}$"), Error);
     EXPECT_THROW(JsonPattern::compile("^(?:ab){32}$"), Error);
+    // Repetitions of empty groups are refused rather than written out for
+    // ever; deep nesting is refused rather than overflowing the stack.
+    EXPECT_THROW(JsonPattern::compile("(((|){1000}){1000}){1000}"), Error);
+    EXPECT_THROW(JsonPattern::compile(std::string(5000, '(') + std::string(5000, ')')), Error);
+}
+
+// Any text as a pattern compiles or is refused by an Error, never worse;
+// a compiled one steps through any text.
+TEST(JsonPattern, AnyTextCompilesOrIsRefused) {
+    const std::string alphabet = "ab01^$.*+?|()[]{}-,\\dws:=!<>";
+    uint32_t seed = 12345;
+    auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+    int compiled = 0;
+    for (int i = 0; i < 5000; ++i) {
+        std::string p;
+        const uint32_t len = next() % 12;
+        for (uint32_t k = 0; k < len; ++k) p += alphabet[(next() >> 8) % alphabet.size()];
+        try {
+            const JsonPattern pat = JsonPattern::compile(p);
+            ++compiled;
+            uint64_t st = JsonPattern::kStart;
+            for (int k = 0; k < 16 && st != 0; ++k) st = pat.step(st, (next() >> 8) % 130);
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << p;
+        }
+    }
+    EXPECT_GT(compiled, 500);  // the generator does reach valid patterns
 }
 
 }  // namespace
