@@ -44,7 +44,7 @@ struct SamplerParams {
     // OpenAI's structured outputs do: types, properties with required (no
     // others), items, enum/const, anyOf (up to 16 branches of one type),
     // string lengths, formats (date, time, date-time, uuid, email, ipv4, uri) and patterns
-    // (regular expressions over ASCII classes), array sizes, number ranges;
+    // (regular expressions over ASCII classes), array sizes, number ranges, whole multipleOf;
     // a schema with a keyword the sampler cannot enforce is refused
     // (check_json_schema, lantern.h). Implies JSON output; needs
     // Sampler(params, model).

@@ -101,6 +101,11 @@ public:
                 } else if (x < n.max || (x == n.max && open)) {
                     n.max = x, n.max_open = open;
                 }
+            } else if (key == "multipleOf") {
+                if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > 1e9 || v.get<double>() != std::floor(v.get<double>())) {
+                    refuse(at, "only whole numbers from 1 to 10^9 are supported");
+                }
+                n.multiple = static_cast<uint32_t>(v.get<double>());
             } else if (key == "format") {
                 using F = JsonSchema::Node::Format;
                 const std::string f = v.is_string() ? v.get<std::string>() : std::string();
@@ -202,6 +207,14 @@ public:
         }
         if (n.pattern >= 0 && (!n.values.empty() || n.format != JsonSchema::Node::Format::None || n.any_of)) {
             refuse(path, "pattern beside enum, const, format or anyOf is not supported");
+        }
+        if (n.multiple > 0 && (!n.values.empty() || n.any_of)) refuse(path, "multipleOf beside enum, const or anyOf is not supported");
+        if (n.multiple > 0 && n.bounded) {
+            // The first multiple in the range (integers as doubles: exact to 2^53).
+            const double m = n.multiple;
+            double first = std::ceil(n.min / m) * m;
+            if (first == n.min && n.min_open) first += m;
+            if (first > n.max || (first == n.max && n.max_open)) refuse(path, "no multiple of multipleOf within minimum and maximum");
         }
         if (n.bounded) {
             if (!n.values.empty() || n.any_of) refuse(path, "minimum/maximum beside enum, const or anyOf is not supported");
@@ -362,8 +375,7 @@ bool SchemaState::Path::complete() const {
     // text does.
     const Frame& f = frames[0];
     if (f.kind == Kind::Number) {
-        return (f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7) &&
-               (!schema->node(f.node).bounded || number_in_range(f));
+        return (f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7) && number_may_end(f);
     }
     if (f.kind != Kind::Match) return false;
     const std::vector<std::string>& texts = match_texts(f);
@@ -432,7 +444,7 @@ bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
             break;
         case 3:
             f.kind = Kind::Number;
-            f.integer = (n->types & JsonSchema::kNumber) == 0;
+            f.integer = (n->types & JsonSchema::kNumber) == 0 || n->multiple > 0;
             f.phase = c == '-' ? 0 : c == '0' ? 1 : 2;
             f.negative = c == '-';
             f.set = is_digit(c) ? static_cast<uint64_t>(c - '0') : 0;
@@ -445,7 +457,7 @@ bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
             break;
     }
     if (!push(f)) return false;
-    return kind != 3 || !n->bounded || number_may_go_on(frames[depth - 1]);
+    return kind != 3 || number_checks(frames[depth - 1]);
 }
 
 namespace {
@@ -591,6 +603,36 @@ bool SchemaState::Path::pattern_char(Frame& f, uint32_t c) const {
     return f.set != 0;
 }
 
+// A number of a bounded or multipleOf node, as far as it is written: it
+// can still end in its range and on a multiple. A multiple's digits are
+// all held (set: the integer's value, at most 18 digits), and some k more
+// digits can reach a multiple: 10^k >= m, or the next multiple above set
+// 10^k is less than 10^k further.
+bool SchemaState::Path::number_checks(const Frame& f) const {
+    const JsonSchema::Node& n = schema->node(f.node);
+    if (n.bounded && !number_may_go_on(f)) return false;
+    if (n.multiple == 0) return true;
+    if (f.set >= 1000000000000000000ull || f.key > 0) return false;
+    const uint64_t m = n.multiple;
+    uint64_t r = f.set % m, scale = 1;
+    if (r == 0) return true;
+    int digits = 0;
+    for (uint64_t v = f.set; v > 0; v /= 10) ++digits;
+    const int left = std::min(kMaxNumber - static_cast<int>(f.pos), 18 - digits);
+    for (int k = 1; k <= left; ++k) {
+        r = r * 10 % m;
+        scale *= 10;
+        if (scale >= m || (m - r) % m < scale) return true;
+    }
+    return false;
+}
+
+// The number may end here: in its range, on a multiple.
+bool SchemaState::Path::number_may_end(const Frame& f) const {
+    const JsonSchema::Node& n = schema->node(f.node);
+    return (!n.bounded || number_in_range(f)) && (n.multiple == 0 || f.set % n.multiple == 0);
+}
+
 bool SchemaState::Path::number_in_range(const Frame& f) const {
     const JsonSchema::Node& n = schema->node(f.node);
     const double v = f.negative ? -magnitude(f) : magnitude(f);
@@ -689,18 +731,19 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                 if (++top->pos > kMaxNumber && (is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
                     return false;
                 }
-                const bool bounded = schema->node(top->node).bounded;
+                const JsonSchema::Node& node = schema->node(top->node);
+                const bool bounded = node.bounded, checked = bounded || node.multiple > 0;
                 switch (ph) {
                     case 0:
                         if (!is_digit(c)) return false;
                         ph = c == '0' ? 1 : 2;
                         add_digit(*top, c, false);
-                        return !bounded || number_may_go_on(*top);
+                        return !checked || number_checks(*top);
                     case 3:
                         if (!is_digit(c)) return false;
                         ph = 4;
                         add_digit(*top, c, true);
-                        return !bounded || number_may_go_on(*top);
+                        return !checked || number_checks(*top);
                     case 5:
                         if (c == '+' || c == '-') {
                             ph = 6;
@@ -714,7 +757,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     default:
                         if (is_digit(c) && ph != 1) {
                             if (ph == 2 || ph == 4) add_digit(*top, c, ph == 4);
-                            return !bounded || number_may_go_on(*top);
+                            return !checked || number_checks(*top);
                         }
                         if (!top->integer && c == '.' && (ph == 1 || ph == 2)) {
                             ph = 3;
@@ -724,7 +767,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                             ph = 5;
                             return true;
                         }
-                        if (bounded && !number_in_range(*top)) return false;
+                        if (checked && !number_may_end(*top)) return false;
                         end_value();
                         return step(c, forks);
                 }

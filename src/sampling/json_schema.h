@@ -19,13 +19,15 @@
 //   minItems, maxItems     of arrays
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum   of numbers and
 //                integers (such numbers are written without an exponent)
+//   multipleOf   a whole number up to 10^9 (such numbers are written as
+//                integers of at most 18 digits)
 //   format       of strings: date, time, date-time (RFC 3339: a time has its
 //                offset, Z or +hh:mm), uuid; email, ipv4, uri (as patterns)
 //   pattern      of strings: a regular expression (json_pattern.h says which);
 //                the text of such a string writes its characters as they are
 //                (escapes but \uXXXX: a model has no need of them there)
 // Annotations (title, description, default, examples, $schema, $id, strict)
-// are ignored. Any other keyword (multipleOf, patternProperties, ...) is
+// are ignored. Any other keyword (patternProperties, if/then, ...) is
 // refused, since it would not be enforced: a promise the sampler does not keep.
 // At most 64 properties per object and 64 values per enum; numbers of at
 // most 25 characters; nothing, not even spaces, after the value. At most
@@ -76,7 +78,10 @@ public:
         Format format = Format::None;  // strings
         int pattern = -1;              // strings: JsonSchema::pattern(i); -1: none
         // Numbers: the range (open ends exclusive); bounded: either is set.
+        // multiple: multipleOf, a whole number (0: none); such numbers are
+        // written as integers of at most 18 digits.
         bool bounded = false;
+        uint32_t multiple = 0;
         double min = -HUGE_VAL, max = HUGE_VAL;
         bool min_open = false, max_open = false;
         // enum/const: each allowed value as written (compact JSON); empty: none.
@@ -158,6 +163,8 @@ private:
         bool match_byte(Frame& f, unsigned char c, std::vector<Path>& forks);
         bool number_may_go_on(const Frame& f) const;
         bool number_in_range(const Frame& f) const;
+        bool number_may_end(const Frame& f) const;
+        bool number_checks(const Frame& f) const;
         bool format_byte(Frame& f, JsonSchema::Node::Format format, unsigned char c) const;
         bool pattern_char(Frame& f, uint32_t c) const;
         const std::vector<std::string>& match_texts(const Frame& f) const;

@@ -152,8 +152,9 @@ def test_pydantic_union_of_models(client):
 
 
 def test_pydantic_ranges_and_formats(client):
-    # Field(ge=, gt=, le=) become minimum/exclusiveMinimum/maximum, dates,
-    # datetimes and UUIDs string formats: each is held, and parses back.
+    # Field(ge=, gt=, le=) become minimum/exclusiveMinimum/maximum, multiple_of
+    # multipleOf, dates, datetimes and UUIDs string formats: each is held, and
+    # parses back.
     import datetime
     import uuid
 
@@ -162,6 +163,7 @@ def test_pydantic_ranges_and_formats(client):
     class Booking(BaseModel):
         guests: int = Field(ge=1, le=8)
         rating: float = Field(gt=0, le=5)
+        deposit: int = Field(multiple_of=10, ge=0)
         day: datetime.date
         at: datetime.datetime
         ref: uuid.UUID
@@ -169,7 +171,7 @@ def test_pydantic_ranges_and_formats(client):
     r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Book a table for two."}],
                                       response_format=Booking, temperature=0, max_tokens=300)
     b = r.choices[0].message.parsed
-    assert isinstance(b, Booking) and 1 <= b.guests <= 8 and 0 < b.rating <= 5
+    assert isinstance(b, Booking) and 1 <= b.guests <= 8 and 0 < b.rating <= 5 and b.deposit % 10 == 0
     assert isinstance(b.day, datetime.date) and isinstance(b.at, datetime.datetime) and isinstance(b.ref, uuid.UUID)
 
 

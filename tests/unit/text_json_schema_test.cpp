@@ -278,6 +278,25 @@ TEST(JsonSchema, StringPatterns) {
     }
 }
 
+// multipleOf: whole multiples, written as integers; with a range, both hold.
+TEST(JsonSchema, Multiples) {
+    const char* five = R"({"type": "number", "multipleOf": 5})";
+    for (const char* ok : {"0", "5", "-15", "1000000"}) EXPECT_EQ(fed(five, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(fed(five, "12"), std::make_pair(true, false));  // 120 is still to come
+    EXPECT_FALSE(fed(five, "5.0").first);                     // written as an integer
+    EXPECT_FALSE(fed(five, "5e1").first);
+    EXPECT_FALSE(fed(five, "1234567890123456781").first);    // past 18 digits
+    const char* list = R"({"type": "array", "items": {"type": "integer", "multipleOf": 7, "minimum": 10, "maximum": 30}})";
+    EXPECT_EQ(fed(list, "[14, 21, 28]"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(list, "[15,").first);  // 15 ends here: not a multiple
+    EXPECT_FALSE(fed(list, "[7,").first);   // below the minimum
+    EXPECT_FALSE(fed(list, "[35").first);   // above the maximum
+    // A large multiple: digits go on only while a multiple can still be reached.
+    const char* big = R"({"type": "integer", "multipleOf": 1000000000})";
+    EXPECT_EQ(fed(big, "3000000000"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(big, "300000000000000001").first);  // 18 digits, none left to reach one
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     // A schema too large for the checker's 16-bit node numbers: 64 x 64
     // objects of 5 properties each, over 20,000 subschemas.
@@ -300,14 +319,15 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     for (const Case& c : {Case{R"({"type": "object", "patternProperties": {"^a": {}}})", ".patternProperties"},
                           Case{R"({"type": "string", "pattern": "(a)\\1"})", "backreferences"},
                           Case{R"({"type": "string", "pattern": "a", "format": "date"})", "pattern beside"},
-                          Case{R"({"properties": {"a": {"type": "number", "multipleOf": 2}}})", ".properties.a.multipleOf"},
+                          Case{R"({"properties": {"a": {"type": "number", "multipleOf": 0.5}}})", ".properties.a.multipleOf"},
+                          Case{R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})", "no multiple"},
                           Case{R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})", "no integer"},
                           Case{R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})", "minimum above"},
                           Case{R"({"enum": [1, 2], "minimum": 1})", "beside enum"},
                           Case{R"({"type": "string", "format": "hostname"})", "'hostname' is not supported"},
                           Case{R"({"type": "string", "format": "email", "pattern": "x"})", "pattern beside format"},
                           Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
-                          Case{R"({"anyOf": [{"type": "object", "multipleOf": 2}, {"type": "object"}]})", ".anyOf[0].multipleOf"},
+                          Case{R"({"anyOf": [{"type": "object", "minProperties": 2}, {"type": "object"}]})", ".anyOf[0].minProperties"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
                           Case{R"({"type": "decimal"})", "decimal"},
                           Case{R"({"$ref": "#/$defs/x"})", "not defined"},
