@@ -43,7 +43,8 @@ struct SamplerParams {
     // A JSON schema (its text) that the output follows, token by token, as
     // OpenAI's structured outputs do: types, properties with required (no
     // others), items, enum/const, anyOf (up to 16 branches of one type),
-    // string lengths, formats (date, time, date-time, uuid, email, ipv4, uri) and patterns
+    // string lengths, formats (date, time, date-time, uuid, email, hostname, ipv4, ipv6,
+    // uri, duration) and patterns
     // (regular expressions over ASCII classes), array sizes, number ranges, whole multipleOf;
     // a schema with a keyword the sampler cannot enforce is refused
     // (check_json_schema, lantern.h). Implies JSON output; needs

@@ -37,11 +37,13 @@ constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, Json
                                    JsonSchema::kNumber | JsonSchema::kInteger, JsonSchema::kBool, JsonSchema::kNull};
 
 // The formats held as patterns: strings every one of which the format
-// takes (a subset: an email's local part is dot-separated runs of letters,
-// digits and _%+-, its domain has a top-level label of letters; a URI is a
-// scheme, a colon and URI characters or %XX escapes). Null: not one of them.
-// The length limits within (an email's local part of 64 characters, a
-// label's 63) are not held.
+// takes, a subset of them (an email's local part is dot-separated runs of
+// letters, digits and _%+-, its domain has a top-level label of letters; a
+// URI is a scheme, a colon and URI characters or %XX escapes; a hostname's
+// labels are at most 20 characters; an IPv6 address is written in full,
+// eight groups; a duration takes days, hours, minutes and seconds, the
+// seconds maybe with a fraction). Null: not one of them. An email's local
+// part of at most 64 characters is not held.
 const char* format_as_pattern(const std::string& format) {
     if (format == "email") {
         return R"(^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"
@@ -49,6 +51,16 @@ const char* format_as_pattern(const std::string& format) {
     }
     if (format == "ipv4") {
         return R"(^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$)";
+    }
+    if (format == "ipv6") return R"(^([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}$)";
+    if (format == "hostname") {
+        return R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?)*$)";
+    }
+    if (format == "duration") {
+        // P, then days and maybe a time, or a time: hours, minutes, seconds.
+        static const std::string kTime = R"((?:\d+H(?:\d+M)?(?:\d+(?:\.\d+)?S)?|\d+M(?:\d+(?:\.\d+)?S)?|\d+(?:\.\d+)?S))";
+        static const std::string kDuration = R"(^P(?:\d+D(?:T)" + kTime + R"()?|T)" + kTime + ")$";
+        return kDuration.c_str();
     }
     if (format == "uri") return R"(^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$)";
     return nullptr;
@@ -112,9 +124,9 @@ public:
                 n.format = f == "date" ? F::Date : f == "time" ? F::Time : f == "date-time" ? F::DateTime : f == "uuid" ? F::Uuid : F::None;
                 format_pattern = format_as_pattern(f);
                 if (n.format == F::None && format_pattern == nullptr) {
-                    refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid, email, ipv4, uri are)");
+                    refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid, email, hostname, ipv4, ipv6, uri, duration are)");
                 }
-                if (f == "email") n.max_length = std::min<uint32_t>(n.max_length, 254);
+                if (f == "email" || f == "hostname") n.max_length = std::min<uint32_t>(n.max_length, f == "email" ? 254 : 253);
             } else if (key == "pattern") {
                 if (!v.is_string()) refuse(at, "must be a string");
                 try {

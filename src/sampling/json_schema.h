@@ -22,7 +22,8 @@
 //   multipleOf   a whole number up to 10^9 (such numbers are written as
 //                integers of at most 18 digits)
 //   format       of strings: date, time, date-time (RFC 3339: a time has its
-//                offset, Z or +hh:mm), uuid; email, ipv4, uri (as patterns)
+//                offset, Z or +hh:mm), uuid; email, hostname, ipv4, ipv6, uri,
+//                duration (as patterns: subsets, json_schema.cpp's format_as_pattern)
 //   pattern      of strings: a regular expression (json_pattern.h says which);
 //                the text of such a string writes its characters as they are
 //                (escapes but \uXXXX: a model has no need of them there)

@@ -346,7 +346,7 @@ TEST_F(Server, JsonSchemaResponseFormat) {
     int status = 0;
     const json e = post("/v1/chat/completions",
                         {{"messages", user}, {"response_format", {{"type", "json_schema"},
-                                                                  {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"format", "hostname"}}}}}}}},
+                                                                  {"json_schema", {{"name", "x"}, {"schema", {{"type", "string"}, {"format", "iri"}}}}}}}},
                         &status);
     EXPECT_EQ(status, 400);
     EXPECT_NE(e["error"]["message"].get<std::string>().find("format"), std::string::npos) << e;

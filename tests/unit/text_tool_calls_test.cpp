@@ -210,7 +210,7 @@ TEST(ToolCallPrompt, RequiredCallsOpenTheTemplatesFormat) {
     }
     // Parameters the sampler cannot enforce: no schema (the call is still a JSON object).
     const ChatTools fancy{R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
-        "properties": {"host": {"type": "string", "format": "hostname"}}}}}])", ToolChoice::Required, ""};
+        "properties": {"link": {"type": "string", "format": "iri"}}}}}])", ToolChoice::Required, ""};
     const ChatPrompt p = render_with_tools(*ChatTemplate::builtin("chatml"), convo, fancy, true);
     EXPECT_EQ(p.call_prefixes.size(), 1u);
     EXPECT_TRUE(p.call_schema.empty());
