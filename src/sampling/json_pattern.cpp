@@ -1,5 +1,6 @@
 #include "sampling/json_pattern.h"
 
+#include <algorithm>
 #include <bitset>
 #include <string>
 
@@ -435,7 +436,30 @@ JsonPattern JsonPattern::compile(std::string_view source) {
         }
         if (b.sets[q].other) p.by_other_ |= bit;
     }
+    // Shortest ways to a match: relaxed over the follow sets until stable.
+    p.left_.fill(255);
+    for (int q = 0; q <= kMaxPositions; ++q) {
+        if ((p.accept_ >> q & 1) != 0) p.left_[static_cast<size_t>(q)] = 0;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int q = 0; q <= kMaxPositions; ++q) {
+            for (uint64_t f = p.follow_[static_cast<size_t>(q)]; f != 0; f &= f - 1) {
+                const int to = p.left_[static_cast<size_t>(__builtin_ctzll(f))];
+                if (to < 254 && to + 1 < p.left_[static_cast<size_t>(q)]) {
+                    p.left_[static_cast<size_t>(q)] = static_cast<uint8_t>(to + 1);
+                    changed = true;
+                }
+            }
+        }
+    }
     return std::move(b.out);
+}
+
+int JsonPattern::min_left(uint64_t states) const {
+    int best = 255;
+    for (uint64_t s = states; s != 0; s &= s - 1) best = std::min<int>(best, left_[static_cast<size_t>(__builtin_ctzll(s))]);
+    return best;
 }
 
 uint64_t JsonPattern::step(uint64_t states, uint32_t c) const {

@@ -39,6 +39,9 @@ public:
     uint64_t step(uint64_t states, uint32_t c) const;
     // The text so far matches the whole pattern.
     bool accepts(uint64_t states) const { return (states & accept_) != 0; }
+    // The fewest characters that still complete a match (a string's
+    // maxLength then ends no text where no match fits).
+    int min_left(uint64_t states) const;
 
 private:
     friend class PatternBuilder;
@@ -46,6 +49,7 @@ private:
     std::array<uint64_t, 128> by_ascii_{};  // the positions whose class has the character
     uint64_t by_other_ = 0;                 // the positions whose class has non-ASCII characters
     uint64_t accept_ = 0;
+    std::array<uint8_t, kMaxPositions + 1> left_{};  // per state: min_left of it alone (255: none)
 };
 
 }  // namespace lantern

@@ -41,9 +41,9 @@ constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, Json
 // letters, digits and _%+-, its domain has a top-level label of letters; a
 // URI is a scheme, a colon and URI characters or %XX escapes; a hostname's
 // labels are at most 20 characters; an IPv6 address is written in full,
-// eight groups; a duration takes days, hours, minutes and seconds, the
-// seconds maybe with a fraction). Null: not one of them. An email's local
-// part of at most 64 characters is not held.
+// eight groups; a duration has days, hours, minutes and seconds, each of a
+// few digits). Null: not one of them. An email's local part of at most 64
+// characters is not held.
 const char* format_as_pattern(const std::string& format) {
     if (format == "email") {
         return R"(^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"
@@ -57,10 +57,9 @@ const char* format_as_pattern(const std::string& format) {
         return R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?)*$)";
     }
     if (format == "duration") {
-        // P, then days and maybe a time, or a time: hours, minutes, seconds.
-        static const std::string kTime = R"((?:\d+H(?:\d+M)?(?:\d+(?:\.\d+)?S)?|\d+M(?:\d+(?:\.\d+)?S)?|\d+(?:\.\d+)?S))";
-        static const std::string kDuration = R"(^P(?:\d+D(?:T)" + kTime + R"()?|T)" + kTime + ")$";
-        return kDuration.c_str();
+        // Every part, each of few digits: P1DT2H30M0S (a small model given
+        // open-ended digits may write them for ever).
+        return R"(^P\d{1,4}DT\d{1,2}H\d{1,2}M\d{1,2}(\.\d{1,3})?S$)";
     }
     if (format == "uri") return R"(^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$)";
     return nullptr;
@@ -611,8 +610,12 @@ bool SchemaState::Path::format_byte(Frame& f, Format format, unsigned char c) co
 // The next character of a patterned string (a byte that starts a UTF-8
 // sequence: any non-ASCII character, which the pattern does not tell apart).
 bool SchemaState::Path::pattern_char(Frame& f, uint32_t c) const {
-    f.set = schema->pattern(schema->node(f.node).pattern).step(f.set, c);
-    return f.set != 0;
+    const JsonSchema::Node& n = schema->node(f.node);
+    const JsonPattern& p = schema->pattern(n.pattern);
+    f.set = p.step(f.set, c);
+    // No text that a maxLength would cut before a match (f.count: the
+    // characters so far, this one included).
+    return f.set != 0 && (n.max_length == UINT32_MAX || f.count + static_cast<uint32_t>(p.min_left(f.set)) <= n.max_length);
 }
 
 // A number of a bounded or multipleOf node, as far as it is written: it
@@ -700,6 +703,15 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         return format_byte(*top, n.format, c);
                     }
                     const bool patterned = n.pattern >= 0 && !top->is_key;
+                    // A patterned string's UTF-8 sequences whole (pos: the
+                    // continuation bytes still due): a stray byte of one
+                    // would be a character the pattern never saw.
+                    if (patterned && top->pos > 0) {
+                        if ((c & 0xC0) != 0x80) return false;
+                        --top->pos;
+                        return true;
+                    }
+                    if (patterned && (c & 0xC0) == 0x80) return false;
                     if (c == '"') {
                         if (patterned && !schema->pattern(n.pattern).accepts(top->set)) return false;
                         if (!top->is_key) return top->count >= n.min_length && end_value();
@@ -714,7 +726,18 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     if (c < 0x20) return false;
                     // A pattern's next character: this byte, or the escaped
                     // one; a UTF-8 sequence counts at its first byte.
-                    return !patterned || c == '\\' || (c & 0xC0) == 0x80 || pattern_char(*top, c);
+                    if (!patterned) return true;
+                    if (c >= 0x80) {
+                        if (c < 0xC2 || c > 0xF4) return false;  // not a UTF-8 lead byte
+                        top->pos = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+                    }
+                    if (c != '\\') return pattern_char(*top, c);
+                    // A backslash: only if a character it can escape goes on.
+                    for (unsigned char e : {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'}) {
+                        Frame probe = *top;
+                        if (pattern_char(probe, e)) return true;
+                    }
+                    return false;
                 }
                 if (top->phase == 1) {
                     const JsonSchema::Node& n = schema->node(top->node);

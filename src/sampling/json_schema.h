@@ -131,7 +131,8 @@ private:
         int16_t node;        // Object/Array/Match: the schema node
         int16_t key;         // Object: the key whose value is read
         uint16_t pos;        // Match: bytes matched; Literal: bytes of the literal matched; Number: bytes;
-                             // String of a format: where in its shape (format_byte)
+                             // String of a format: where in its shape (format_byte); of a
+                             // pattern: continuation bytes due
         bool negative;       // Number: after '-'
         uint32_t count;      // String: characters; Array: elements; Number: fraction digits in `set`
         uint64_t set;        // Object: keys seen; Match: candidates still matching; Number: its digits

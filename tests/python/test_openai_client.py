@@ -153,8 +153,8 @@ def test_pydantic_union_of_models(client):
 
 def test_pydantic_ranges_and_formats(client):
     # Field(ge=, gt=, le=) become minimum/exclusiveMinimum/maximum, multiple_of
-    # multipleOf, dates, datetimes and UUIDs string formats: each is held, and
-    # parses back.
+    # multipleOf, dates, datetimes, UUIDs and durations string formats: each is
+    # held, and parses back.
     import datetime
     import uuid
 
@@ -167,12 +167,14 @@ def test_pydantic_ranges_and_formats(client):
         day: datetime.date
         at: datetime.datetime
         ref: uuid.UUID
+        stay: datetime.timedelta
 
     r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Book a table for two."}],
                                       response_format=Booking, temperature=0, max_tokens=300)
     b = r.choices[0].message.parsed
     assert isinstance(b, Booking) and 1 <= b.guests <= 8 and 0 < b.rating <= 5 and b.deposit % 10 == 0
     assert isinstance(b.day, datetime.date) and isinstance(b.at, datetime.datetime) and isinstance(b.ref, uuid.UUID)
+    assert isinstance(b.stay, datetime.timedelta)
 
 
 def test_pydantic_patterns(client):
