@@ -8,4 +8,20 @@ inline bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n
 inline bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 inline bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+// A byte of a string's text as UTF-8 (RFC 8259 text is UTF-8): `due` counts
+// the continuation bytes its sequence still needs. False: a byte out of
+// sequence (a stray continuation byte, a sequence cut short, a byte no
+// sequence starts with), which a byte-level token could otherwise write.
+inline bool utf8_byte(unsigned char c, unsigned& due) {
+    if (due > 0) {
+        if ((c & 0xC0) != 0x80) return false;
+        --due;
+        return true;
+    }
+    if (c < 0x80) return true;
+    if (c < 0xC2 || c > 0xF4) return false;
+    due = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+    return true;
+}
+
 }  // namespace lantern::json_chars

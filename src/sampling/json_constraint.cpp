@@ -76,7 +76,11 @@ bool JsonState::step(unsigned char c) {
     // the first byte that cannot continue it, which then counts as what
     // comes after the value.
     switch (mode_) {
-        case Mode::String:
+        case Mode::String: {
+            // UTF-8 sequences whole: a continuation byte goes on one.
+            const bool continuation = utf8_ > 0;
+            if (!json_chars::utf8_byte(c, utf8_)) return false;
+            if (continuation || c >= 0x80) return true;
             if (c == '"') {
                 if (!key_) return end_value();
                 mode_ = Mode::Colon;
@@ -84,6 +88,7 @@ bool JsonState::step(unsigned char c) {
             }
             if (c == '\\') mode_ = Mode::Escape;
             return c >= 0x20;  // control characters must be escaped
+        }
         case Mode::Escape:
             if (c == 'u') {
                 mode_ = Mode::Unicode, hex_ = 0;

@@ -703,15 +703,13 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         return format_byte(*top, n.format, c);
                     }
                     const bool patterned = n.pattern >= 0 && !top->is_key;
-                    // A patterned string's UTF-8 sequences whole (pos: the
-                    // continuation bytes still due): a stray byte of one
-                    // would be a character the pattern never saw.
-                    if (patterned && top->pos > 0) {
-                        if ((c & 0xC0) != 0x80) return false;
-                        --top->pos;
-                        return true;
-                    }
-                    if (patterned && (c & 0xC0) == 0x80) return false;
+                    // UTF-8 sequences whole (pos: the continuation bytes
+                    // still due); a character counts at its first byte.
+                    const bool continuation = top->pos > 0;
+                    unsigned due = top->pos;
+                    if (!json_chars::utf8_byte(c, due)) return false;
+                    top->pos = static_cast<uint16_t>(due);
+                    if (continuation) return true;
                     if (c == '"') {
                         if (patterned && !schema->pattern(n.pattern).accepts(top->set)) return false;
                         if (!top->is_key) return top->count >= n.min_length && end_value();
@@ -722,15 +720,10 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     }
                     if (c == '\\') top->phase = 1;
                     // Characters: an escape, or a byte that starts a UTF-8 sequence.
-                    if (!top->is_key && (c & 0xC0) != 0x80 && ++top->count > n.max_length) return false;
+                    if (!top->is_key && ++top->count > n.max_length) return false;
                     if (c < 0x20) return false;
-                    // A pattern's next character: this byte, or the escaped
-                    // one; a UTF-8 sequence counts at its first byte.
+                    // A pattern's next character: this byte, or the escaped one.
                     if (!patterned) return true;
-                    if (c >= 0x80) {
-                        if (c < 0xC2 || c > 0xF4) return false;  // not a UTF-8 lead byte
-                        top->pos = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
-                    }
                     if (c != '\\') return pattern_char(*top, c);
                     // A backslash: only if a character it can escape goes on.
                     for (unsigned char e : {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'}) {
@@ -753,7 +746,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     return n.pattern < 0 || top->is_key || pattern_char(*top, static_cast<unsigned char>(to[e - from]));
                 }
                 if (!is_hex(c)) return false;
-                if (++top->pos == 4) top->phase = 0;
+                if (++top->pos == 4) top->phase = 0, top->pos = 0;
                 return true;
             case Kind::Number: {
                 // 0 after '-', 1 a leading 0, 2 integer digits, 3 after '.',

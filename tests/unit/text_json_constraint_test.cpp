@@ -47,7 +47,11 @@ TEST(JsonState, RejectsWhatCannotContinueAnObject) {
     for (const char* bad : {"[1]", "\"top\"", "1", "{,", "{\"a\" 1}", "{\"a\":}", "{\"a\":01}", "{\"a\":1.}x",
                             "{\"a\":-}", "{\"a\":1e}", "{\"a\":tru}", "{\"a\":nul", "{\"a\":[1,]}", "{\"a\":1,}",
                             "{a:1}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12g4\"}", "{\"a\":\"line\nbreak\"}", "{}}",
-                            "{} x", "{\"a\":1]", "{\"a\":[1}"}) {
+                            "{} x", "{\"a\":1]", "{\"a\":[1}",
+                            // UTF-8 out of sequence: a stray continuation byte, a sequence
+                            // cut by the quote or by an ASCII byte, a byte no sequence starts with
+                            "{\"a\":\"\x80\"}", "{\"a\":\"\xC3\"}", "{\"a\":\"\xE2\x82x\"}", "{\"a\":\"\xC0\x80\"}",
+                            "{\"\xFF\":1}"}) {
         const std::string doc = bad;
         bool rejected = false;
         JsonState s;

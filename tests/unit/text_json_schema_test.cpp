@@ -39,6 +39,10 @@ TEST(JsonSchema, AllowsWhatTheSchemaAllows) {
         EXPECT_TRUE(taken) << doc;
         EXPECT_TRUE(complete) << doc;
     }
+    // Text in UTF-8, sequences whole (a byte-level token may hold a stray byte).
+    EXPECT_EQ(fed(kPerson, "{\"name\": \"\xE2\x82\xAC\", \"age\": 1}"), std::make_pair(true, true));
+    EXPECT_FALSE(fed(kPerson, "{\"name\": \"\x82").first);
+    EXPECT_FALSE(fed(kPerson, "{\"name\": \"\xE2\x82\"").first);
     // Unfinished but on the way.
     for (const char* prefix : {"", "{", R"({"na)", R"({"name": "Ada", "age": 3)", R"({"name": "Ada", "ro)"}) {
         const auto [taken, complete] = fed(kPerson, prefix);
