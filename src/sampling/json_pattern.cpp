@@ -453,7 +453,46 @@ JsonPattern JsonPattern::compile(std::string_view source) {
             }
         }
     }
+    // Longest ways to a match: relaxed as far as a path without a loop goes
+    // (64 rounds); a state still growing then lies before a loop.
+    std::array<int, kMaxPositions + 1> most{};
+    for (int q = 0; q <= kMaxPositions; ++q) most[static_cast<size_t>(q)] = (p.accept_ >> q & 1) != 0 ? 0 : -1;
+    auto relax = [&] {
+        bool changed = false;
+        for (int q = 0; q <= kMaxPositions; ++q) {
+            for (uint64_t f = p.follow_[static_cast<size_t>(q)]; f != 0; f &= f - 1) {
+                const int to = most[static_cast<size_t>(__builtin_ctzll(f))];
+                const int via = to < 0 ? -1 : std::min(to + 1, kUnbounded);
+                if (via > most[static_cast<size_t>(q)]) most[static_cast<size_t>(q)] = via, changed = true;
+            }
+        }
+        return changed;
+    };
+    for (int round = 0; round <= kMaxPositions && relax(); ++round) {
+    }
+    const std::array<int, kMaxPositions + 1> settled = most;
+    relax();
+    for (int q = 0; q <= kMaxPositions; ++q) {
+        if (most[static_cast<size_t>(q)] != settled[static_cast<size_t>(q)]) most[static_cast<size_t>(q)] = kUnbounded;
+    }
+    for (bool changed = true; changed;) {  // and so does every state before it
+        changed = false;
+        for (int q = 0; q <= kMaxPositions; ++q) {
+            for (uint64_t f = p.follow_[static_cast<size_t>(q)]; f != 0; f &= f - 1) {
+                if (most[static_cast<size_t>(__builtin_ctzll(f))] == kUnbounded && most[static_cast<size_t>(q)] != kUnbounded) {
+                    most[static_cast<size_t>(q)] = kUnbounded, changed = true;
+                }
+            }
+        }
+    }
+    for (int q = 0; q <= kMaxPositions; ++q) p.most_left_[static_cast<size_t>(q)] = static_cast<uint8_t>(std::max(0, most[static_cast<size_t>(q)]));
     return std::move(b.out);
+}
+
+int JsonPattern::max_left(uint64_t states) const {
+    int best = 0;
+    for (uint64_t s = states; s != 0; s &= s - 1) best = std::max<int>(best, most_left_[static_cast<size_t>(__builtin_ctzll(s))]);
+    return best;
 }
 
 int JsonPattern::min_left(uint64_t states) const {

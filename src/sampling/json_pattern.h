@@ -42,6 +42,9 @@ public:
     // The fewest characters that still complete a match (a string's
     // maxLength then ends no text where no match fits).
     int min_left(uint64_t states) const;
+    // The most characters a match may still take; kUnbounded: no limit.
+    static constexpr int kUnbounded = 255;
+    int max_left(uint64_t states) const;
 
 private:
     friend class PatternBuilder;
@@ -49,7 +52,8 @@ private:
     std::array<uint64_t, 128> by_ascii_{};  // the positions whose class has the character
     uint64_t by_other_ = 0;                 // the positions whose class has non-ASCII characters
     uint64_t accept_ = 0;
-    std::array<uint8_t, kMaxPositions + 1> left_{};  // per state: min_left of it alone (255: none)
+    std::array<uint8_t, kMaxPositions + 1> left_{};      // per state: min_left of it alone (255: none)
+    std::array<uint8_t, kMaxPositions + 1> most_left_{};  // per state: max_left of it alone
 };
 
 }  // namespace lantern

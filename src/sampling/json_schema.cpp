@@ -219,6 +219,12 @@ public:
         if (n.pattern >= 0 && (!n.values.empty() || n.format != JsonSchema::Node::Format::None || n.any_of)) {
             refuse(path, "pattern beside enum, const, format or anyOf is not supported");
         }
+        if (n.pattern >= 0) {
+            const int most = s_.patterns_[static_cast<size_t>(n.pattern)].max_left(JsonPattern::kStart);
+            if (most != JsonPattern::kUnbounded && static_cast<uint32_t>(most) < n.min_length) {
+                refuse(path, "no text of the pattern is minLength characters long");
+            }
+        }
         if (n.multiple > 0 && (!n.values.empty() || n.any_of)) refuse(path, "multipleOf beside enum, const or anyOf is not supported");
         if (n.multiple > 0 && n.bounded) {
             // The first multiple in the range (integers as doubles: exact to 2^53).
@@ -613,9 +619,13 @@ bool SchemaState::Path::pattern_char(Frame& f, uint32_t c) const {
     const JsonSchema::Node& n = schema->node(f.node);
     const JsonPattern& p = schema->pattern(n.pattern);
     f.set = p.step(f.set, c);
-    // No text that a maxLength would cut before a match (f.count: the
-    // characters so far, this one included).
-    return f.set != 0 && (n.max_length == UINT32_MAX || f.count + static_cast<uint32_t>(p.min_left(f.set)) <= n.max_length);
+    // No text that a maxLength would cut before a match, nor one whose
+    // matches all end short of minLength (f.count: the characters so far,
+    // this one included).
+    if (f.set == 0) return false;
+    if (n.max_length != UINT32_MAX && f.count + static_cast<uint32_t>(p.min_left(f.set)) > n.max_length) return false;
+    const int most = n.min_length > 0 ? p.max_left(f.set) : JsonPattern::kUnbounded;
+    return most == JsonPattern::kUnbounded || f.count + static_cast<uint32_t>(most) >= n.min_length;
 }
 
 // A number of a bounded or multipleOf node, as far as it is written: it

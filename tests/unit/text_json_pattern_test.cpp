@@ -74,6 +74,12 @@ TEST(JsonPattern, PrefixesGoOnOnlyTowardAMatch) {
     EXPECT_FALSE(may_go_on("^(cat|dog)$", "cad"));
     EXPECT_TRUE(may_go_on("^(cat|dog)$", "do"));
     EXPECT_TRUE(may_go_on("\\d", "xyz"));                  // a digit may still come
+    const JsonPattern p = JsonPattern::compile("^a{2,4}(b|cd)$");
+    EXPECT_EQ(p.min_left(JsonPattern::kStart), 3);
+    EXPECT_EQ(p.max_left(JsonPattern::kStart), 6);
+    EXPECT_EQ(p.max_left(run(p, "aaa")), 3);
+    EXPECT_EQ(JsonPattern::compile("^a(bc)*d$").max_left(JsonPattern::kStart), JsonPattern::kUnbounded);
+    EXPECT_EQ(JsonPattern::compile("x").max_left(JsonPattern::kStart), JsonPattern::kUnbounded);  // unanchored
 }
 
 TEST(JsonPattern, RefusesWhatItWouldNotEnforce) {

@@ -285,6 +285,12 @@ TEST(JsonSchema, StringPatterns) {
     const char* tight = R"({"type": "string", "pattern": "^[a-z]+-\\d{3}$", "maxLength": 5})";
     EXPECT_EQ(fed(tight, "\"a-123\""), std::make_pair(true, true));
     EXPECT_FALSE(fed(tight, "\"ab").first);
+    // And a minLength no text short of it: "ab" could end at "ab-12" (5);
+    // "abc" may go on to 6.
+    const char* wide = R"({"type": "string", "pattern": "^[a-c]{1,3}-\\d{1,2}$", "minLength": 6})";
+    EXPECT_EQ(fed(wide, "\"abc-12\""), std::make_pair(true, true));
+    EXPECT_FALSE(fed(wide, "\"a-").first);  // a-12 at most: 4 characters
+    EXPECT_FALSE(fed(wide, "\"abc-1\"").first);
     // Keys are not the value's pattern; a union of patterned strings keeps
     // every branch that still fits.
     const char* either = R"({"anyOf": [{"type": "string", "pattern": "^\\d+$"}, {"type": "string", "pattern": "^[a-f]+$"}]})";
@@ -347,6 +353,7 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     for (const Case& c : {Case{R"({"type": "object", "patternProperties": {"^a": {}}})", ".patternProperties"},
                           Case{R"({"type": "string", "pattern": "(a)\\1"})", "backreferences"},
                           Case{R"({"type": "string", "pattern": "a", "format": "date"})", "pattern beside"},
+                          Case{R"({"type": "string", "pattern": "^a{2}$", "minLength": 3})", "minLength characters"},
                           Case{R"({"properties": {"a": {"type": "number", "multipleOf": 0.5}}})", ".properties.a.multipleOf"},
                           Case{R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})", "no multiple"},
                           Case{R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})", "no integer"},
