@@ -8,6 +8,18 @@ inline bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n
 inline bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 inline bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+// The escapes \c of a JSON string (\u aside) and the characters they
+// stand for, index for index.
+constexpr char kEscapes[] = "\"\\/bfnrt";
+constexpr char kEscaped[] = "\"\\/\b\f\n\r\t";
+// The character \c stands for; -1: not an escape (or \u).
+inline int unescape(unsigned char c) {
+    for (int i = 0; kEscapes[i] != '\0'; ++i) {
+        if (static_cast<unsigned char>(kEscapes[i]) == c) return static_cast<unsigned char>(kEscaped[i]);
+    }
+    return -1;
+}
+
 // A byte of a string's text as UTF-8 (RFC 8259 text is UTF-8): `due` counts
 // the continuation bytes its sequence still needs. False: a byte out of
 // sequence (a stray continuation byte, a sequence cut short, a byte no

@@ -95,7 +95,7 @@ bool JsonState::step(unsigned char c) {
                 return true;
             }
             mode_ = Mode::String;
-            return c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't';
+            return json_chars::unescape(c) >= 0;
         case Mode::Unicode:
             if (!is_hex(c)) return false;
             if (++hex_ == 4) mode_ = Mode::String;

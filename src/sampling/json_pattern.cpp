@@ -9,6 +9,12 @@
 namespace lantern {
 namespace {
 
+// Calls f(q) for each state q of the set.
+template <class F>
+void each_state(uint64_t set, F f) {
+    for (; set != 0; set &= set - 1) f(static_cast<size_t>(__builtin_ctzll(set)));
+}
+
 // The characters one position of the pattern takes.
 struct CharSet {
     std::bitset<128> ascii;
@@ -272,25 +278,19 @@ private:
         const bool negate = more() && peek() == '^';
         if (negate) ++i_;
         CharSet set;
-        // One member: a character (single: true) or a class escape.
+        // One member: a character (single: true, ch) or a class escape.
         auto member = [&](bool& single, unsigned char& ch) {
-            const auto c = static_cast<unsigned char>(s_[i_]);
+            const auto c = static_cast<unsigned char>(s_[i_++]);
             if (c >= 0x80) fail("non-ASCII characters in a pattern are not supported");
-            if (c != '\\') {
-                ++i_;
-                single = true, ch = c;
-                CharSet one;
-                one.add(c);
-                return one;
+            CharSet e;
+            if (c == '\\') {
+                e = escape(true);
+            } else {
+                e.add(c);
             }
-            ++i_;
-            const size_t at = i_;
-            CharSet e = escape(true);
-            single = e.ascii.count() == 1 && !e.other && std::string_view("dDwWsS").find(s_[at]) == std::string_view::npos;
-            if (single) {
-                for (int x = 0; x < 128; ++x) {
-                    if (e.ascii.test(static_cast<size_t>(x))) ch = static_cast<unsigned char>(x);
-                }
+            single = e.ascii.count() == 1 && !e.other;  // class escapes take several
+            for (unsigned x = 0; single && x < 128; ++x) {
+                if (e.ascii.test(x)) ch = static_cast<unsigned char>(x);
             }
             return e;
         };
@@ -398,9 +398,7 @@ public:
     }
     void loop(const Frag& f) { link(f.last, f.first); }
     void link(uint64_t from, uint64_t to) {
-        for (int p = 0; p <= JsonPattern::kMaxPositions; ++p) {
-            if ((from >> p & 1) != 0) out.follow_[static_cast<size_t>(p)] |= to;
-        }
+        each_state(from, [&](size_t q) { out.follow_[q] |= to; });
     }
     static constexpr long kMaxSteps = 100000;
     long steps_ = 0;
@@ -436,74 +434,69 @@ JsonPattern JsonPattern::compile(std::string_view source) {
         }
         if (b.sets[q].other) p.by_other_ |= bit;
     }
-    // Shortest ways to a match: relaxed over the follow sets until stable.
-    p.left_.fill(255);
-    for (int q = 0; q <= kMaxPositions; ++q) {
-        if ((p.accept_ >> q & 1) != 0) p.left_[static_cast<size_t>(q)] = 0;
+    p.measure();
+    return std::move(b.out);
+}
+
+// The fewest and the most characters from each state to a match, relaxed
+// over the follow sets until nothing changes. A state from which a loop
+// can be taken on the way to a match has no most (kUnbounded); those are
+// found first, from the follow sets' transitive closure, so that the
+// relaxation of the others ends.
+void JsonPattern::measure() {
+    constexpr size_t N = kMaxPositions + 1;
+    std::array<uint64_t, N> reach{};  // the states each reaches in one character or more
+    std::copy(follow_.begin(), follow_.end(), reach.begin());
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t q = 0; q < N; ++q) {
+            uint64_t r = reach[q];
+            each_state(reach[q], [&](size_t t) { r |= reach[t]; });
+            grew = grew || r != reach[q];
+            reach[q] = r;
+        }
+    }
+    std::array<int, N> fewest{}, most{};
+    for (size_t q = 0; q < N; ++q) {
+        const bool accepting = (accept_ >> q & 1) != 0;
+        fewest[q] = accepting ? 0 : 255;
+        most[q] = accepting ? 0 : -1;  // -1: no match from here
+        each_state(reach[q] | uint64_t{1} << q, [&](size_t t) {
+            if ((reach[t] >> t & 1) != 0 && ((reach[t] | uint64_t{1} << t) & accept_) != 0) most[q] = kUnbounded;
+        });
     }
     for (bool changed = true; changed;) {
         changed = false;
-        for (int q = 0; q <= kMaxPositions; ++q) {
-            for (uint64_t f = p.follow_[static_cast<size_t>(q)]; f != 0; f &= f - 1) {
-                const int to = p.left_[static_cast<size_t>(__builtin_ctzll(f))];
-                if (to < 254 && to + 1 < p.left_[static_cast<size_t>(q)]) {
-                    p.left_[static_cast<size_t>(q)] = static_cast<uint8_t>(to + 1);
-                    changed = true;
+        for (size_t q = 0; q < N; ++q) {
+            each_state(follow_[q], [&](size_t t) {
+                if (fewest[t] + 1 < fewest[q]) fewest[q] = fewest[t] + 1, changed = true;
+                if (most[t] >= 0 && most[q] != kUnbounded && most[t] + 1 > most[q]) {
+                    most[q] = std::min(most[t] + 1, kUnbounded), changed = true;
                 }
-            }
+            });
         }
     }
-    // Longest ways to a match: relaxed as far as a path without a loop goes
-    // (64 rounds); a state still growing then lies before a loop.
-    std::array<int, kMaxPositions + 1> most{};
-    for (int q = 0; q <= kMaxPositions; ++q) most[static_cast<size_t>(q)] = (p.accept_ >> q & 1) != 0 ? 0 : -1;
-    auto relax = [&] {
-        bool changed = false;
-        for (int q = 0; q <= kMaxPositions; ++q) {
-            for (uint64_t f = p.follow_[static_cast<size_t>(q)]; f != 0; f &= f - 1) {
-                const int to = most[static_cast<size_t>(__builtin_ctzll(f))];
-                const int via = to < 0 ? -1 : std::min(to + 1, kUnbounded);
-                if (via > most[static_cast<size_t>(q)]) most[static_cast<size_t>(q)] = via, changed = true;
-            }
-        }
-        return changed;
-    };
-    for (int round = 0; round <= kMaxPositions && relax(); ++round) {
+    for (size_t q = 0; q < N; ++q) {
+        left_[q] = static_cast<uint8_t>(std::min(fewest[q], 255));
+        most_left_[q] = static_cast<uint8_t>(std::max(most[q], 0));
     }
-    const std::array<int, kMaxPositions + 1> settled = most;
-    relax();
-    for (int q = 0; q <= kMaxPositions; ++q) {
-        if (most[static_cast<size_t>(q)] != settled[static_cast<size_t>(q)]) most[static_cast<size_t>(q)] = kUnbounded;
-    }
-    for (bool changed = true; changed;) {  // and so does every state before it
-        changed = false;
-        for (int q = 0; q <= kMaxPositions; ++q) {
-            for (uint64_t f = p.follow_[static_cast<size_t>(q)]; f != 0; f &= f - 1) {
-                if (most[static_cast<size_t>(__builtin_ctzll(f))] == kUnbounded && most[static_cast<size_t>(q)] != kUnbounded) {
-                    most[static_cast<size_t>(q)] = kUnbounded, changed = true;
-                }
-            }
-        }
-    }
-    for (int q = 0; q <= kMaxPositions; ++q) p.most_left_[static_cast<size_t>(q)] = static_cast<uint8_t>(std::max(0, most[static_cast<size_t>(q)]));
-    return std::move(b.out);
 }
 
 int JsonPattern::max_left(uint64_t states) const {
     int best = 0;
-    for (uint64_t s = states; s != 0; s &= s - 1) best = std::max<int>(best, most_left_[static_cast<size_t>(__builtin_ctzll(s))]);
+    each_state(states, [&](size_t q) { best = std::max<int>(best, most_left_[q]); });
     return best;
 }
 
 int JsonPattern::min_left(uint64_t states) const {
     int best = 255;
-    for (uint64_t s = states; s != 0; s &= s - 1) best = std::min<int>(best, left_[static_cast<size_t>(__builtin_ctzll(s))]);
+    each_state(states, [&](size_t q) { best = std::min<int>(best, left_[q]); });
     return best;
 }
 
 uint64_t JsonPattern::step(uint64_t states, uint32_t c) const {
     uint64_t next = 0;
-    for (uint64_t s = states; s != 0; s &= s - 1) next |= follow_[static_cast<size_t>(__builtin_ctzll(s))];
+    each_state(states, [&](size_t q) { next |= follow_[q]; });
     return next & (c < 128 ? by_ascii_[c] : by_other_);
 }
 

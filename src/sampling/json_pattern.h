@@ -48,6 +48,7 @@ public:
 
 private:
     friend class PatternBuilder;
+    void measure();  // left_ and most_left_ from the follow sets
     std::vector<uint64_t> follow_;          // per state: the positions that may come next
     std::array<uint64_t, 128> by_ascii_{};  // the positions whose class has the character
     uint64_t by_other_ = 0;                 // the positions whose class has non-ASCII characters

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <string_view>
 
@@ -42,26 +41,31 @@ constexpr uint8_t kKindTypes[6] = {JsonSchema::kObject, JsonSchema::kArray, Json
 // URI is a scheme, a colon and URI characters or %XX escapes; a hostname's
 // labels are at most 20 characters; an IPv6 address is written in full,
 // eight groups; a duration has days, hours, minutes and seconds, each of a
-// few digits). Null: not one of them. An email's local part of at most 64
-// characters is not held.
-const char* format_as_pattern(const std::string& format) {
-    if (format == "email") {
-        return R"(^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"
-               R"((\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}$)";
+// few digits). An email's local part of at most 64 characters is not held.
+struct FormatPattern {
+    const char* name;
+    const char* pattern;
+    uint32_t max_length;  // the format's own limit (UINT32_MAX: none)
+};
+constexpr FormatPattern kFormatPatterns[] = {
+    {"email",
+     R"(^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)"
+     R"((\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}$)",
+     254},
+    {"hostname", R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?)*$)", 253},
+    {"ipv4", R"(^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$)", UINT32_MAX},
+    {"ipv6", R"(^([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}$)", UINT32_MAX},
+    {"uri", R"(^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$)", UINT32_MAX},
+    // Every part, each of few digits: P1DT2H30M0S (a small model given
+    // open-ended digits may write them for ever).
+    {"duration", R"(^P\d{1,4}DT\d{1,2}H\d{1,2}M\d{1,2}(\.\d{1,3})?S$)", UINT32_MAX},
+};
+
+// Null: the format is not one of them.
+const FormatPattern* format_as_pattern(const std::string& format) {
+    for (const FormatPattern& f : kFormatPatterns) {
+        if (format == f.name) return &f;
     }
-    if (format == "ipv4") {
-        return R"(^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$)";
-    }
-    if (format == "ipv6") return R"(^([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}$)";
-    if (format == "hostname") {
-        return R"(^[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,18}[A-Za-z0-9])?)*$)";
-    }
-    if (format == "duration") {
-        // Every part, each of few digits: P1DT2H30M0S (a small model given
-        // open-ended digits may write them for ever).
-        return R"(^P\d{1,4}DT\d{1,2}H\d{1,2}M\d{1,2}(\.\d{1,3})?S$)";
-    }
-    if (format == "uri") return R"(^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+$)";
     return nullptr;
 }
 
@@ -93,7 +97,7 @@ public:
         bool typed = false;
         std::vector<std::string> required;
         const json* any_of = nullptr;
-        const char* format_pattern = nullptr;
+        const FormatPattern* format_pattern = nullptr;
         for (const auto& [key, v] : j.items()) {
             const std::string at = path + "." + key;
             if (is_annotation(key) || key == "$defs" || key == "definitions") {
@@ -125,15 +129,10 @@ public:
                 if (n.format == F::None && format_pattern == nullptr) {
                     refuse(at, "'" + (v.is_string() ? f : v.dump()) + "' is not supported (date, time, date-time, uuid, email, hostname, ipv4, ipv6, uri, duration are)");
                 }
-                if (f == "email" || f == "hostname") n.max_length = std::min<uint32_t>(n.max_length, f == "email" ? 254 : 253);
+                if (format_pattern != nullptr) n.max_length = std::min(n.max_length, format_pattern->max_length);
             } else if (key == "pattern") {
                 if (!v.is_string()) refuse(at, "must be a string");
-                try {
-                    s_.patterns_.push_back(JsonPattern::compile(v.get<std::string>()));
-                } catch (const Error& e) {
-                    refuse(at, e.what());
-                }
-                n.pattern = static_cast<int>(s_.patterns_.size()) - 1;
+                n.pattern = add_pattern(v.get<std::string>(), at);
             } else if (key == "type") {
                 n.types = 0;
                 typed = true;
@@ -213,8 +212,7 @@ public:
         if (n.min_length > n.max_length || n.min_items > n.max_items) refuse(path, "a minimum above its maximum");
         if (format_pattern != nullptr) {
             if (n.pattern >= 0) refuse(path, "pattern beside format is not supported");
-            s_.patterns_.push_back(JsonPattern::compile(format_pattern));
-            n.pattern = static_cast<int>(s_.patterns_.size()) - 1;
+            n.pattern = add_pattern(format_pattern->pattern, path);
         }
         if (n.pattern >= 0 && (!n.values.empty() || n.format != JsonSchema::Node::Format::None || n.any_of)) {
             refuse(path, "pattern beside enum, const, format or anyOf is not supported");
@@ -247,6 +245,16 @@ public:
     }
 
 private:
+    // The pattern compiled into the schema (JsonSchema::pattern's index).
+    int add_pattern(std::string_view source, const std::string& at) {
+        try {
+            s_.patterns_.push_back(JsonPattern::compile(source));
+        } catch (const Error& e) {
+            refuse(at, e.what());
+        }
+        return static_cast<int>(s_.patterns_.size()) - 1;
+    }
+
     static bool is_annotation(const std::string& key) {
         return key == "title" || key == "description" || key == "default" || key == "examples" || key == "$schema" ||
                key == "$id" || key == "strict" || key == "$comment" || key == "deprecated" || key == "readOnly" ||
@@ -736,9 +744,9 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     if (!patterned) return true;
                     if (c != '\\') return pattern_char(*top, c);
                     // A backslash: only if a character it can escape goes on.
-                    for (unsigned char e : {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'}) {
+                    for (const char* e = json_chars::kEscaped; *e != '\0'; ++e) {
                         Frame probe = *top;
-                        if (pattern_char(probe, e)) return true;
+                        if (pattern_char(probe, static_cast<unsigned char>(*e))) return true;
                     }
                     return false;
                 }
@@ -749,11 +757,9 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         return n.pattern < 0 || top->is_key;
                     }
                     top->phase = 0;
-                    const char* const from = "\"\\/bfnrt";
-                    const char* const to = "\"\\/\b\f\n\r\t";
-                    const char* e = c != 0 ? std::strchr(from, c) : nullptr;
-                    if (e == nullptr) return false;
-                    return n.pattern < 0 || top->is_key || pattern_char(*top, static_cast<unsigned char>(to[e - from]));
+                    const int e = json_chars::unescape(c);
+                    if (e < 0) return false;
+                    return n.pattern < 0 || top->is_key || pattern_char(*top, static_cast<uint32_t>(e));
                 }
                 if (!is_hex(c)) return false;
                 if (++top->pos == 4) top->phase = 0, top->pos = 0;
