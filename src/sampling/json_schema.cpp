@@ -1,6 +1,7 @@
 #include "sampling/json_schema.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <string_view>
@@ -89,6 +90,7 @@ public:
         }
         if (!j.is_object()) refuse(path, "a schema must be an object");
         if (j.contains("$ref")) return reference(j, path, depth);
+        if (j.contains("allOf")) return all_of(j, path, depth);
         const int index = static_cast<int>(s_.nodes_.size());
         if (index >= kMaxNodes) refuse(path, "more than " + std::to_string(kMaxNodes) + " subschemas");
         s_.nodes_.emplace_back();  // reserved: a $ref may point here while it is compiled
@@ -98,14 +100,22 @@ public:
         std::vector<std::string> required;
         const json* any_of = nullptr;
         const FormatPattern* format_pattern = nullptr;
+        int extra = -2;           // additionalProperties' node (-1: false; -2: not given)
+        bool items_none = false;  // items: false
         for (const auto& [key, v] : j.items()) {
             const std::string at = path + "." + key;
             if (is_annotation(key) || key == "$defs" || key == "definitions") {
                 continue;
-            } else if (key == "minLength" || key == "maxLength" || key == "minItems" || key == "maxItems") {
+            } else if (key == "minLength" || key == "maxLength" || key == "minItems" || key == "maxItems" ||
+                       key == "minProperties" || key == "maxProperties") {
                 if (!v.is_number_unsigned()) refuse(at, "must be a count");
                 const uint32_t x = static_cast<uint32_t>(std::min<uint64_t>(v.get<uint64_t>(), UINT32_MAX - 1));
-                (key == "minLength" ? n.min_length : key == "maxLength" ? n.max_length : key == "minItems" ? n.min_items : n.max_items) = x;
+                (key == "minLength"       ? n.min_length
+                 : key == "maxLength"     ? n.max_length
+                 : key == "minItems"      ? n.min_items
+                 : key == "maxItems"      ? n.max_items
+                 : key == "minProperties" ? n.min_props
+                                          : n.max_props) = x;
             } else if (key == "minimum" || key == "maximum" || key == "exclusiveMinimum" || key == "exclusiveMaximum") {
                 if (!v.is_number()) refuse(at, "must be a number");
                 const double x = v.get<double>();
@@ -155,9 +165,18 @@ public:
                     required.push_back(r.get<std::string>());
                 }
             } else if (key == "additionalProperties") {
-                if (!(v.is_boolean() && !v.get<bool>())) refuse(at, "only false is supported (other keys would not be checked)");
+                extra = v.is_boolean() ? (v.get<bool>() ? 0 : -1) : compile(v, at, depth + 1);
             } else if (key == "items") {
-                n.items = compile(v, at, depth + 1);
+                if (v.is_boolean() && !v.get<bool>()) {
+                    items_none = true;
+                } else {
+                    n.items = compile(v, at, depth + 1);
+                }
+            } else if (key == "prefixItems") {
+                if (!v.is_array()) refuse(at, "must be a list of schemas");
+                for (size_t i = 0; i < v.size(); ++i) n.prefix.push_back(compile(v[i], at + "[" + std::to_string(i) + "]", depth + 1));
+            } else if (key == "uniqueItems" && v.is_boolean() && !v.get<bool>()) {
+                continue;  // the default
             } else if (key == "enum" || key == "const") {
                 const json values = key == "const" ? json::array({v}) : v;
                 if (!values.is_array() || values.empty()) refuse(at, "must be a non-empty list");
@@ -181,12 +200,19 @@ public:
             if (i == n.keys.size()) refuse(path + ".required", "'" + r + "' is not among the properties");
             n.required |= uint64_t{1} << i;
         }
+        n.extra = extra != -2 ? extra : n.free ? 0 : -1;
+        const bool object_words = !n.free || extra != -2 || n.min_props > 0 || n.max_props != UINT32_MAX;
+        const bool array_words = n.items != 0 || items_none || !n.prefix.empty();
+        if (items_none) n.max_items = std::min(n.max_items, static_cast<uint32_t>(n.prefix.size()));
         if (!typed) {
-            if (!n.free) n.types = JsonSchema::kObject;
-            else if (n.items != 0) n.types = JsonSchema::kArray;
+            if (object_words) n.types = JsonSchema::kObject;
+            else if (array_words) n.types = JsonSchema::kArray;
         }
+        if (n.min_props > n.max_props) refuse(path, "minProperties above maxProperties");
+        if (n.extra < 0 && n.min_props > n.keys.size()) refuse(path + ".minProperties", "more than the properties there are");
+        if (static_cast<uint32_t>(std::popcount(n.required)) > n.max_props) refuse(path + ".maxProperties", "fewer than the required properties");
         if (any_of != nullptr) {
-            if (typed || !n.free || n.items != 0 || !n.values.empty()) {
+            if (typed || object_words || array_words || !n.values.empty()) {
                 refuse(path, "anyOf beside other keywords is not supported");
             }
             n.any_of = true;
@@ -262,6 +288,20 @@ private:
     }
 
     bool in_progress(int i) const { return !finished_[static_cast<size_t>(i)]; }
+
+    // {"allOf": [schema]}, annotations beside it: that schema. (Several
+    // schemas would have to be merged into one node, keyword by keyword.)
+    int all_of(const json& j, const std::string& path, int depth) {
+        for (const auto& [key, v] : j.items()) {
+            if (key != "allOf" && key != "$defs" && key != "definitions" && !is_annotation(key)) {
+                refuse(path + "." + key, "beside allOf is not supported");
+            }
+        }
+        const json& all = j["allOf"];
+        if (!all.is_array() || all.empty()) refuse(path + ".allOf", "must be a non-empty list of schemas");
+        if (all.size() > 1) refuse(path + ".allOf", "of several schemas is not supported (only of one)");
+        return compile(all[0], path + ".allOf[0]", depth + 1);
+    }
 
     // {"$ref": "#/$defs/NAME"} (or #/definitions/NAME), annotations beside
     // it: the definition's node, compiled once.
@@ -690,6 +730,7 @@ bool SchemaState::Path::match_byte(Frame& f, unsigned char c, std::vector<Path>&
         }
     }
     if (keep == 0) {
+        if (f.is_key && f.phase == 1) return key_not_listed(f, c, forks);
         if (!complete || f.is_key) return false;
         end_value();
         return step(c, forks);
@@ -699,8 +740,9 @@ bool SchemaState::Path::match_byte(Frame& f, unsigned char c, std::vector<Path>&
     for (size_t i = 0; i < texts.size(); ++i) {
         if ((keep >> i & 1) == 0 || texts[i].size() != f.pos || texts[i].back() != '"') continue;
         if (!f.is_key) return end_value();
+        Frame& obj = frames[depth - 2];
+        if ((obj.set >> i & 1) != 0) return false;  // written already (a key not listed may go on)
         --depth;  // the key ends: its object reads the colon next
-        Frame& obj = frames[depth - 1];
         obj.set |= uint64_t{1} << i;
         obj.key = static_cast<int16_t>(i);
         obj.phase = 2;
@@ -731,7 +773,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                     if (c == '"') {
                         if (patterned && !schema->pattern(n.pattern).accepts(top->set)) return false;
                         if (!top->is_key) return top->count >= n.min_length && end_value();
-                        --depth;  // a free object's key: its value may be anything
+                        --depth;  // a key not listed: its value is additionalProperties'
                         frames[depth - 1].key = -1;
                         frames[depth - 1].phase = 2;
                         return true;
@@ -848,41 +890,77 @@ bool SchemaState::Path::between(Frame* top, unsigned char c, std::vector<Path>& 
             return true;
         }
         if (top->count >= n.max_items) return false;
-        ++top->count;
-        return start_value(n.items, c, forks);
+        const uint32_t i = top->count++;
+        return start_value(i < n.prefix.size() ? n.prefix[i] : n.items, c, forks);
     }
     // An object.
     switch (top->phase) {
         case 0:
         case 1:
-            if (c == '}' && top->phase == 0) return (n.required & ~top->set) == 0 && end_value();
-            if (c != '"') return false;
-            if (n.free) {
-                Frame k{};
-                k.kind = Kind::String;
-                k.is_key = true;
-                return push(k);
-            } else {
-                Frame k{};
-                k.kind = Kind::Match;
-                k.is_key = true;
-                k.node = top->node;
-                k.set = all & ~top->set;
-                return push(k) && match_byte(frames[depth - 1], c, forks);
-            }
+            if (c == '}' && top->phase == 0) return (n.required & ~top->set) == 0 && top->count >= n.min_props && end_value();
+            return c == '"' && start_key(top, c, forks);
         case 2:
             if (c != ':') return false;
             top->phase = 3;
             return true;
-        case 3: return start_value(top->key >= 0 ? n.key_nodes[static_cast<size_t>(top->key)] : 0, c, forks);
+        case 3: return start_value(top->key >= 0 ? n.key_nodes[static_cast<size_t>(top->key)] : n.extra, c, forks);
         default:
             if (c == ',') {
-                if (!n.free && (all & ~top->set) == 0) return false;  // no key left
+                // Another key can come: one not yet written, or one not listed.
+                if (top->count >= n.max_props || (n.extra < 0 && (all & ~top->set) == 0)) return false;
                 top->phase = 1;
                 return true;
             }
-            return c == '}' && (n.required & ~top->set) == 0 && end_value();
+            return c == '}' && (n.required & ~top->set) == 0 && top->count >= n.min_props && end_value();
     }
+}
+
+// An object's next key starts (c: its opening quote). With keys listed, a
+// Match of those not yet written; where other keys may appear (extra), of
+// every listed key (a written one must not be written again), the key
+// turning into a free string at the first byte none of them takes
+// (key_not_listed). When the keys still required fill what maxProperties
+// leaves, only they may come.
+bool SchemaState::Path::start_key(Frame* top, unsigned char c, std::vector<Path>& forks) {
+    const JsonSchema::Node& n = schema->node(top->node);
+    if (top->count >= n.max_props) return false;
+    ++top->count;
+    const uint64_t all = n.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.keys.size()) - 1;
+    const uint64_t missing = n.required & ~top->set;
+    const bool only_required = static_cast<uint32_t>(std::popcount(missing)) > n.max_props - top->count;
+    Frame k{};
+    k.is_key = true;
+    k.node = top->node;
+    if (n.keys.empty()) {
+        if (n.extra < 0) return false;
+        k.kind = Kind::String;
+        return push(k);
+    }
+    k.kind = Kind::Match;
+    const bool open = n.extra >= 0 && !only_required;
+    k.phase = open ? 1 : 0;
+    k.set = only_required ? missing : open ? all : all & ~top->set;
+    return push(k) && match_byte(frames[depth - 1], c, forks);
+}
+
+// A key's Match with no listed key left that takes c: the key is not
+// listed. Its bytes so far (a prefix every candidate shared) are read again
+// as a free string's, then c.
+bool SchemaState::Path::key_not_listed(const Frame& f, unsigned char c, std::vector<Path>& forks) {
+    const std::vector<std::string>& texts = match_texts(f);
+    size_t i = 0;
+    while ((f.set >> i & 1) == 0) ++i;
+    const std::string prefix = texts[i].substr(0, f.pos);
+    Frame k{};
+    k.kind = Kind::String;
+    k.is_key = true;
+    k.node = f.node;
+    --depth;
+    push(k);
+    for (size_t b = 1; b < prefix.size(); ++b) {
+        if (!step(static_cast<unsigned char>(prefix[b]), forks)) return false;
+    }
+    return step(c, forks);
 }
 
 }  // namespace lantern

@@ -1,15 +1,22 @@
 // JSON schemas for constrained sampling (OpenAI's response_format
 // json_schema, a forced tool call's arguments): JsonSchema compiles the
-// subset that OpenAI's structured outputs take, and SchemaState checks text
-// against it byte by byte, as JsonState does for any JSON object.
+// subset of JSON Schema that OpenAI's structured outputs take and some more
+// (what pydantic writes for dicts and tuples, patterns, formats), and
+// SchemaState checks text against it byte by byte, as JsonState does for
+// any JSON object.
 //
 // The subset:
 //   type         object, array, string, number, integer, boolean, null, or a list of them
-//   properties   with required; only the listed properties may appear
-//                (additionalProperties: false is implied; true is refused), each at
-//                most once, in any order; an object schema without properties
-//                takes any keys and values
-//   items        an array's elements (absent: any values)
+//   properties   with required; each listed property at most once, in any order
+//   additionalProperties   the values of keys not listed: false (implied
+//                beside properties), true, or a schema (pydantic's dict[str, X]);
+//                an object schema without properties takes any keys, its values
+//                any unless additionalProperties says
+//   minProperties, maxProperties   keys of an object
+//   items        an array's elements (absent: any values; false: none past
+//                prefixItems)
+//   prefixItems  the first elements' schemas, one each (pydantic's tuples)
+//   allOf        of one schema (that schema)
 //   enum, const  strings, numbers, booleans, null (written exactly as listed)
 //   anyOf        any branches: the text is read against every branch that
 //                still fits it (two object models of a pydantic union, say)
@@ -28,8 +35,9 @@
 //                the text of such a string writes its characters as they are
 //                (escapes but \uXXXX: a model has no need of them there)
 // Annotations (title, description, default, examples, $schema, $id, strict)
-// are ignored. Any other keyword (patternProperties, if/then, ...) is
-// refused, since it would not be enforced: a promise the sampler does not keep.
+// and uniqueItems: false are ignored. Any other keyword (patternProperties,
+// uniqueItems: true, if/then, ...) is refused, since it would not be
+// enforced: a promise the sampler does not keep.
 // At most 64 properties per object and 64 values per enum; numbers of at
 // most 25 characters; nothing, not even spaces, after the value. At most
 // kMaxPaths anyOf branches of one type, followed side by side while they
@@ -67,12 +75,16 @@ public:
     struct Node {
         uint8_t types = kAnyType;
         // Objects: quoted keys ("\"name\"", as they are written) and their
-        // nodes; `free`: any keys, any values.
+        // nodes (`free`: no properties keyword); `extra`: the node of the
+        // values of other keys, -1 if no other key may appear.
         bool free = true;
         std::vector<std::string> keys;
         std::vector<int> key_nodes;
+        int extra = 0;
         uint64_t required = 0;
-        int items = 0;  // arrays: the elements' node (0: any value)
+        uint32_t min_props = 0, max_props = UINT32_MAX;
+        int items = 0;            // arrays: the elements' node (0: any value)
+        std::vector<int> prefix;  // arrays: the first elements' nodes (prefixItems)
         uint32_t min_items = 0, max_items = UINT32_MAX;
         uint32_t min_length = 0, max_length = UINT32_MAX;  // strings, in characters
         enum class Format : uint8_t { None, Date, Time, DateTime, Uuid };
@@ -125,7 +137,8 @@ private:
     enum class Kind : uint8_t { Object, Array, String, Number, Literal, Match };
     struct Frame {
         Kind kind;
-        uint8_t phase;       // what comes next (per kind)
+        uint8_t phase;       // what comes next (per kind); a key's Match: 1 if a key not listed may
+                             // still be written (other keys' values are additionalProperties')
         bool is_key;         // String/Match: an object's key
         bool integer;        // Number: no fraction or exponent
         int16_t node;        // Object/Array/Match: the schema node
@@ -134,7 +147,8 @@ private:
                              // String of a format: where in its shape (format_byte); of a
                              // pattern: continuation bytes due
         bool negative;       // Number: after '-'
-        uint32_t count;      // String: characters; Array: elements; Number: fraction digits in `set`
+        uint32_t count;      // String: characters; Array: elements; Object: keys begun; Number:
+                             // fraction digits in `set`
         uint64_t set;        // Object: keys seen; Match: candidates still matching; Number: its digits
                              // (at most 19; key: integer digits past them); String of a
                              // pattern: the pattern's states (pattern_char)
@@ -162,6 +176,8 @@ private:
         bool end_value();
         bool push(const Frame& f);
         bool between(Frame* top, unsigned char c, std::vector<Path>& forks);
+        bool start_key(Frame* top, unsigned char c, std::vector<Path>& forks);
+        bool key_not_listed(const Frame& f, unsigned char c, std::vector<Path>& forks);
         bool match_byte(Frame& f, unsigned char c, std::vector<Path>& forks);
         bool number_may_go_on(const Frame& f) const;
         bool number_in_range(const Frame& f) const;

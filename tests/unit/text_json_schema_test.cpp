@@ -29,6 +29,15 @@ std::pair<bool, bool> fed(const char* schema, const std::string& text) {
     return {true, s.complete()};
 }
 
+// Bytes of text taken before the first refused one (its length: all).
+size_t taken_bytes(const char* schema, const std::string& text) {
+    SchemaState s(JsonSchema::parse(schema));
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (!s.feed(static_cast<unsigned char>(text[i]))) return i;
+    }
+    return text.size();
+}
+
 TEST(JsonSchema, AllowsWhatTheSchemaAllows) {
     for (const char* doc : {R"({"name": "Ada", "age": 36})",
                             R"({"age":36,"name":"Ada","tags":["x", "y"],"role":"admin","score":null})",
@@ -331,6 +340,65 @@ TEST(JsonSchema, Multiples) {
     EXPECT_FALSE(fed(big, "300000000000000001").first);  // 18 digits, none left to reach one
 }
 
+// Pydantic's dict[str, X] (additionalProperties as a schema, beside listed
+// properties too), object sizes, tuples (prefixItems) and allOf of one
+// schema. Each forbidden text stops at the byte that breaks it.
+TEST(JsonSchema, OtherKeysSizesAndTuples) {
+    const char* scores = R"({"type": "object", "additionalProperties": {"type": "integer"}})";
+    EXPECT_EQ(fed(scores, R"({"a": 1, "b c": -2})"), std::make_pair(true, true));
+    EXPECT_EQ(fed(scores, "{}"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(scores, R"({"a": "x"})"), 6u);
+    EXPECT_EQ(taken_bytes(scores, R"({"a": 1.5})"), 7u);
+
+    // Listed keys keep their schemas; any other key takes additionalProperties'.
+    const char* named = R"({"properties": {"name": {"type": "string"}, "a\"b": {"type": "boolean"}},
+        "required": ["name"], "additionalProperties": {"type": "integer"}})";
+    for (const char* doc : {R"({"name": "x", "age": 3})", R"({"nam": 1, "name": "y"})", R"({"names": 2, "name": "z"})",
+                            R"({"na\"me": 1, "name": "q"})", R"({"a\n": 1, "a\"b": true, "name": "r"})",
+                            R"({"name": "s", "a\"bc": 4, "": 5})"}) {
+        EXPECT_EQ(fed(named, doc), std::make_pair(true, true)) << doc;
+    }
+    EXPECT_EQ(taken_bytes(named, R"({"name": 5})"), 9u);               // a listed key's schema
+    EXPECT_EQ(taken_bytes(named, R"({"age": "x"})"), 8u);              // the others'
+    EXPECT_EQ(taken_bytes(named, R"({"a\"b": 1})"), 9u);               // a listed key with an escape
+    EXPECT_EQ(taken_bytes(named, R"({"name": "x", "name": "y"})"), 19u);  // twice: its closing quote
+    EXPECT_EQ(taken_bytes(named, R"({"age": 1})"), 9u);                // name is required
+    EXPECT_EQ(taken_bytes(R"({"type": "object", "additionalProperties": false})", R"({"a": 1})"), 1u);
+    EXPECT_EQ(fed(R"({"type": "object", "additionalProperties": false})", "{}"), std::make_pair(true, true));
+
+    // Sizes; and where the required keys fill what maxProperties leaves, only they may come.
+    const char* sized = R"({"type": "object", "minProperties": 1, "maxProperties": 2})";
+    EXPECT_EQ(taken_bytes(sized, "{}"), 1u);
+    EXPECT_EQ(fed(sized, R"({"a": 1, "b": {}})"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(sized, R"({"a": 1, "b": 2, "c": 3})"), 15u);
+    const char* tight = R"({"properties": {"a": {}, "b": {}, "c": {}}, "required": ["c"], "maxProperties": 2})";
+    EXPECT_EQ(fed(tight, R"({"a": 1, "c": 2})"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(tight, R"({"a": 1, "b": 2})"), 10u);
+    EXPECT_EQ(taken_bytes(R"({"properties": {"a": {}, "b": {}}, "minProperties": 2})", R"({"a": 1})"), 7u);
+
+    // Tuples: an element per prefixItems schema, then items' (false: none).
+    const char* pair = R"({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "minItems": 2,
+        "maxItems": 2})";
+    EXPECT_EQ(fed(pair, R"([1, "a"])"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(pair, R"(["a", 1])"), 1u);
+    EXPECT_EQ(taken_bytes(pair, R"([1, 2])"), 4u);
+    EXPECT_EQ(taken_bytes(pair, R"([1])"), 2u);
+    EXPECT_EQ(taken_bytes(pair, R"([1, "a", 2])"), 7u);
+    const char* closed = R"({"prefixItems": [{"type": "integer"}], "items": false})";
+    EXPECT_EQ(fed(closed, "[7]"), std::make_pair(true, true));
+    EXPECT_EQ(fed(closed, "[]"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(closed, "[7, 8]"), 2u);
+    const char* rest = R"({"prefixItems": [{"type": "string"}], "items": {"type": "integer"}})";
+    EXPECT_EQ(fed(rest, R"(["a", 1, 2])"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(rest, R"(["a", "b"])"), 6u);
+
+    // allOf of one schema, as some generators wrap a $ref that has a description.
+    const char* wrapped = R"({"$defs": {"P": {"type": "integer"}},
+        "properties": {"x": {"allOf": [{"$ref": "#/$defs/P"}], "description": "d"}}})";
+    EXPECT_EQ(fed(wrapped, R"({"x": 1})"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(wrapped, R"({"x": "a"})"), 6u);
+}
+
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
     // A schema too large for the checker's 16-bit node numbers: 64 x 64
     // objects of 5 properties each, over 20,000 subschemas.
@@ -361,8 +429,14 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
                           Case{R"({"enum": [1, 2], "minimum": 1})", "beside enum"},
                           Case{R"({"type": "string", "format": "iri"})", "'iri' is not supported"},
                           Case{R"({"type": "string", "format": "email", "pattern": "x"})", "pattern beside format"},
-                          Case{R"({"type": "object", "additionalProperties": true})", "additionalProperties"},
-                          Case{R"({"anyOf": [{"type": "object", "minProperties": 2}, {"type": "object"}]})", ".anyOf[0].minProperties"},
+                          Case{R"({"type": "array", "uniqueItems": true})", ".uniqueItems"},
+                          Case{R"({"anyOf": [{"type": "object", "propertyNames": {"maxLength": 2}}, {"type": "object"}]})",
+                               ".anyOf[0].propertyNames"},
+                          Case{R"({"allOf": [{"type": "object"}, {"required": []}]})", "several schemas"},
+                          Case{R"({"allOf": [{"type": "object"}], "type": "object"})", "beside allOf"},
+                          Case{R"({"properties": {"a": {}}, "minProperties": 2})", ".minProperties"},
+                          Case{R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"], "maxProperties": 1})", ".maxProperties"},
+                          Case{R"({"type": "object", "minProperties": 3, "maxProperties": 2})", "minProperties above"},
                           Case{R"({"properties": {"a": {}}, "required": ["b"]})", "'b'"},
                           Case{R"({"type": "decimal"})", "decimal"},
                           Case{R"({"$ref": "#/$defs/x"})", "not defined"},
