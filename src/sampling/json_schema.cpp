@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,46 @@ const FormatPattern* format_as_pattern(const std::string& format) {
     return nullptr;
 }
 
+uint64_t pow10_u64(int e) {
+    uint64_t v = 1;
+    while (e-- > 0) v *= 10;
+    return v;
+}
+
+// A number as JSON writes it ("0.01", "2.5", "1e-05", "30") as p / 10^d
+// with 0 < p <= 10^9 and d <= 9; false if it is not one.
+bool decimal_of(const std::string& text, uint32_t& p, uint8_t& d) {
+    uint64_t digits = 0;
+    int scale = 0, significant = 0;
+    size_t i = 0;
+    bool point = false;
+    for (; i < text.size() && (is_digit(static_cast<unsigned char>(text[i])) || text[i] == '.'); ++i) {
+        if (text[i] == '.') {
+            point = true;
+            continue;
+        }
+        if (digits == 0 && text[i] == '0') {
+            if (point) ++scale;
+            continue;
+        }
+        if (++significant > 18) return false;
+        digits = digits * 10 + static_cast<uint64_t>(text[i] - '0');
+        if (point) ++scale;
+    }
+    if (i < text.size()) {
+        if (text[i] != 'e' && text[i] != 'E') return false;
+        const int e = std::atoi(text.c_str() + i + 1);
+        if (e < -30 || e > 30) return false;
+        scale -= e;
+    }
+    while (digits != 0 && digits % 10 == 0 && scale > 0) digits /= 10, --scale;
+    while (scale < 0 && digits != 0 && digits <= 100000000) digits *= 10, ++scale;
+    if (digits == 0 || digits > 1000000000 || scale < 0 || scale > 9) return false;
+    p = static_cast<uint32_t>(digits);
+    d = static_cast<uint8_t>(scale);
+    return true;
+}
+
 [[noreturn]] void refuse(const std::string& path, const std::string& why) {
     throw Error(ErrorCode::InvalidArgument, "JSON schema " + (path.empty() ? std::string("root") : path) + ": " + why);
 }
@@ -127,10 +168,9 @@ public:
                     n.max = x, n.max_open = open;
                 }
             } else if (key == "multipleOf") {
-                if (!v.is_number() || v.get<double>() <= 0 || v.get<double>() > 1e9 || v.get<double>() != std::floor(v.get<double>())) {
-                    refuse(at, "only whole numbers from 1 to 10^9 are supported");
+                if (!v.is_number() || !decimal_of(v.dump(), n.multiple, n.multiple_scale)) {
+                    refuse(at, "only decimals of at most 9 significant digits and 9 after the point are supported");
                 }
-                n.multiple = static_cast<uint32_t>(v.get<double>());
             } else if (key == "format") {
                 using F = JsonSchema::Node::Format;
                 const std::string f = v.is_string() ? v.get<std::string>() : std::string();
@@ -250,9 +290,15 @@ public:
             }
         }
         if (n.multiple > 0 && (!n.values.empty() || n.any_of)) refuse(path, "multipleOf beside enum, const or anyOf is not supported");
+        if (n.multiple > 0 && n.multiple_scale > 0 && (n.types & JsonSchema::kNumber) == 0) {
+            // Integers: a multiple of p / 10^d is one of p / gcd(p, 10^d).
+            const uint64_t p = n.multiple;
+            n.multiple = static_cast<uint32_t>(p / std::gcd(p, pow10_u64(n.multiple_scale)));
+            n.multiple_scale = 0;
+        }
         if (n.multiple > 0 && n.bounded) {
-            // The first multiple in the range (integers as doubles: exact to 2^53).
-            const double m = n.multiple;
+            // The first multiple in the range (as doubles: within rounding).
+            const double m = static_cast<double>(n.multiple) / static_cast<double>(pow10_u64(n.multiple_scale));
             double first = std::ceil(n.min / m) * m;
             if (first == n.min && n.min_open) first += m;
             if (first > n.max || (first == n.max && n.max_open)) refuse(path, "no multiple of multipleOf within minimum and maximum");
@@ -509,7 +555,7 @@ bool SchemaState::Path::start_leaf(int node, int kind, unsigned char c) {
             break;
         case 3:
             f.kind = Kind::Number;
-            f.integer = (n->types & JsonSchema::kNumber) == 0 || n->multiple > 0;
+            f.integer = (n->types & JsonSchema::kNumber) == 0 || (n->multiple > 0 && n->multiple_scale == 0);
             f.phase = c == '-' ? 0 : c == '0' ? 1 : 2;
             f.negative = c == '-';
             f.set = is_digit(c) ? static_cast<uint64_t>(c - '0') : 0;
@@ -531,6 +577,19 @@ double pow10(int e) {
     static constexpr double kExact[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                         1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
     return e <= 22 ? kExact[e] : std::pow(10.0, e);
+}
+
+// Some multiple of m lies in [v 10^k, (v + 1) 10^k) for a k in [lo, hi]:
+// v 10^k is one, or 10^k >= m, or the next one above is less than 10^k
+// further (v 10^k < 10^19: at most 18 digits).
+bool multiple_within(uint64_t v, uint64_t m, int lo, int hi) {
+    uint64_t r = v % m, scale = 1;
+    for (int k = 0; k <= hi; ++k) {
+        if (k >= lo && (scale >= m || (m - r) % m < scale)) return true;
+        r = r * 10 % m;
+        scale *= 10;
+    }
+    return false;
 }
 
 // A number's digit into its frame: up to 19 significant digits are held
@@ -678,32 +737,31 @@ bool SchemaState::Path::pattern_char(Frame& f, uint32_t c) const {
 
 // A number of a bounded or multipleOf node, as far as it is written: it
 // can still end in its range and on a multiple. A multiple's digits are
-// all held (set: the integer's value, at most 18 digits), and some k more
-// digits can reach a multiple: 10^k >= m, or the next multiple above set
-// 10^k is less than 10^k further.
+// all held (set: the digits' value, at most 18 digits, count of them after
+// the point), in units of 10^-d (multipleOf = m / 10^d: the number is a
+// multiple iff its value in those units is a multiple of m), and the
+// digits still to come can reach a multiple (multiple_within).
 bool SchemaState::Path::number_checks(const Frame& f) const {
     const JsonSchema::Node& n = schema->node(f.node);
     if (n.bounded && !number_may_go_on(f)) return false;
     if (n.multiple == 0) return true;
-    if (f.set >= 1000000000000000000ull || f.key > 0) return false;
-    const uint64_t m = n.multiple;
-    uint64_t r = f.set % m, scale = 1;
-    if (r == 0) return true;
+    const int d = n.multiple_scale, frac = static_cast<int>(f.count);
+    if (f.key > 0 || frac > d) return false;
     int digits = 0;
     for (uint64_t v = f.set; v > 0; v /= 10) ++digits;
-    const int left = std::min(kMaxNumber - static_cast<int>(f.pos), 18 - digits);
-    for (int k = 1; k <= left; ++k) {
-        r = r * 10 % m;
-        scale *= 10;
-        if (scale >= m || (m - r) % m < scale) return true;
-    }
-    return false;
+    if (digits + d - frac > 18) return false;
+    // After the point the digits to come fill the units below the last
+    // one written; before it, k more integer digits and then d after the
+    // point (fewer: a part of those).
+    if (f.phase >= 3) return multiple_within(f.set, n.multiple, d - frac, d - frac);
+    return multiple_within(f.set, n.multiple, d, f.phase == 1 ? d : 18 - digits);
 }
 
 // The number may end here: in its range, on a multiple.
 bool SchemaState::Path::number_may_end(const Frame& f) const {
     const JsonSchema::Node& n = schema->node(f.node);
-    return (!n.bounded || number_in_range(f)) && (n.multiple == 0 || f.set % n.multiple == 0);
+    if (n.bounded && !number_in_range(f)) return false;
+    return n.multiple == 0 || f.set * pow10_u64(n.multiple_scale - static_cast<int>(f.count)) % n.multiple == 0;
 }
 
 bool SchemaState::Path::number_in_range(const Frame& f) const {
@@ -849,7 +907,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                             ph = 3;
                             return true;
                         }
-                        if (!top->integer && !bounded && (c == 'e' || c == 'E') && ph != 7) {
+                        if (!top->integer && !checked && (c == 'e' || c == 'E') && ph != 7) {
                             ph = 5;
                             return true;
                         }

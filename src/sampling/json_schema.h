@@ -26,8 +26,10 @@
 //   minItems, maxItems     of arrays
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum   of numbers and
 //                integers (such numbers are written without an exponent)
-//   multipleOf   a whole number up to 10^9 (such numbers are written as
-//                integers of at most 18 digits)
+//   multipleOf   a decimal p / 10^d, p up to 10^9 and d up to 9 (0.01, 0.25, 5,
+//                1e-3, 10^9): such numbers are written without an
+//                exponent, with at most that many digits after the point and at
+//                most 18 digits in all
 //   format       of strings: date, time, date-time (RFC 3339: a time has its
 //                offset, Z or +hh:mm), uuid; email, hostname, ipv4, ipv6, uri,
 //                duration (as patterns: subsets, json_schema.cpp's format_as_pattern)
@@ -91,10 +93,12 @@ public:
         Format format = Format::None;  // strings
         int pattern = -1;              // strings: JsonSchema::pattern(i); -1: none
         // Numbers: the range (open ends exclusive); bounded: either is set.
-        // multiple: multipleOf, a whole number (0: none); such numbers are
-        // written as integers of at most 18 digits.
+        // multiple: multipleOf as multiple / 10^multiple_scale (0: none);
+        // such numbers have at most multiple_scale digits after the point,
+        // 18 digits in all.
         bool bounded = false;
         uint32_t multiple = 0;
+        uint8_t multiple_scale = 0;
         double min = -HUGE_VAL, max = HUGE_VAL;
         bool min_open = false, max_open = false;
         // enum/const: each allowed value as written (compact JSON); empty: none.

@@ -213,19 +213,22 @@ def test_pydantic_patterns(client):
 def test_pydantic_dicts_and_tuples(client):
     # dict[str, X] is an object whose keys are free and whose values follow
     # additionalProperties (beside min/maxProperties from the field's
-    # lengths); a tuple is prefixItems, one schema per element.
+    # lengths); a tuple is prefixItems, one schema per element; a fractional
+    # multiple_of a number of few decimals.
     from pydantic import BaseModel, Field
 
     class Inventory(BaseModel):
         counts: dict[str, int] = Field(min_length=1, max_length=3)
         origin: tuple[float, float]
         notes: dict[str, str] = Field(max_length=2)
+        weight: float = Field(multiple_of=0.25, gt=0)
 
     r = client.chat.completions.parse(model="m", messages=[{"role": "user", "content": "Count the fruit in my kitchen."}],
                                       response_format=Inventory, temperature=0, max_tokens=200)
     inv = r.choices[0].message.parsed
     assert isinstance(inv, Inventory) and 1 <= len(inv.counts) <= 3 and len(inv.notes) <= 2
     assert all(isinstance(v, int) for v in inv.counts.values()) and len(inv.origin) == 2
+    assert inv.weight > 0 and (inv.weight * 4).is_integer()
 
 
 def test_legacy_function_call(client):

@@ -340,6 +340,31 @@ TEST(JsonSchema, Multiples) {
     EXPECT_FALSE(fed(big, "300000000000000001").first);  // 18 digits, none left to reach one
 }
 
+// Fractional multiples: at most as many digits after the point as the
+// multiple has, and only digits from which a multiple can still be reached.
+TEST(JsonSchema, FractionalMultiples) {
+    const char* cents = R"({"type": "number", "multipleOf": 0.01})";
+    for (const char* ok : {"1.25", "0.5", "-3", "12", "0.07", "0"}) EXPECT_EQ(fed(cents, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(taken_bytes(cents, "1.255"), 4u);
+    EXPECT_EQ(taken_bytes(cents, "1e2"), 1u);  // no exponent
+    const char* quarters = R"({"type": "number", "multipleOf": 0.25})";
+    for (const char* ok : {"0.75", "2", "1.5", "-0.25"}) EXPECT_EQ(fed(quarters, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(taken_bytes(quarters, "0.3"), 2u);                    // no multiple of 0.25 starts 0.3
+    EXPECT_EQ(fed(quarters, "0.2"), std::make_pair(true, false));  // 0.25 is still to come
+    const char* halves = R"({"type": "number", "multipleOf": 2.5})";
+    for (const char* ok : {"5", "7.5", "-2.5", "10"}) EXPECT_EQ(fed(halves, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(taken_bytes(halves, "7.6"), 2u);
+    EXPECT_EQ(fed(halves, "3"), std::make_pair(true, false));  // 30 or 32.5 may come
+    EXPECT_EQ(fed(R"({"multipleOf": 1e-3, "type": "number"})", "0.125"), std::make_pair(true, true));
+    // Integers: a multiple of 0.5 is any integer, of 2.5 a multiple of 5.
+    EXPECT_EQ(fed(R"({"type": "integer", "multipleOf": 0.5})", "7"), std::make_pair(true, true));
+    EXPECT_EQ(fed(R"({"type": "integer", "multipleOf": 2.5})", "10"), std::make_pair(true, true));
+    EXPECT_EQ(fed(R"({"type": "integer", "multipleOf": 2.5})", "7"), std::make_pair(true, false));
+    const char* ranged = R"({"type": "number", "multipleOf": 0.5, "minimum": 0, "maximum": 1})";
+    for (const char* ok : {"0.5", "1", "0"}) EXPECT_EQ(fed(ranged, ok), std::make_pair(true, true)) << ok;
+    EXPECT_EQ(taken_bytes(ranged, "1.5"), 2u);
+}
+
 // Pydantic's dict[str, X] (additionalProperties as a schema, beside listed
 // properties too), object sizes, tuples (prefixItems) and allOf of one
 // schema. Each forbidden text stops at the byte that breaks it.
@@ -422,7 +447,7 @@ TEST(JsonSchema, RefusesWhatItCannotEnforce) {
                           Case{R"({"type": "string", "pattern": "(a)\\1"})", "backreferences"},
                           Case{R"({"type": "string", "pattern": "a", "format": "date"})", "pattern beside"},
                           Case{R"({"type": "string", "pattern": "^a{2}$", "minLength": 3})", "minLength characters"},
-                          Case{R"({"properties": {"a": {"type": "number", "multipleOf": 0.5}}})", ".properties.a.multipleOf"},
+                          Case{R"({"properties": {"a": {"type": "number", "multipleOf": 1e-12}}})", ".properties.a.multipleOf"},
                           Case{R"({"type": "integer", "multipleOf": 10, "minimum": 1, "maximum": 9})", "no multiple"},
                           Case{R"({"type": "integer", "minimum": 1.2, "maximum": 1.8})", "no integer"},
                           Case{R"({"type": "number", "minimum": 3, "exclusiveMaximum": 3})", "minimum above"},
