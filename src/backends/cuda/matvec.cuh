@@ -319,6 +319,34 @@ inline __device__ void stage_act_q8(const MvParams& p, uint8_t* smem, float* red
     }
 }
 
+// stage_act_q8 with the row's length K handed over: the streamed kernel's
+// Q3_K launches, which pass it from the 32-bit block count (matvec_stream.cu
+// says why). The rounds are stage_act_q8's, written out again on purpose:
+// moving them into a helper that both call changed the code ptxas gave
+// every other type's kernels, some for the worse (H100 op bench, Q4_K 4096
+// x 32000 85 -> 83% of the copy).
+template <int Warps, int W = 1, int U = 1>
+inline __device__ void stage_act_q8_as(const MvParams& p, uint8_t* smem, float* red, const float* row, int64_t K) {
+    if (p.a != nullptr) {
+        stage_act_q8<Warps, W, U>(p, smem, red);
+        return;
+    }
+    constexpr int kThreads = Warps * 32;
+    const int tid = threadIdx.x;
+    const int64_t nh = K / 16, ks = act_k(K, W, U);
+    const bool vec = (reinterpret_cast<uintptr_t>(row) & 15) == 0;
+    for (int64_t base = 0; base < nh; base += kThreads) {
+        if (base + (tid & ~31) >= nh) break;  // warp-uniform
+        const int64_t hb = base + tid;
+        const bool valid = hb < nh;
+        float x[16];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) to_floats(valid ? load4(row, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), x, 4 * c);
+        quant_half<false, W, U>(x, hb, valid, ks, smem);
+    }
+    __syncthreads();
+}
+
 // The activation row into shared memory: quantized (stage_act_q8) for the
 // quantized weight types, as f32 for the plain ones. All loads of a batch are
 // issued before any is used (one round trip per batch). Ends with the
