@@ -53,7 +53,7 @@ const Architecture* find_architecture(std::string_view name);
 std::string supported_architectures();
 
 // --- the architectures (one file each) ----------------------------------------
-// llama, mistral, qwen2: arch_llama.cpp
+// llama, mistral, qwen2, qwen3: arch_llama.cpp
 ModelWeights bind_llama(const WeightTable& table, const HParams& hp);
 Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const KvCache& kv, const StepInputs& in);
 // phi3: arch_phi3.cpp

@@ -1,7 +1,9 @@
-// llama, mistral, qwen2: embedding, per layer RMSNorm -> Q/K/V (+ biases,
-// qwen2) -> RoPE (normal; neox for qwen2; Llama 3 frequency factors) -> KV
-// cache -> attention -> output projection -> residual -> RMSNorm -> SwiGLU
-// FFN -> residual, then the final norm and the output head.
+// llama, mistral, qwen2, qwen3: embedding, per layer RMSNorm -> Q/K/V (+
+// biases, qwen2) -> per-head RMSNorm of Q and K (qwen3) -> RoPE (normal; neox
+// for qwen2 and qwen3; Llama 3 frequency factors) -> KV cache -> attention ->
+// output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual, then
+// the final norm and the output head. A head's size is the file's key_length
+// (Qwen3: 128 for any width), not necessarily n_embd / n_head.
 //
 // Each residual add is fused with the RMSNorm that follows it (AddRmsNorm):
 // the CPU and GPU backends rely on that for speed.
@@ -23,6 +25,10 @@ ModelWeights bind_llama(const WeightTable& w, const HParams& hp) {
         l.bq = w.optional(p + "attn_q.bias", {q});
         l.bk = w.optional(p + "attn_k.bias", {kv});
         l.bv = w.optional(p + "attn_v.bias", {kv});
+        if (hp.arch == "qwen3") {
+            l.q_norm = w.require(p + "attn_q_norm.weight", {hp.head_dim});
+            l.k_norm = w.require(p + "attn_k_norm.weight", {hp.head_dim});
+        }
         l.ffn_norm = w.require(p + "ffn_norm.weight", {e});
         l.ffn_gate = w.require(p + "ffn_gate.weight", {e, hp.n_ff});
         l.ffn_up = w.require(p + "ffn_up.weight", {e, hp.n_ff});
@@ -60,7 +66,11 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         if (l.bv != nullptr) v = g.add(v, l.bv);
         const RopeArgs rope{l.rope_freqs != nullptr ? l.rope_freqs : w.rope_freqs, hp.rope_base, hp.rope_scale,
                             hp.rope_attn_factor};
-        Tensor* attn = attend(g, hp, kv, in, il, g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), v, rope);
+        Tensor* qh = g.reshape(q, {hd, n_head, T});
+        Tensor* kh = g.reshape(k, {hd, n_kv, T});
+        if (l.q_norm != nullptr) qh = g.rms_norm(qh, l.q_norm, hp.rms_eps);
+        if (l.k_norm != nullptr) kh = g.rms_norm(kh, l.k_norm, hp.rms_eps);
+        Tensor* attn = attend(g, hp, kv, in, il, qh, kh, v, rope);
         Tensor* o = g.mul_mat(l.wo, attn);
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);

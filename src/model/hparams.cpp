@@ -37,7 +37,7 @@ void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
 // Which layers attend through a window. gemma3: the file's pattern (an int n:
 // layer il is local iff il % n < n - 1; or a bool per layer), default 6, as
 // llama.cpp hard-codes it. llama/mistral: every layer when the file carries a
-// window. qwen2 and phi3 ignore the key (as llama.cpp does).
+// window. qwen2, qwen3 and phi3 ignore the key (as llama.cpp does).
 void read_sliding_window(const gguf::File& f, const std::string& a, HParams& hp) {
     hp.sliding_layers.assign(static_cast<size_t>(hp.n_layer), false);
     const int64_t window = f.get_int(a + "attention.sliding_window").value_or(0);

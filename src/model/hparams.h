@@ -41,7 +41,7 @@ struct HParams {
     // {arch}.rope.scaling.original_context_length (default n_ctx_train): phi3
     // uses its long rope factors when the context is longer than this.
     int64_t n_ctx_orig = 0;
-    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, phi3, gemma3
+    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, qwen3, phi3, gemma3
 
     // Sliding-window attention (gemma3's local layers; llama/mistral files
     // that carry the key window every layer).

@@ -28,7 +28,7 @@ struct LayerWeights {
     Tensor* bq = nullptr;         // [q] qwen2 biases, optional
     Tensor* bk = nullptr;         // [kv]
     Tensor* bv = nullptr;         // [kv]
-    Tensor* q_norm = nullptr;     // [head_dim] gemma3 per-head RMSNorm of Q
+    Tensor* q_norm = nullptr;     // [head_dim] gemma3, qwen3: per-head RMSNorm of Q
     Tensor* k_norm = nullptr;     // [head_dim] ... and of K
     Tensor* post_attn_norm = nullptr;  // [n_embd] gemma3, on the attention output
     Tensor* ffn_norm = nullptr;   // [n_embd]

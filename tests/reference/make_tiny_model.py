@@ -5,7 +5,7 @@
          [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
          [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
 
-ARCH: llama | mistral | qwen2 | phi3 | gemma3
+ARCH: llama | mistral | qwen2 | qwen3 | phi3 | gemma3
 TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
       q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
       multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
@@ -35,6 +35,8 @@ Per-architecture features exercised (disable the optional ones with --plain):
           GGUFs use; override with --arch-name mistral) with
           llama.attention.sliding_window 8 and linear rope scaling factor 2.
   qwen2   q/k/v biases; tied output (no output.weight); freq_base 1e6; neox.
+  qwen3   per-head q/k RMSNorms, head_dim 2 n_embd / n_head (as Qwen3 0.6B:
+          128 against 1024 / 16); tied output; freq_base 1e6; neox.
   phi3    fused attn_qkv and fused ffn_up (gate|up); partial rotary
           (rope.dimension_count = 3/4 head_dim); longrope factors
           rope_factors_short/long.weight and rope.scaling.attn_factor; context
@@ -64,7 +66,7 @@ from gguf.quants import quantize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kquants  # noqa: E402
 
-ARCHS = ("llama", "mistral", "qwen2", "phi3", "gemma3")
+ARCHS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3")
 
 LEGACY_TYPES = {
     "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
@@ -199,7 +201,7 @@ def build(args) -> None:
     n_ff = 512 if is_k else 128
     n_head, n_head_kv = 4, 2
     head_dim = n_embd // n_head
-    if arch == "gemma3":
+    if arch in ("gemma3", "qwen3"):
         head_dim = 2 * n_embd // n_head          # 32 (k: 128): q width != n_embd
     n_layer = args.n_layer or (6 if arch == "gemma3" else 2)
     n_ctx = 512
@@ -224,7 +226,10 @@ def build(args) -> None:
     if arch == "phi3" and not plain:
         n_rot = (3 * head_dim // 4) // 2 * 2
     w.add_rope_dimension_count(n_rot)
-    w.add_rope_freq_base(1e6 if arch in ("qwen2", "gemma3") else 10000.0)
+    w.add_rope_freq_base(1e6 if arch in ("qwen2", "qwen3", "gemma3") else 10000.0)
+    if arch == "qwen3":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     if arch == "gemma3":
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
@@ -256,10 +261,10 @@ def build(args) -> None:
         return 1.0 + 0.1 * rng.standard_normal(n)
 
     # tied-output archs get small embeddings so that logits stay O(1)
-    embd_std = {"gemma3": 1.0, "qwen2": 2.0}.get(arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
+    embd_std = {"gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0}.get(arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
     sink.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)) * embd_std)
     sink.add("output_norm.weight", norm(n_embd))
-    if arch not in ("qwen2", "gemma3"):
+    if arch not in ("qwen2", "qwen3", "gemma3"):
         sink.add("output.weight", mat(n_vocab, n_embd, 2.0))
     if arch == "llama" and not plain:
         sink.add("rope_freqs.weight", np.geomspace(1.0, 8.0, n_rot // 2))
@@ -283,7 +288,7 @@ def build(args) -> None:
             sink.add(p + "attn_q.bias", 0.1 * rng.standard_normal(nq))
             sink.add(p + "attn_k.bias", 0.1 * rng.standard_normal(nkv))
             sink.add(p + "attn_v.bias", 0.1 * rng.standard_normal(nkv))
-        if arch == "gemma3":
+        if arch in ("gemma3", "qwen3"):
             sink.add(p + "attn_q_norm.weight", norm(head_dim))
             sink.add(p + "attn_k_norm.weight", norm(head_dim))
         sink.add(p + "attn_output.weight", mat(n_embd, nq))

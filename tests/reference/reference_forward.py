@@ -60,7 +60,7 @@ Conventions (documented because they are easy to get wrong)
       llama.cpp's HF converter permutes the rows of Q and K (attn_q / attn_k)
       so that this interleaved rotation on GGUF weights equals HF's
       rotate_half rotation on the original weights.
-    - qwen2 / phi3 / gemma3: "neox" mode, rotating (x[i], x[i + n_rot/2]);
+    - qwen2 / qwen3 / phi3 / gemma3: "neox" mode, rotating (x[i], x[i + n_rot/2]);
       their converters do not permute Q/K.
   theta_i(p) = p * freq_scale * base^(-2i/n_rot) / ff[i],  i in [0, n_rot/2),
   with ff = rope frequency factors (rope_freqs.weight for Llama 3.x,
@@ -101,6 +101,9 @@ Conventions (documented because they are easy to get wrong)
         attn_output, residual, ffn_norm, down(silu(gate) * up), residual]
         -> output_norm -> output (or token_embd when output.weight is absent).
     qwen2: as llama, q/k/v biases, neox rope.
+    qwen3: as llama, no biases; per-head RMSNorm of q and k (attn_q_norm /
+        attn_k_norm) *before* rope; neox rope; head_dim from
+        attention.key_length (need not be n_embd / n_head).
     phi3: fused attn_qkv (rows: Q | K | V) or separate q/k/v; fused ffn_up
         (rows: gate | up, i.e. gate = first n_ff outputs); neox rope; partial
         rotary; longrope factors (short unless n_ctx > original_context_length).
@@ -139,8 +142,8 @@ except ImportError as exc:  # pragma: no cover
     sys.stderr.write(f"reference_forward.py needs the gguf package: {exc}\n")
     raise
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "phi3", "gemma3")
-NEOX_ARCHS = ("qwen2", "phi3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3")
+NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma3")
 
 
 class UnsupportedModel(Exception):

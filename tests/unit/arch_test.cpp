@@ -120,6 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
         ArchCase{"mistral", "f32", 1e-6, "--arch-name mistral", 64, "_named"},
         // qwen2: Q/K/V biases, neox rope, tied output.
         ArchCase{"qwen2", "f32", 2e-6}, ArchCase{"qwen2", "q8_0", 2e-3}, ArchCase{"qwen2", "q5_k", 2e-3},
+        // qwen3: per-head Q/K norms before neox rope, head_dim != n_embd /
+        // n_head, tied output, no biases.
+        ArchCase{"qwen3", "f32", 2e-6}, ArchCase{"qwen3", "q8_0", 2e-3}, ArchCase{"qwen3", "q4_k", 2e-3},
         // phi3: fused QKV and gate|up, partial rotary, longrope factors (short
         // at n_ctx 64, long at 300 > the original 256) and attn_factor.
         ArchCase{"phi3", "f32", 1e-6}, ArchCase{"phi3", "f32", 1e-6, "", 300, "_long_ctx"},
@@ -146,7 +149,7 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
         std::string arch;
         int n_ctx;
     };
-    for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"phi3", 64},
+    for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"qwen3", 64}, Case{"phi3", 64},
                           Case{"phi3", 300}, Case{"gemma3", 64}}) {
         const std::string path = temp_path("offload-" + c.arch + ".gguf").string();
         run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + c.arch + " '" + path +
@@ -251,7 +254,7 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
     const Case cases[] = {
         {{{"llama.rope.scaling.type", gguf::Value(std::string("yarn"))}}, "rope scaling type 'yarn' is not supported"},
         {{{"general.architecture", gguf::Value(std::string("gpt2"))}},
-         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, phi3, gemma3)"},
+         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma3)"},
     };
     for (const Case& c : cases) {
         const std::string path = edited_copy(model_, "unsupported.gguf", c.edit);
