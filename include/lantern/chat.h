@@ -24,6 +24,10 @@ struct ChatMessage {
     std::vector<ToolCall> tool_calls;  // assistant: the calls it made
     std::string tool_call_id;          // tool: the call this answers
     std::string name;                  // tool: the function's name (optional)
+    // assistant: its reasoning (the <think> text of Qwen3, DeepSeek-R1 and
+    // the like; OpenAI-style servers' "reasoning_content"), for templates
+    // that render it.
+    std::string reasoning_content;
 };
 
 // Which tool calls a reply may make (OpenAI's tool_choice).
@@ -55,10 +59,12 @@ struct ChatPrompt {
     std::string call_schema;
 };
 
-// A generated reply split into its text and its tool calls.
+// A generated reply split into its text and its tool calls (and, from
+// split_reasoning, its reasoning).
 struct ChatReply {
     std::string content;
     std::vector<ToolCall> tool_calls;
+    std::string reasoning_content;
 };
 
 // An OpenAI chat request's conversation and tools: "messages" (content a
@@ -75,6 +81,9 @@ struct ChatRequest {
     // The request used the older "functions" (not "tools"): its client
     // expects a reply's call as message.function_call, one at most.
     bool legacy_functions = false;
+    // "chat_template_kwargs": more template variables as a JSON object's
+    // text (e.g. {"enable_thinking": false} for Qwen3); empty: none.
+    std::string template_kwargs;
 };
 ChatRequest parse_chat_request(std::string_view json);
 
@@ -91,5 +100,17 @@ ChatReply parse_chat_reply(std::string_view text, const ChatTools& tools);
 // How much of a reply being generated is certainly text, not the start of
 // a tool call: streaming sends that much and holds the rest back.
 size_t chat_reply_text_prefix(std::string_view text);
+
+// Reasoning models (Qwen3, DeepSeek-R1 and their distillations) think
+// first, in a <think>...</think> block at the start of the reply, then
+// answer. split_reasoning returns {reasoning, answer}: the block's text and
+// what follows it, each without the whitespace around it. `opened`: the
+// prompt already opened the block (prompt_opens_reasoning), so the reply
+// starts inside it. A reply without a block is all answer; one whose block
+// never closes (cut short) is all reasoning.
+std::pair<std::string, std::string> split_reasoning(std::string_view reply, bool opened);
+// The rendered prompt ends inside an open <think> block (DeepSeek-R1's
+// templates, and others, write it after the assistant's header).
+bool prompt_opens_reasoning(std::string_view prompt);
 
 }  // namespace lantern

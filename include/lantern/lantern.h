@@ -106,8 +106,11 @@ public:
     // message (and the conversation's calls as text). A required call ends
     // the prompt with the call's opening and gives the JSON prefixes the
     // sampler must hold it to. Parse the reply with parse_chat_reply.
+    // `template_kwargs`: more template variables as a JSON object's text
+    // (ChatRequest::template_kwargs; e.g. {"enable_thinking": false}).
     ChatPrompt apply_chat_template(const std::vector<ChatMessage>& messages, const ChatTools& tools,
-                                   bool add_generation_prompt, const std::string& override_template = "") const;
+                                   bool add_generation_prompt, const std::string& override_template = "",
+                                   const std::string& template_kwargs = "") const;
 
     struct Impl;
     Impl& impl() const { return *impl_; }

@@ -134,12 +134,14 @@ LANTERN_C_API int lantern_chat_apply(const lantern_model *model, const char *con
 /* Function calling, in OpenAI's JSON. request_json holds "messages" (with
  * assistants' "tool_calls" and tools' answers) and optionally "tools",
  * "tool_choice" and "parallel_tool_calls" (or the older "functions",
- * "function_call"). Writes {"prompt": TEXT, "call_prefixes": [...],
- * "call_schema": TEXT}: the prompt (templates that render tools get them;
+ * "function_call"), and "chat_template_kwargs" (more template variables).
+ * Writes {"prompt": TEXT, "call_prefixes": [...], "call_schema": TEXT,
+ * "opens_reasoning": BOOL}: the prompt (templates that render tools get them;
  * others get lantern's instructions), and when a call is required the texts
  * its JSON object must begin with and, with one function allowed, the schema
  * it follows ("" if none), to be passed to the sampler as json_prefixes and
- * json_schema with json_object. */
+ * json_schema with json_object; opens_reasoning: the prompt ends inside a
+ * <think> block, so the reply starts with the model's reasoning. */
 LANTERN_C_API int lantern_chat_apply_json(const lantern_model *model, const char *request_json,
                                           int add_generation_prompt, const char *override_template, char *buf,
                                           int capacity);

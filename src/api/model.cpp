@@ -227,8 +227,14 @@ std::string Model::apply_chat_template(const std::vector<ChatMessage>& messages,
 }
 
 ChatPrompt Model::apply_chat_template(const std::vector<ChatMessage>& messages, const ChatTools& tools,
-                                      bool add_generation_prompt, const std::string& override_template) const {
-    return render_with_tools(chosen_template(*impl_, override_template), messages, tools, add_generation_prompt);
+                                      bool add_generation_prompt, const std::string& override_template,
+                                      const std::string& template_kwargs) const {
+    nlohmann::ordered_json extra = nlohmann::ordered_json::object();
+    if (!template_kwargs.empty()) {
+        extra = nlohmann::ordered_json::parse(template_kwargs, nullptr, false);
+        if (!extra.is_object()) throw Error(ErrorCode::InvalidArgument, "template_kwargs must be a JSON object");
+    }
+    return render_with_tools(chosen_template(*impl_, override_template), messages, tools, add_generation_prompt, extra);
 }
 
 }  // namespace lantern

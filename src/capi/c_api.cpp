@@ -252,8 +252,12 @@ int lantern_chat_apply_json(const lantern_model* model, const char* request_json
         require(request_json != nullptr, "the request is null");
         const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
         const lantern::ChatPrompt p = model_of(model).apply_chat_template(
-            req.messages, req.tools, add_generation_prompt != 0, override_template != nullptr ? override_template : "");
-        const nlohmann::json out = {{"prompt", p.text}, {"call_prefixes", p.call_prefixes}, {"call_schema", p.call_schema}};
+            req.messages, req.tools, add_generation_prompt != 0, override_template != nullptr ? override_template : "",
+            req.template_kwargs);
+        const nlohmann::json out = {{"prompt", p.text},
+                                    {"call_prefixes", p.call_prefixes},
+                                    {"call_schema", p.call_schema},
+                                    {"opens_reasoning", lantern::prompt_opens_reasoning(p.text)}};
         return copy_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf, capacity);
     });
 }

@@ -77,6 +77,10 @@ ChatMessage chat_message(const json& m, size_t i) {
     if (auto it = m.find("function_call"); it != m.end() && !it->is_null() && msg.role == "assistant") {
         msg.tool_calls.push_back(tool_call_of(*it, where + ".function_call"));
     }
+    if (auto it = m.find("reasoning_content"); it != m.end() && !it->is_null() && msg.role == "assistant") {
+        if (!it->is_string()) bad(where + ".reasoning_content must be a string");
+        msg.reasoning_content = it->get<std::string>();
+    }
     if (msg.role == "function") msg.role = "tool";
     if (msg.role == "tool") {
         msg.tool_call_id = string_field(m, "tool_call_id", where);
@@ -144,6 +148,10 @@ ChatRequest parse_chat_request(std::string_view text) {
     if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
         if (!p->is_boolean()) bad("'parallel_tool_calls' must be true or false");
         r.parallel_tool_calls = p->get<bool>();
+    }
+    if (auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+        if (!k->is_object()) bad("'chat_template_kwargs' must be an object of template variables");
+        r.template_kwargs = k->dump();
     }
     return r;
 }

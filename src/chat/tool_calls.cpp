@@ -306,11 +306,12 @@ ojson template_message(const ChatMessage& m, bool object_arguments) {
     }
     if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
     if (!m.name.empty()) j["name"] = m.name;
+    if (!m.reasoning_content.empty()) j["reasoning_content"] = m.reasoning_content;
     return j;
 }
 
 ChatPrompt render_with_tools(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages, const ChatTools& tools,
-                             bool add_generation_prompt) {
+                             bool add_generation_prompt, const ojson& extra) {
     const ToolList list = tools.choice == ToolChoice::None ? ToolList{} : parse_tool_list(tools);
     const bool required = tools.choice == ToolChoice::Required;
     if (required && list.names.empty()) throw Error(ErrorCode::InvalidArgument, "a required tool call needs tools");
@@ -331,6 +332,7 @@ ChatPrompt render_with_tools(const ChatTemplate& tmpl, const std::vector<ChatMes
     }
     ChatTemplateInputs in;
     in.add_generation_prompt = add_generation_prompt;
+    if (extra.is_object()) in.extra = extra;
     if (offer && support.definitions) in.tools = list.tools;
     auto render = [&](bool object_arguments) {
         in.messages = ojson::array();
@@ -361,7 +363,7 @@ ChatPrompt render_with_tools(const ChatTemplate& tmpl, const std::vector<ChatMes
 }
 
 ChatReply parse_chat_reply(std::string_view text, const ChatTools& tools) {
-    ChatReply plain{std::string(text), {}};
+    ChatReply plain{std::string(text), {}, {}};
     if (tools.json.empty() || tools.choice == ToolChoice::None) return plain;
     const ToolList list = parse_tool_list(tools);
     std::optional<ChatReply> r = hermes_calls(text, list.names);

@@ -52,13 +52,15 @@ ToolList parse_tool_list(const ChatTools& tools);
 nlohmann::ordered_json template_message(const ChatMessage& m, bool object_arguments);
 
 // Renders a conversation with tools (ChatTools::json may be empty: then as
-// ChatTemplate::apply does). A template that does not render the tools gets
+// ChatTemplate::apply does), `extra` its more template variables (an
+// object: ChatTemplateInputs::extra). A template that does not render the tools gets
 // lantern's instructions in the system message, and one that does not
 // render calls gets the conversation's calls and answers as text. Throws
 // Error(Template) when the template fails, Error(InvalidArgument) for bad
 // tools or a required function that is not among them.
 ChatPrompt render_with_tools(const ChatTemplate& tmpl, const std::vector<ChatMessage>& messages,
-                             const ChatTools& tools, bool add_generation_prompt);
+                             const ChatTools& tools, bool add_generation_prompt,
+                             const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
 // A reply's calls in OpenAI's message (or streamed delta) `message`:
 // tool_calls (in a delta each with its index), at most one unless

@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 
+#include "chat/reasoning.h"
 #include "server/openai.h"
 
 namespace lantern::server {
@@ -258,8 +259,9 @@ void HttpServer::routes() {
                 // A required tool call: the prompt ends where the call
                 // begins, and the sampler keeps the call's object valid.
                 ChatPrompt prompt = model_.apply_chat_template(req->conversation.messages, req->conversation.tools, true,
-                                                                options_.chat_template);
+                                                                options_.chat_template, req->conversation.template_kwargs);
                 text = std::move(prompt.text);
+                req->reasoning_opened = prompt_opens_reasoning(text);
                 if (!prompt.call_prefixes.empty()) {
                     req->sampling.json_object = true;
                     req->sampling.json_prefixes = std::move(prompt.call_prefixes);
@@ -312,11 +314,14 @@ void HttpServer::routes() {
             struct Choices {
                 std::vector<GenerationResult> results;
                 std::vector<size_t> text_offset;  // of each choice's next chunk's first token (completions)
-                // With tools: each choice's text so far, how much of it was
-                // sent (what may begin a tool call is held back until the
-                // end), and the tokens of the text held back.
+                // Chat: each reply's reasoning split from its answer as it
+                // comes, and the tokens of text not yet sent.
+                std::vector<ReasoningStream> thinking;
+                std::vector<std::vector<TokenLogprob>> pending;
+                // With tools: each choice's answer so far and how much of it
+                // was sent (what may begin a tool call is held back until
+                // the end).
                 std::vector<std::string> text, sent;
-                std::vector<std::vector<TokenLogprob>> held;
                 int open = 0;
                 bool failed = false;
             };
@@ -325,55 +330,88 @@ void HttpServer::routes() {
             auto choices = std::make_shared<Choices>();
             choices->results.resize(gens.size());
             choices->text_offset.assign(gens.size(), 0);
+            choices->thinking.assign(gens.size(), ReasoningStream(req->reasoning_opened));
+            choices->pending.resize(gens.size());
             choices->text.resize(gens.size());
             choices->sent.resize(gens.size());
-            choices->held.resize(gens.size());
             choices->open = static_cast<int>(gens.size());
+            // A chat reply's next text: its reasoning as reasoning deltas,
+            // its answer as content deltas (with tools, only what cannot be
+            // the start of a call); the tokens go with the first chunk sent.
+            // Returns the events to send.
+            auto chat_text = [req, id, model_name, created, sse, choices](int index, const std::string& piece,
+                                                                         const std::vector<TokenLogprob>& tokens,
+                                                                         bool last) {
+                const auto i = static_cast<size_t>(index);
+                std::vector<TokenLogprob>& pending = choices->pending[i];
+                pending.insert(pending.end(), tokens.begin(), tokens.end());
+                std::string events;
+                std::string answer = piece;
+                if (req->reasoning) {
+                    ReasoningStream& rs = choices->thinking[i];
+                    ReasoningStream::Parts parts = last ? rs.finish() : rs.feed(piece);
+                    if (!parts.reasoning.empty()) {
+                        events += sse(reasoning_chunk(*req, index, parts.reasoning, id, model_name, created, pending));
+                        pending.clear();
+                    }
+                    answer = std::move(parts.answer);
+                }
+                if (req->calls_tools()) {
+                    std::string& all = choices->text[i];
+                    std::string& sent = choices->sent[i];
+                    all += answer;
+                    const size_t safe = last ? sent.size() : chat_reply_text_prefix(all);
+                    if (safe > sent.size()) {
+                        const std::string delta = all.substr(sent.size(), safe - sent.size());
+                        events += sse(completion_chunk(*req, index, delta, "", id, model_name, created, pending));
+                        sent += delta;
+                        pending.clear();
+                    }
+                } else if (!answer.empty() || (!req->reasoning && !last)) {
+                    events += sse(completion_chunk(*req, index, answer, "", id, model_name, created, pending));
+                    pending.clear();
+                }
+                return events;
+            };
             for (size_t i = 0; i < gens.size(); ++i) {
                 const int index = static_cast<int>(i);
-                gens[i]->on_text = [stream, req, id, model_name, created, sse, choices, index](
+                gens[i]->on_text = [stream, req, id, model_name, created, sse, choices, index, chat_text](
                                        const std::string& piece, const std::vector<TokenLogprob>& tokens) {
                     if (stream->cancelled) return false;
-                    const auto i = static_cast<size_t>(index);
-                    if (req->calls_tools()) {
-                        std::string& all = choices->text[i];
-                        std::string& sent = choices->sent[i];
-                        std::vector<TokenLogprob>& held = choices->held[i];
-                        all += piece;
-                        held.insert(held.end(), tokens.begin(), tokens.end());
-                        const size_t safe = chat_reply_text_prefix(all);
-                        if (safe > sent.size()) {
-                            const std::string delta = all.substr(sent.size(), safe - sent.size());
-                            stream->push(sse(completion_chunk(*req, index, delta, "", id, model_name, created, held)), false);
-                            sent += delta;
-                            held.clear();
-                        }
+                    if (req->chat) {
+                        const std::string events = chat_text(index, piece, tokens, false);
+                        if (!events.empty()) stream->push(events, false);
                         return true;
                     }
-                    size_t& offset = choices->text_offset[i];
+                    size_t& offset = choices->text_offset[static_cast<size_t>(index)];
                     stream->push(sse(completion_chunk(*req, index, piece, "", id, model_name, created, tokens, offset)),
                                  false);
                     for (const TokenLogprob& t : tokens) offset += t.token.size();
                     return true;
                 };
-                gens[i]->on_done = [stream, req, id, model_name, created, sse, choices, index](const GenerationResult& r) {
+                gens[i]->on_done = [stream, req, id, model_name, created, sse, choices, index,
+                                    chat_text](const GenerationResult& r) {
                     std::string tail;
                     if (r.finish_reason == "error") {
                         if (!choices->failed) tail = sse(error_body(ApiError(500, r.error, "server_error")));
                         choices->failed = true;
-                    } else if (req->calls_tools()) {
-                        // The text held back, then the calls.
-                        const auto i = static_cast<size_t>(index);
-                        const ChatReply reply = parse_chat_reply(r.text, req->conversation.tools);
-                        const std::string& sent = choices->sent[i];
-                        if (reply.content.size() > sent.size() && reply.content.compare(0, sent.size(), sent) == 0) {
-                            tail = sse(completion_chunk(*req, index, reply.content.substr(sent.size()), "", id, model_name,
-                                                        created, choices->held[i]));
-                        }
+                    } else if (req->chat) {
+                        // What the reasoning split held back, then (with
+                        // tools) the answer held back and the calls.
+                        tail = chat_text(index, "", {}, true);
                         std::string finish = r.finish_reason;
-                        if (!reply.tool_calls.empty()) {
-                            tail += sse(tool_calls_chunk(*req, index, reply.tool_calls, id, model_name, created));
-                            finish = calls_finish_reason(*req, finish);
+                        if (req->calls_tools()) {
+                            const auto i = static_cast<size_t>(index);
+                            const ChatReply reply = parse_chat_reply(reply_parts(*req, r.text).second, req->conversation.tools);
+                            const std::string& sent = choices->sent[i];
+                            if (reply.content.size() > sent.size() && reply.content.compare(0, sent.size(), sent) == 0) {
+                                tail += sse(completion_chunk(*req, index, reply.content.substr(sent.size()), "", id,
+                                                             model_name, created, choices->pending[i]));
+                            }
+                            if (!reply.tool_calls.empty()) {
+                                tail += sse(tool_calls_chunk(*req, index, reply.tool_calls, id, model_name, created));
+                                finish = calls_finish_reason(*req, finish);
+                            }
                         }
                         tail += sse(completion_chunk(*req, index, "", finish, id, model_name, created));
                     } else {

@@ -196,6 +196,13 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         }
     }
     r.ignore_eos = field<bool>(body, "ignore_eos", false);
+    if (auto it = body.find("reasoning_format"); chat && it != body.end() && !it->is_null()) {
+        const std::string f = it->is_string() ? it->get<std::string>() : std::string();
+        if (f != "auto" && f != "deepseek" && f != "none") {
+            throw ApiError(400, "'reasoning_format' must be \"auto\" (or \"deepseek\") or \"none\"");
+        }
+        r.reasoning = f != "none";
+    }
     return r;
 }
 
@@ -257,12 +264,16 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
     for (size_t i = 0; i < results.size(); ++i) {
         const GenerationResult& r = results[i];
         json choice = {{"index", i}, {"finish_reason", r.finish_reason}, {"logprobs", logprobs_json(req, r.logprobs, 0)}};
-        if (req.calls_tools()) {
-            const ChatReply reply = parse_chat_reply(r.text, req.conversation.tools);
-            choice["message"] = reply_message(reply, req.conversation.parallel_tool_calls, req.conversation.legacy_functions);
-            if (!reply.tool_calls.empty()) choice["finish_reason"] = calls_finish_reason(req, r.finish_reason);
-        } else if (req.chat) {
-            choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+        if (req.chat) {
+            const auto [reasoning, answer] = reply_parts(req, r.text);
+            if (req.calls_tools()) {
+                const ChatReply reply = parse_chat_reply(answer, req.conversation.tools);
+                choice["message"] = reply_message(reply, req.conversation.parallel_tool_calls, req.conversation.legacy_functions);
+                if (!reply.tool_calls.empty()) choice["finish_reason"] = calls_finish_reason(req, r.finish_reason);
+            } else {
+                choice["message"] = {{"role", "assistant"}, {"content", answer}};
+            }
+            if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
         } else if (req.echo) {
             choice["text"] = req.prompt + r.text;
             std::vector<TokenLogprob> all = r.prompt_logprobs;
@@ -296,6 +307,20 @@ json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector
                 {"created", created},
                 {"model", model},
                 {"choices", json::array({choice})}};
+}
+
+std::pair<std::string, std::string> reply_parts(const CompletionRequest& req, const std::string& text) {
+    if (!req.reasoning) return {"", text};
+    return split_reasoning(text, req.reasoning_opened);
+}
+
+json reasoning_chunk(const CompletionRequest& req, int index, const std::string& text, const std::string& id,
+                     const std::string& model, int64_t created, const std::vector<TokenLogprob>& tokens) {
+    json chunk = completion_chunk(req, index, "", "", id, model, created, tokens);
+    json& delta = chunk["choices"][0]["delta"];
+    delta.erase("content");
+    delta["reasoning_content"] = text;
+    return chunk;
 }
 
 json completion_chunk(const CompletionRequest& req, int index, const std::string& text,

@@ -36,6 +36,12 @@ struct CompletionRequest {
     bool ignore_eos = false;
     // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
     int logprobs = -1;  // -1: not asked for
+    // Chat: a <think> block at the reply's start goes to the message's
+    // reasoning_content ("reasoning_format": "auto", the default; "none"
+    // leaves it in content). reasoning_opened: the prompt opened the block
+    // (set when the prompt is rendered: prompt_opens_reasoning).
+    bool reasoning = true;
+    bool reasoning_opened = false;
 
     // Tools are offered and the reply is searched for calls.
     bool calls_tools() const {
@@ -65,6 +71,14 @@ std::string calls_finish_reason(const CompletionRequest& req, const std::string&
 // The streamed chunk carrying choice `index`'s tool calls.
 nlohmann::json tool_calls_chunk(const CompletionRequest& req, int index, const std::vector<ToolCall>& calls,
                                 const std::string& id, const std::string& model, int64_t created);
+
+// A chat reply's reasoning and answer: split_reasoning when the request
+// asks for it (CompletionRequest::reasoning), else no reasoning.
+std::pair<std::string, std::string> reply_parts(const CompletionRequest& req, const std::string& text);
+
+// The streamed chunk of choice `index`'s reasoning: {"reasoning_content": text}.
+nlohmann::json reasoning_chunk(const CompletionRequest& req, int index, const std::string& text, const std::string& id,
+                               const std::string& model, int64_t created, const std::vector<TokenLogprob>& tokens);
 
 // One streamed chunk of choice `index`: a text delta (finish_reason empty) or
 // its final chunk, with the logprobs of the tokens it completes

@@ -159,6 +159,27 @@ TEST_F(ModelFixture, JsonObjectSamplerNeedsTheModel) {
     lantern_sampler_free(s);
 }
 
+// chat_template_kwargs reach the template, and opens_reasoning says whether
+// the prompt left a <think> block open (the reply then starts reasoning).
+TEST_F(ModelFixture, TemplateVariablesAndOpenReasoningFromC) {
+    const char* tmpl =
+        "{% for m in messages %}{{ m.content }}{% endfor %}"
+        "{% if enable_thinking is defined and enable_thinking is false %}<think></think>{% else %}<think>\n{% endif %}";
+    auto render = [&](const std::string& request) {
+        std::string out(4096, '\0');
+        const int n = lantern_chat_apply_json(model, request.c_str(), 1, tmpl, out.data(), static_cast<int>(out.size()));
+        EXPECT_GT(n, 0) << lantern_last_error();
+        return nlohmann::json::parse(out.c_str());
+    };
+    const nlohmann::json on = render(R"({"messages": [{"role": "user", "content": "Hi"}]})");
+    EXPECT_EQ(on["prompt"], "Hi<think>\n");
+    EXPECT_EQ(on["opens_reasoning"], true);
+    const nlohmann::json off =
+        render(R"({"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"enable_thinking": false}})");
+    EXPECT_EQ(off["prompt"], "Hi<think></think>");
+    EXPECT_EQ(off["opens_reasoning"], false);
+}
+
 // Function calling through the C API: the prompt with the tools and a
 // required call's prefix, the sampler held to it, the reply parsed.
 TEST_F(ModelFixture, RequiredToolCallFromC) {

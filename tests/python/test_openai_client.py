@@ -231,6 +231,48 @@ def test_pydantic_dicts_and_tuples(client):
     assert inv.weight > 0 and (inv.weight * 4).is_integer()
 
 
+# A reasoning model's template (Qwen3's switch, DeepSeek-R1's open block):
+# the generation prompt opens a <think> block unless enable_thinking is false.
+THINKING_TEMPLATE = """{% for m in messages %}<|im_start|>{{ m.role }}
+{{ m.content }}<|im_end|>
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is defined and enable_thinking is false %}<think>
+
+</think>
+
+{% else %}<think>
+{% endif %}{% endif %}"""
+
+
+def test_reasoning_content_and_template_kwargs():
+    # The reply inside the open block is reasoning_content (whole and
+    # streamed); chat_template_kwargs reach the template (thinking off: the
+    # prompt closes the block, the reply is content); reasoning_format none
+    # leaves everything in content.
+    proc, url = start("--chat-template", THINKING_TEMPLATE)
+    try:
+        c = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+        r = c.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=48)
+        m = r.choices[0].message
+        assert m.content == "" and "Paris" in m.reasoning_content
+        chunks = list(c.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=48, stream=True))
+        deltas = [ch.choices[0].delta for ch in chunks if ch.choices]
+        assert "".join(getattr(d, "reasoning_content", None) or "" for d in deltas) == m.reasoning_content
+        assert "".join(d.content or "" for d in deltas) == ""
+        off = c.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=48,
+                                        extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        assert off.choices[0].message.content.strip() and getattr(off.choices[0].message, "reasoning_content", None) is None
+        raw = c.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=48,
+                                        extra_body={"reasoning_format": "none"})
+        assert raw.choices[0].message.content.strip() == m.reasoning_content
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model="m", messages=QUESTION, extra_body={"chat_template_kwargs": [1]})
+        assert "chat_template_kwargs" in str(e.value)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def test_legacy_function_call(client):
     r = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Oslo?"}],
                                        functions=[WEATHER[0]["function"]], function_call={"name": "get_weather"},
