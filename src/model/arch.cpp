@@ -7,11 +7,12 @@ namespace {
 
 // mistral: real Mistral GGUFs say "llama"; files that say "mistral" are the
 // same graph (hparams.cpp gives both the same conventions).
-constexpr std::array<Architecture, 6> kArchitectures = {{
+constexpr std::array<Architecture, 7> kArchitectures = {{
     {"llama", bind_llama, build_llama},
     {"mistral", bind_llama, build_llama},
     {"qwen2", bind_llama, build_llama},
     {"qwen3", bind_llama, build_llama},
+    {"smollm3", bind_llama, build_llama},
     {"phi3", bind_phi3, build_phi3},
     {"gemma3", bind_gemma3, build_gemma3},
 }};
@@ -41,11 +42,17 @@ Tensor* attend(Graph& g, const HParams& hp, const KvCache& kv, const StepInputs&
                Tensor* k, Tensor* v, const RopeArgs& rope) {
     const int64_t hd = hp.head_dim, n_head = hp.n_head, n_kv = hp.n_head_kv, T = q->ne[2];
     const int n_ctx_seq = static_cast<int>(kv.n_ctx_seq);
-    Tensor* qk = g.rope_qk(q, k, in.pos, rope.factors, static_cast<int>(hp.n_rot), hp.rope_mode, rope.base,
-                           rope.scale, rope.attn_factor);
-    Tensor* q_roped = g.rope_qk_part(qk, false);
-    Tensor* k_rows =
-        g.view(qk, {hd * n_kv, T}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
+    Tensor* q_roped = q;
+    Tensor* k_rows = nullptr;
+    if (hp.uses_rope(il)) {
+        Tensor* qk = g.rope_qk(q, k, in.pos, rope.factors, static_cast<int>(hp.n_rot), hp.rope_mode, rope.base,
+                               rope.scale, rope.attn_factor);
+        q_roped = g.rope_qk_part(qk, false);
+        k_rows = g.view(qk, {hd * n_kv, T}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
+    } else {
+        // A NoPE layer: K as it is, its rows contiguous for the cache.
+        k_rows = g.reshape(k->is_contiguous() ? k : g.copy(k, DType::F32), {hd * n_kv, T});
+    }
     Tensor* k_all = g.kv_store(k_rows, kv.k[static_cast<size_t>(il)], in.pos, in.seq, n_ctx_seq);
     Tensor* v_all = g.kv_store(v, kv.v[static_cast<size_t>(il)], in.pos, in.seq, n_ctx_seq);
     const int window = hp.is_sliding(il) ? static_cast<int>(hp.sliding_window) : 0;

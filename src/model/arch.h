@@ -53,7 +53,7 @@ const Architecture* find_architecture(std::string_view name);
 std::string supported_architectures();
 
 // --- the architectures (one file each) ----------------------------------------
-// llama, mistral, qwen2, qwen3: arch_llama.cpp
+// llama, mistral, qwen2, qwen3, smollm3: arch_llama.cpp
 ModelWeights bind_llama(const WeightTable& table, const HParams& hp);
 Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const KvCache& kv, const StepInputs& in);
 // phi3: arch_phi3.cpp
@@ -78,8 +78,9 @@ struct RopeArgs {
 Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps);
 
 // RoPE on q [hd, n_head, T] and k [hd, n_head_kv, T] (either may be a
-// strided view), K and v [hd * n_head_kv, T] into layer il's cache, then
-// attention with the layer's window. Returns [hd * n_head, T].
+// strided view; none on a NoPE layer, HParams::uses_rope), K and v
+// [hd * n_head_kv, T] into layer il's cache, then attention with the
+// layer's window. Returns [hd * n_head, T].
 Tensor* attend(Graph& g, const HParams& hp, const KvCache& kv, const StepInputs& in, int64_t il, Tensor* q,
                Tensor* k, Tensor* v, const RopeArgs& rope);
 

@@ -1,6 +1,7 @@
-// llama, mistral, qwen2, qwen3: embedding, per layer RMSNorm -> Q/K/V (+
-// biases, qwen2) -> per-head RMSNorm of Q and K (qwen3) -> RoPE (normal; neox
-// for qwen2 and qwen3; Llama 3 frequency factors) -> KV cache -> attention ->
+// llama, mistral, qwen2, qwen3, smollm3: embedding, per layer RMSNorm ->
+// Q/K/V (+ biases, qwen2) -> per-head RMSNorm of Q and K (qwen3) -> RoPE
+// (normal; neox for qwen2 and qwen3; Llama 3 frequency factors; none on
+// smollm3's every fourth layer) -> KV cache -> attention ->
 // output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual, then
 // the final norm and the output head. A head's size is the file's key_length
 // (Qwen3: 128 for any width), not necessarily n_embd / n_head.

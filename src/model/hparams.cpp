@@ -37,7 +37,7 @@ void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
 // Which layers attend through a window. gemma3: the file's pattern (an int n:
 // layer il is local iff il % n < n - 1; or a bool per layer), default 6, as
 // llama.cpp hard-codes it. llama/mistral: every layer when the file carries a
-// window. qwen2, qwen3 and phi3 ignore the key (as llama.cpp does).
+// window. qwen2, qwen3, smollm3 and phi3 ignore the key (as llama.cpp does).
 void read_sliding_window(const gguf::File& f, const std::string& a, HParams& hp) {
     hp.sliding_layers.assign(static_cast<size_t>(hp.n_layer), false);
     const int64_t window = f.get_int(a + "attention.sliding_window").value_or(0);
@@ -96,7 +96,8 @@ HParams read_hparams(const gguf::File& f) {
     hp.rope_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
     hp.rope_base_local = static_cast<float>(f.get_float(a + "rope.freq_base_swa").value_or(10000.0));
     read_rope_scaling(f, a, hp);
-    hp.rope_mode = hp.arch == "llama" || hp.arch == "mistral" ? RopeMode::Normal : RopeMode::Neox;
+    hp.rope_mode = hp.arch == "llama" || hp.arch == "mistral" || hp.arch == "smollm3" ? RopeMode::Normal : RopeMode::Neox;
+    if (hp.arch == "smollm3") hp.no_rope_every = 4;
     read_sliding_window(f, a, hp);
     hp.attn_softcap = static_cast<float>(f.get_float(a + "attn_logit_softcapping").value_or(0.0));
     hp.final_softcap = static_cast<float>(f.get_float(a + "final_logit_softcapping").value_or(0.0));

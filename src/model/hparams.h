@@ -41,7 +41,7 @@ struct HParams {
     // {arch}.rope.scaling.original_context_length (default n_ctx_train): phi3
     // uses its long rope factors when the context is longer than this.
     int64_t n_ctx_orig = 0;
-    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, qwen3, phi3, gemma3
+    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, qwen3, phi3, gemma3 (smollm3: normal)
 
     // Sliding-window attention (gemma3's local layers; llama/mistral files
     // that carry the key window every layer).
@@ -52,11 +52,16 @@ struct HParams {
     float attn_softcap = 0.0f;         // {arch}.attn_logit_softcapping (0: off)
     float final_softcap = 0.0f;        // {arch}.final_logit_softcapping (0: off)
     float query_scale = 0.0f;          // attention scale override (0: 1/sqrt(head_dim))
+    // smollm3: every n-th layer (il + 1 a multiple of it) attends without
+    // RoPE ("NoPE"); 4, fixed by the architecture (no GGUF key). 0: none.
+    int64_t no_rope_every = 0;
 
     // Attention scale used by the attention op.
     float attention_scale() const;
     // Whether layer il attends through a sliding window.
     bool is_sliding(int64_t il) const;
+    // Whether layer il rotates Q and K (all but smollm3's NoPE layers).
+    bool uses_rope(int64_t il) const { return no_rope_every <= 0 || (il + 1) % no_rope_every != 0; }
 };
 
 // Reads and checks the hyperparameters; throws Error(Format/Unsupported)

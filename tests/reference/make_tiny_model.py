@@ -5,7 +5,7 @@
          [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
          [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
 
-ARCH: llama | mistral | qwen2 | qwen3 | phi3 | gemma3
+ARCH: llama | mistral | qwen2 | qwen3 | smollm3 | phi3 | gemma3
 TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
       q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
       multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
@@ -37,6 +37,7 @@ Per-architecture features exercised (disable the optional ones with --plain):
   qwen2   q/k/v biases; tied output (no output.weight); freq_base 1e6; neox.
   qwen3   per-head q/k RMSNorms, head_dim 2 n_embd / n_head (as Qwen3 0.6B:
           128 against 1024 / 16); tied output; freq_base 1e6; neox.
+  smollm3 4 layers, the last without rope (NoPE every 4th); tied output.
   phi3    fused attn_qkv and fused ffn_up (gate|up); partial rotary
           (rope.dimension_count = 3/4 head_dim); longrope factors
           rope_factors_short/long.weight and rope.scaling.attn_factor; context
@@ -66,7 +67,7 @@ from gguf.quants import quantize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kquants  # noqa: E402
 
-ARCHS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3")
+ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gemma3")
 
 LEGACY_TYPES = {
     "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
@@ -203,7 +204,7 @@ def build(args) -> None:
     head_dim = n_embd // n_head
     if arch in ("gemma3", "qwen3"):
         head_dim = 2 * n_embd // n_head          # 32 (k: 128): q width != n_embd
-    n_layer = args.n_layer or (6 if arch == "gemma3" else 2)
+    n_layer = args.n_layer or {"gemma3": 6, "smollm3": 4}.get(arch, 2)
     n_ctx = 512
     file_arch = args.arch_name or ("llama" if arch == "mistral" else arch)
 
@@ -261,10 +262,10 @@ def build(args) -> None:
         return 1.0 + 0.1 * rng.standard_normal(n)
 
     # tied-output archs get small embeddings so that logits stay O(1)
-    embd_std = {"gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0}.get(arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
+    embd_std = {"gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0, "smollm3": 2.0}.get(arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
     sink.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)) * embd_std)
     sink.add("output_norm.weight", norm(n_embd))
-    if arch not in ("qwen2", "qwen3", "gemma3"):
+    if arch not in ("qwen2", "qwen3", "smollm3", "gemma3"):
         sink.add("output.weight", mat(n_vocab, n_embd, 2.0))
     if arch == "llama" and not plain:
         sink.add("rope_freqs.weight", np.geomspace(1.0, 8.0, n_rot // 2))

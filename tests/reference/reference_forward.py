@@ -104,6 +104,8 @@ Conventions (documented because they are easy to get wrong)
     qwen3: as llama, no biases; per-head RMSNorm of q and k (attn_q_norm /
         attn_k_norm) *before* rope; neox rope; head_dim from
         attention.key_length (need not be n_embd / n_head).
+    smollm3: as llama (normal rope), but layers il with (il + 1) % 4 == 0
+        use no rope at all ("NoPE"; the 4 is fixed, no GGUF key).
     phi3: fused attn_qkv (rows: Q | K | V) or separate q/k/v; fused ffn_up
         (rows: gate | up, i.e. gate = first n_ff outputs); neox rope; partial
         rotary; longrope factors (short unless n_ctx > original_context_length).
@@ -142,7 +144,7 @@ except ImportError as exc:  # pragma: no cover
     sys.stderr.write(f"reference_forward.py needs the gguf package: {exc}\n")
     raise
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gemma3")
 NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma3")
 
 
@@ -570,10 +572,11 @@ def forward(m: Model, tokens: list[int], n_ctx: int | None = None,
             base, fscale = hp.rope_base_swa, 1.0
         else:
             base, fscale = hp.rope_base, hp.freq_scale
-        cos, sin = rope_cos_sin(q_pos, hp.n_rot, base, fscale, _rope_factors(m, il, n_ctx),
-                                hp.rope_attn_factor)
-        q = apply_rope(q, cos, sin, hp.n_rot, hp.rope_neox)
-        k = apply_rope(k, cos, sin, hp.n_rot, hp.rope_neox)
+        if not (arch == "smollm3" and (il + 1) % 4 == 0):
+            cos, sin = rope_cos_sin(q_pos, hp.n_rot, base, fscale, _rope_factors(m, il, n_ctx),
+                                    hp.rope_attn_factor)
+            q = apply_rope(q, cos, sin, hp.n_rot, hp.rope_neox)
+            k = apply_rope(k, cos, sin, hp.n_rot, hp.rope_neox)
 
         if cache is not None:
             if cache.k[il] is not None:

@@ -26,7 +26,7 @@ import reference_forward as R  # noqa: E402
 from gguf import GGMLQuantizationType  # noqa: E402
 from gguf.quants import dequantize  # noqa: E402
 
-ARCHS = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3")
+ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gemma3")
 TOKENS = [268, 1, 72, 101, 108, 108, 111, 32, 116, 104, 101, 114, 101, 33, 10, 260, 261, 5, 6, 7]
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 
