@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/common.h"
 #include "cli/speculative.h"
 
@@ -29,6 +31,7 @@ struct RunOptions {
     bool single_turn = false;
     std::string system;
     std::string chat_template;
+    std::string template_kwargs;  // --chat-template-kwargs: a JSON object's text
     bool ignore_eos = false;
     bool no_display_prompt = false;
     std::vector<std::string> reverse_prompts;  // stop when the text ends with one
@@ -211,6 +214,10 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
     }
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
+    auto render = [&] {
+        if (o.template_kwargs.empty()) return model.apply_chat_template(messages, true, o.chat_template);
+        return model.apply_chat_template(messages, ChatTools{}, true, o.chat_template, o.template_kwargs).text;
+    };
     const bool interactive = isatty(STDIN_FILENO) != 0;
     std::string cached;  // the text whose tokens the cache holds
     std::string first = o.prompt;
@@ -228,7 +235,7 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
             if (user.empty()) continue;
         }
         messages.push_back({"user", user});
-        std::string full = model.apply_chat_template(messages, true, o.chat_template);
+        std::string full = render();
         std::string delta;
         if (full.compare(0, cached.size(), cached) == 0) {
             delta = full.substr(cached.size());
@@ -253,7 +260,7 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
             ctx.clear_sequence(0);
             cached.clear();
             for (;;) {
-                full = model.apply_chat_template(messages, true, o.chat_template);
+                full = render();
                 tokens = tokenize(full);
                 if (static_cast<int>(tokens.size()) + reserve < ctx.n_ctx()) break;
                 if (messages.size() - keep <= 1) {
@@ -285,7 +292,12 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
         // Templates write their own separator after the role; the reply's
         // leading space belongs to it.
         reply.erase(0, reply.find_first_not_of(' '));
-        messages.push_back({"assistant", reply});
+        // A reasoning model's <think> block goes back as the turn's
+        // reasoning, which templates render as they choose (Qwen3's drops it).
+        auto [reasoning, answer] = split_reasoning(reply, prompt_opens_reasoning(full));
+        ChatMessage said{"assistant", std::move(answer)};
+        said.reasoning_content = std::move(reasoning);
+        messages.push_back(std::move(said));
         if (o.single_turn) break;
     }
 }
@@ -322,6 +334,8 @@ void add_run_command(CLI::App& app) {
     cmd->add_flag("--single-turn", o->single_turn, "in chat mode, stop after the first answer");
     cmd->add_option("--system", o->system, "system message for chat mode");
     cmd->add_option("--chat-template", o->chat_template, "chat template: a built-in name or Jinja source");
+    cmd->add_option("--chat-template-kwargs", o->template_kwargs,
+                    "more chat template variables, a JSON object (e.g. '{\"enable_thinking\": false}' for Qwen3)");
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");
     cmd->add_option("-r,--reverse-prompt", o->reverse_prompts,
                     "stop generating when the text ends with this (repeatable; the `plain` chat template "
@@ -340,6 +354,9 @@ void add_run_command(CLI::App& app) {
             o->prompt = ss.str();
         }
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
+        if (!o->template_kwargs.empty() && !nlohmann::json::parse(o->template_kwargs, nullptr, false).is_object()) {
+            throw Error(ErrorCode::InvalidArgument, "--chat-template-kwargs must be a JSON object, such as '{\"enable_thinking\": false}'");
+        }
         if (!o->json_schema.empty()) {
             const bool inline_schema = o->json_schema.find('{') != std::string::npos;
             std::ifstream in(o->json_schema, std::ios::binary);

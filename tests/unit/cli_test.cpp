@@ -2,6 +2,8 @@
 // `lantern tokenize`, errors on corrupt files, a golden chat answer.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -137,6 +139,27 @@ TEST(Cli, ChatAnswersGolden) {
     EXPECT_EQ(o.out, "The capital of France is Paris.\n");
     EXPECT_NE(o.err.find("generation:"), std::string::npos) << o.err;
     EXPECT_EQ(o.err.find("no chat template"), std::string::npos) << o.err;  // SmolLM2 carries its own
+}
+
+// --chat-template-kwargs: the variables reach the template (here one that
+// appends `extra` to the prompt: more prompt tokens), and anything but a
+// JSON object is refused by name.
+TEST(Cli, ChatTemplateVariables) {
+    const std::string tmpl = shell_quote("{% for m in messages %}{{ m.content }}{% endfor %}"
+                                         "{% if extra is defined %}{{ extra }}{% endif %}");
+    auto prompt_tokens = [&](const std::string& more) {
+        const CliOutput o = run_lantern("run --chat --single-turn --temp 0 -n 2 -t 1 -p " +
+                                        shell_quote("Hi there, how are you?") + " --chat-template " + tmpl + more + " < /dev/null");
+        EXPECT_EQ(o.exit_code, 0) << o.err;
+        const size_t at = o.err.find("prompt: ");
+        return at == std::string::npos ? -1 : std::atoi(o.err.c_str() + at + 8);
+    };
+    const int plain = prompt_tokens("");
+    EXPECT_GT(plain, 0);
+    EXPECT_GT(prompt_tokens(" --chat-template-kwargs " + shell_quote(R"({"extra": " Answer briefly, in English."})")), plain);
+    const CliOutput bad = run_lantern("run --chat -st -n 2 -p hi --chat-template-kwargs '[1]'");
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("--chat-template-kwargs must be a JSON object"), std::string::npos) << bad.err;
 }
 
 // A chat longer than the context goes on without its oldest exchanges.
