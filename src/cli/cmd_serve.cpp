@@ -27,6 +27,11 @@ void add_serve_command(CLI::App& app) {
                   "free slot holds)");
     cmd->add_option("--chat-template", o->http.chat_template, "chat template: a built-in name or Jinja source");
     cmd->add_option("--alias", o->http.model_name, "model name reported to clients");
+    cmd->add_option_function<std::string>(
+           "--reasoning-format",
+           [o](const std::string& f) { o->http.reasoning = f != "none"; },
+           "auto: a reply's <think> block is the message's reasoning_content (default); none: left in content")
+        ->check(CLI::IsMember({"auto", "deepseek", "none"}));
     cmd->add_option("--api-key", o->http.api_key,
                     "require this key from clients (Authorization: Bearer KEY)")
         ->envname("LANTERN_API_KEY");

@@ -239,7 +239,7 @@ void HttpServer::routes() {
 
     auto completion = [this](bool chat) {
         return [this, chat](const httplib::Request& http_req, httplib::Response& res) {
-            auto req = std::make_shared<CompletionRequest>(parse_completion_request(http_req.body, chat));
+            auto req = std::make_shared<CompletionRequest>(parse_completion_request(http_req.body, chat, options_.reasoning));
             for (const LogitBias& b : req->sampling.logit_bias) {
                 if (b.token >= model_.n_vocab()) {
                     throw ApiError(400, "'logit_bias' names token " + std::to_string(b.token) + ", outside the vocabulary (" +

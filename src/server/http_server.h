@@ -32,6 +32,9 @@ struct ServerOptions {
     // Non-empty: every route but /health needs "Authorization: Bearer <key>"
     // (or "X-Api-Key: <key>"), else 401.
     std::string api_key;
+    // Chat replies' <think> blocks go to reasoning_content unless a request
+    // says otherwise ("reasoning_format"); false: left in content.
+    bool reasoning = true;
 };
 
 class HttpServer {

@@ -62,7 +62,7 @@ json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const std::string& body_text, bool chat) {
+CompletionRequest parse_completion_request(const std::string& body_text, bool chat, bool reasoning) {
     json body;
     try {
         body = json::parse(body_text);
@@ -73,6 +73,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
 
     CompletionRequest r;
     r.chat = chat;
+    r.reasoning = reasoning;
     if (chat) {
         // The conversation and its tools (lantern/chat.h; a lantern::Error
         // naming the field is a 400 too).

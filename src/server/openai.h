@@ -50,7 +50,8 @@ struct CompletionRequest {
 };
 
 // Parses and validates a request body; throws ApiError(400) naming the field.
-CompletionRequest parse_completion_request(const std::string& body, bool chat);
+// `reasoning`: CompletionRequest::reasoning when the body does not say.
+CompletionRequest parse_completion_request(const std::string& body, bool chat, bool reasoning = true);
 
 nlohmann::json error_body(const ApiError& e);
 

@@ -271,6 +271,18 @@ def test_reasoning_content_and_template_kwargs():
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    # The server's default (--reasoning-format none), which a request overrides.
+    proc, url = start("--chat-template", THINKING_TEMPLATE, "--reasoning-format", "none")
+    try:
+        c = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+        raw = c.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=48)
+        assert raw.choices[0].message.content.strip() == m.reasoning_content
+        split = c.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=48,
+                                          extra_body={"reasoning_format": "auto"})
+        assert split.choices[0].message.reasoning_content == m.reasoning_content
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_legacy_function_call(client):
