@@ -253,17 +253,21 @@ class Model:
         """The assistant's reply to a conversation, through the chat template."""
         return "".join(self.chat_stream(messages, template, **kwargs))
 
-    def chat_message(self, messages, tools=None, tool_choice=None, template=None, **kwargs):
+    def chat_message(self, messages, tools=None, tool_choice=None, template=None, template_kwargs=None, **kwargs):
         """The assistant's reply as OpenAI's message dict, with function calling: messages
         and tools as OpenAI's API takes them (assistant "tool_calls", "tool" answers);
         tool_choice "auto", "none", "required" or {"type": "function", "function": {"name": ...}}.
         A reply that calls tools has "tool_calls" (and content None); a required call is
-        sampled under a constraint that keeps it a valid call of the allowed tools."""
+        sampled under a constraint that keeps it a valid call of the allowed tools. A reasoning
+        model's <think> text is the message's "reasoning_content"; template_kwargs are more
+        template variables (e.g. {"enable_thinking": False})."""
         request = {"messages": messages}
         if tools:
             request["tools"] = tools
         if tool_choice is not None:
             request["tool_choice"] = tool_choice
+        if template_kwargs:
+            request["chat_template_kwargs"] = template_kwargs
         req = json.dumps(request).encode()
         lib = _library()
         rendered = json.loads(_text(lib.lantern_chat_apply_json, self._h, req, 1,
@@ -276,7 +280,8 @@ class Model:
         bos = lib.lantern_token_bos(self._h)
         starts_with_bos = bos >= 0 and prompt.startswith(self.token_to_piece(bos, True))
         reply = "".join(self.stream(prompt, parse_special=True, add_special=bos >= 0 and not starts_with_bos, **kwargs))
-        return json.loads(_text(lib.lantern_chat_parse_reply, req, reply.encode()))
+        request["opens_reasoning"] = rendered["opens_reasoning"]
+        return json.loads(_text(lib.lantern_chat_parse_reply, json.dumps(request).encode(), reply.encode()))
 
 
 class Context:

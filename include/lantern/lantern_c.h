@@ -149,7 +149,10 @@ LANTERN_C_API int lantern_chat_apply_json(const lantern_model *model, const char
  * TEXT or null, "tool_calls": [{"id", "type": "function", "function":
  * {"name", "arguments"}}]} (tool_calls only when it made calls of the
  * request's tools; request_json as above; a request with the older
- * "functions" gets "function_call": {"name", "arguments"} instead). */
+ * "functions" gets "function_call": {"name", "arguments"} instead), and
+ * "reasoning_content" when the reply began with a <think> block: request_json
+ * may carry "opens_reasoning" (as lantern_chat_apply_json wrote it: the
+ * reply starts inside the block) and "reasoning_format": "none" (no split). */
 LANTERN_C_API int lantern_chat_parse_reply(const char *request_json, const char *text, char *buf, int capacity);
 
 /* --- contexts ------------------------------------------------------------- */

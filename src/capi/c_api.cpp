@@ -266,8 +266,15 @@ int lantern_chat_parse_reply(const char* request_json, const char* text, char* b
     return guarded([&] {
         require(request_json != nullptr && text != nullptr, "the request or the text is null");
         const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
-        const lantern::ChatReply reply = lantern::parse_chat_reply(text, req.tools);
-        const nlohmann::json out = lantern::reply_message(reply, req.parallel_tool_calls, req.legacy_functions);
+        // The reply's <think> block (unless "reasoning_format" is "none";
+        // "opens_reasoning": what lantern_chat_apply_json said of the prompt).
+        const nlohmann::json body = nlohmann::json::parse(request_json, nullptr, false);
+        const bool split = body.value("reasoning_format", std::string("auto")) != "none";
+        const bool opened = body.value("opens_reasoning", false);
+        auto [reasoning, answer] = split ? lantern::split_reasoning(text, opened) : std::pair<std::string, std::string>{"", text};
+        const lantern::ChatReply reply = lantern::parse_chat_reply(answer, req.tools);
+        nlohmann::json out = lantern::reply_message(reply, req.parallel_tool_calls, req.legacy_functions);
+        if (!reasoning.empty()) out["reasoning_content"] = reasoning;
         return copy_out(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), buf, capacity);
     });
 }

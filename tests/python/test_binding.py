@@ -74,6 +74,21 @@ def test_tool_calls(model):
         {"role": "assistant", "content": "The capital of France is Paris."}
 
 
+def test_reasoning_and_template_kwargs(model):
+    # A template whose generation prompt opens a <think> block unless
+    # enable_thinking is false: the reply inside the block is the message's
+    # reasoning_content; with the block closed by the template it is content.
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                "<|im_start|>assistant\n{% if enable_thinking is defined and enable_thinking is false %}"
+                "<think>\n\n</think>\n\n{% else %}<think>\n{% endif %}")
+    question = [{"role": "user", "content": QUESTION}]
+    thinking = model.chat_message(question, template=template, max_tokens=32, temperature=0)
+    assert thinking["content"] == "" and "Paris" in thinking["reasoning_content"]
+    plain = model.chat_message(question, template=template, template_kwargs={"enable_thinking": False},
+                               max_tokens=32, temperature=0)
+    assert plain["content"].strip() and "reasoning_content" not in plain
+
+
 def test_tokens_round_trip_and_long_text(model):
     text = "Lantern runs GGUF models. " * 40  # longer than the first text buffer
     ids = model.tokenize(text, add_special=False)
