@@ -4,6 +4,11 @@
 // whose logits prefer what the schema forbids.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <random>
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -422,6 +427,78 @@ TEST(JsonSchema, OtherKeysSizesAndTuples) {
         "properties": {"x": {"allOf": [{"$ref": "#/$defs/P"}], "description": "d"}}})";
     EXPECT_EQ(fed(wrapped, R"({"x": 1})"), std::make_pair(true, true));
     EXPECT_EQ(taken_bytes(wrapped, R"({"x": "a"})"), 6u);
+}
+
+// Random walks through what the checker accepts, byte by byte, as a
+// sampler would walk it: it never leaves the text at a dead end (no byte
+// goes on, yet the value is not complete), and every text it calls
+// complete is JSON that holds to the schema (checked here on its own).
+TEST(JsonSchema, RandomWalksEndInValidDocuments) {
+    using nlohmann::json;
+    struct Case {
+        const char* schema;
+        std::function<bool(const json&)> holds;
+    };
+    // Integers past 64 bits parse as doubles: whole ones count.
+    auto whole = [](const json& v) {
+        return v.is_number_integer() || v.is_number_unsigned() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+    };
+    auto all_ints = [&](const json& o) { return std::all_of(o.begin(), o.end(), whole); };
+    const std::vector<Case> cases = {
+        {R"({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1, "maxProperties": 3})",
+         [&](const json& j) { return j.is_object() && j.size() >= 1 && j.size() <= 3 && all_ints(j); }},
+        {R"({"properties": {"a": {"type": "boolean"}, "ab": {"type": "null"}, "b": {"type": "string", "maxLength": 3}},
+             "required": ["b"], "additionalProperties": {"type": "integer"}, "maxProperties": 2})",
+         [&](const json& j) {
+             if (!j.is_object() || j.size() > 2 || !j.contains("b") || !j["b"].is_string()) return false;
+             for (const auto& [k, v] : j.items()) {
+                 const bool ok = k == "a" ? v.is_boolean() : k == "ab" ? v.is_null() : k == "b" ? v.is_string() : whole(v);
+                 if (!ok) return false;
+             }
+             return true;
+         }},
+        {R"({"type": "array", "prefixItems": [{"type": "integer"}, {"enum": ["x", "y"]}], "items": false, "minItems": 1})",
+         [&](const json& j) {
+             return j.is_array() && !j.empty() && j.size() <= 2 && whole(j[0]) &&
+                    (j.size() == 1 || j[1] == "x" || j[1] == "y");
+         }},
+        {R"({"type": "number", "multipleOf": 0.25, "minimum": -3, "maximum": 3})",
+         [](const json& j) {
+             const double v = j.get<double>();
+             return j.is_number() && v >= -3 && v <= 3 && std::fabs(v * 4 - std::round(v * 4)) < 1e-9;
+         }},
+    };
+    const std::string alphabet = "{}[]\",:0123456789.-eE abtrufnlsxy\\";
+    std::mt19937 rng(11);
+    for (const Case& c : cases) {
+        const auto schema = JsonSchema::parse(c.schema);
+        int completed = 0;
+        for (int walk = 0; walk < 300; ++walk) {
+            SchemaState s(schema);
+            std::string text;
+            while (text.size() < 200) {
+                if (s.complete() && rng() % 4 == 0) break;
+                std::string next;
+                for (char b : alphabet) {
+                    SchemaState probe = s;
+                    if (probe.feed(static_cast<unsigned char>(b))) next += b;
+                }
+                if (next.empty()) {
+                    ASSERT_TRUE(s.complete()) << c.schema << "\ndead end after: " << text;
+                    break;
+                }
+                const char b = next[rng() % next.size()];
+                ASSERT_TRUE(s.feed(static_cast<unsigned char>(b)));
+                text += b;
+            }
+            if (!s.complete()) continue;  // cut by the length cap
+            ++completed;
+            const json j = json::parse(text, nullptr, false);
+            ASSERT_FALSE(j.is_discarded()) << c.schema << "\nnot JSON: " << text;
+            EXPECT_TRUE(c.holds(j)) << c.schema << "\ndoes not hold: " << text;
+        }
+        EXPECT_GT(completed, 100) << c.schema;
+    }
 }
 
 TEST(JsonSchema, RefusesWhatItCannotEnforce) {
