@@ -112,7 +112,9 @@ bool JsonState::step(unsigned char c) {
         case Mode::Int:
         case Mode::Frac:
         case Mode::ExpInt:
-            if (is_digit(c) && mode_ != Mode::Zero) return true;
+            // An exponent of at most two digits: the number stays a finite
+            // double (31E813 is JSON that most parsers overflow on).
+            if (is_digit(c) && mode_ != Mode::Zero) return mode_ != Mode::ExpInt || ++hex_ <= 2;
             if (c == '.' && (mode_ == Mode::Zero || mode_ == Mode::Int)) {
                 mode_ = Mode::Dot;
                 return true;
@@ -135,7 +137,7 @@ bool JsonState::step(unsigned char c) {
             [[fallthrough]];
         case Mode::ExpSign:
             if (!is_digit(c)) return false;
-            mode_ = Mode::ExpInt;
+            mode_ = Mode::ExpInt, hex_ = 1;
             return true;
         default:
             break;

@@ -77,7 +77,7 @@ private:
 
     Mode mode_ = Mode::Start;
     bool key_ = false;         // the string being read is a key
-    uint8_t hex_ = 0;
+    uint8_t hex_ = 0;          // \uXXXX: hex digits read; an exponent: its digits
     unsigned utf8_ = 0;        // String: continuation bytes its UTF-8 sequence still needs
     uint8_t spaces_ = 0;       // whitespace bytes in a row
     const char* literal_ = nullptr;  // the rest of the literal being read

@@ -486,7 +486,7 @@ bool SchemaState::Path::complete() const {
     // text does.
     const Frame& f = frames[0];
     if (f.kind == Kind::Number) {
-        return (f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase == 7) && number_may_end(f);
+        return (f.phase == 1 || f.phase == 2 || f.phase == 4 || f.phase >= 7) && number_may_end(f);
     }
     if (f.kind != Kind::Match) return false;
     const std::vector<std::string>& texts = match_texts(f);
@@ -753,8 +753,24 @@ bool SchemaState::Path::number_checks(const Frame& f) const {
     // After the point the digits to come fill the units below the last
     // one written; before it, k more integer digits and then d after the
     // point (fewer: a part of those).
-    if (f.phase >= 3) return multiple_within(f.set, n.multiple, d - frac, d - frac);
-    return multiple_within(f.set, n.multiple, d, f.phase == 1 ? d : 18 - digits);
+    const int lo = f.phase >= 3 ? d - frac : d, hi = f.phase >= 3 || f.phase == 1 ? lo : 18 - digits;
+    if (!n.bounded) return multiple_within(f.set, n.multiple, lo, hi);
+    // With a range too, a multiple must lie in both: for each k, the values
+    // the digits can still reach, [set 10^k, (set + 1) 10^k), signed and cut
+    // to the range (in units of 10^-d; the range's ends as such integers).
+    const double unit = static_cast<double>(pow10_u64(d)), cap = 1.8e18;
+    const double lo_r = std::clamp(n.min * unit, -cap, cap), hi_r = std::clamp(n.max * unit, -cap, cap);
+    const auto lo_i = static_cast<int64_t>(n.min_open ? std::floor(lo_r) + 1 : std::ceil(lo_r));
+    const auto hi_i = static_cast<int64_t>(n.max_open ? std::ceil(hi_r) - 1 : std::floor(hi_r));
+    const auto m = static_cast<int64_t>(n.multiple);
+    for (int k = lo; k <= hi; ++k) {
+        const auto a = static_cast<int64_t>(f.set * pow10_u64(k)), b = static_cast<int64_t>((f.set + 1) * pow10_u64(k) - 1);
+        const int64_t from = std::max(f.negative ? -b : a, lo_i), to = std::min(f.negative ? -a : b, hi_i);
+        if (from > to) continue;
+        const int64_t first = from >= 0 ? (from + m - 1) / m * m : -(-from / m * m);
+        if (first <= to) return true;
+    }
+    return false;
 }
 
 // The number may end here: in its range, on a multiple.
@@ -866,8 +882,9 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                 return true;
             case Kind::Number: {
                 // 0 after '-', 1 a leading 0, 2 integer digits, 3 after '.',
-                // 4 fraction digits, 5 after 'e', 6 after its sign, 7 exponent
-                // digits. At most kMaxNumber bytes: a model may otherwise
+                // 4 fraction digits, 5 after 'e', 6 after its sign, 7 one
+                // exponent digit, 8 two (no more: the number stays a finite
+                // double; 31E813 is JSON that most parsers overflow on). At most kMaxNumber bytes: a model may otherwise
                 // write digits until it runs out of tokens.
                 // A bounded number (node.bounded) keeps its digits and is
                 // checked after each byte, and has no exponent.
@@ -900,6 +917,11 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         return true;
                     default:
                         if (is_digit(c) && ph != 1) {
+                            if (ph == 8) return false;
+                            if (ph == 7) {
+                                ph = 8;
+                                return true;
+                            }
                             if (ph == 2 || ph == 4) add_digit(*top, c, ph == 4);
                             return !checked || number_checks(*top);
                         }
@@ -907,7 +929,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                             ph = 3;
                             return true;
                         }
-                        if (!top->integer && !checked && (c == 'e' || c == 'E') && ph != 7) {
+                        if (!top->integer && !checked && (c == 'e' || c == 'E') && ph < 7) {
                             ph = 5;
                             return true;
                         }

@@ -48,6 +48,8 @@ TEST(JsonState, RejectsWhatCannotContinueAnObject) {
                             "{\"a\":-}", "{\"a\":1e}", "{\"a\":tru}", "{\"a\":nul", "{\"a\":[1,]}", "{\"a\":1,}",
                             "{a:1}", "{\"a\":\"\\x\"}", "{\"a\":\"\\u12g4\"}", "{\"a\":\"line\nbreak\"}", "{}}",
                             "{} x", "{\"a\":1]", "{\"a\":[1}",
+                            // An exponent of three digits (1e100 still fits a double; 31E813 does not)
+                            "{\"a\":1e100}", "{\"a\":2E-308}",
                             // UTF-8 out of sequence: a stray continuation byte, a sequence
                             // cut by the quote or by an ASCII byte, a byte no sequence starts with
                             "{\"a\":\"\x80\"}", "{\"a\":\"\xC3\"}", "{\"a\":\"\xE2\x82x\"}", "{\"a\":\"\xC0\x80\"}",
