@@ -2,6 +2,8 @@
 // JSON-schema checkers.
 #pragma once
 
+#include <cstdint>
+
 namespace lantern::json_chars {
 
 inline bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -33,6 +35,22 @@ inline bool utf8_byte(unsigned char c, unsigned& due) {
     if (c < 0x80) return true;
     if (c < 0xC2 || c > 0xF4) return false;
     due = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+    return true;
+}
+
+// A \uXXXX escape as a UTF-16 unit, digit by digit: `code` holds the
+// digits so far (i of them), `low_due` that a high surrogate came just
+// before. False for a digit after which the escape can no longer be valid
+// there: a low surrogate (DC00-DFFF) alone, or anything but one after a
+// high surrogate (D800-DBFF). After the fourth digit, low_due says whether
+// this one was a high surrogate, whose low one must follow at once.
+inline bool unicode_digit(unsigned char c, int i, uint32_t& code, bool& low_due) {
+    if (!is_hex(c)) return false;
+    const uint32_t v = is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+    if (i == 0 && low_due && v != 0xD) return false;
+    if (i == 1 && code == 0xD && (low_due ? v < 0xC : v >= 0xC)) return false;
+    code = code << 4 | v;
+    if (i == 3) low_due = !low_due && code >= 0xD800 && code <= 0xDBFF;
     return true;
 }
 

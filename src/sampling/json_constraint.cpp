@@ -79,6 +79,7 @@ bool JsonState::step(unsigned char c) {
         case Mode::String: {
             // UTF-8 sequences whole: a continuation byte goes on one.
             const bool continuation = utf8_ > 0;
+            if (low_due_ && c != '\\') return false;  // a high surrogate's low one
             if (!json_chars::utf8_byte(c, utf8_)) return false;
             if (continuation || c >= 0x80) return true;
             if (c == '"') {
@@ -91,13 +92,14 @@ bool JsonState::step(unsigned char c) {
         }
         case Mode::Escape:
             if (c == 'u') {
-                mode_ = Mode::Unicode, hex_ = 0;
+                mode_ = Mode::Unicode, hex_ = 0, code_ = 0;
                 return true;
             }
+            if (low_due_) return false;
             mode_ = Mode::String;
             return json_chars::unescape(c) >= 0;
         case Mode::Unicode:
-            if (!is_hex(c)) return false;
+            if (!json_chars::unicode_digit(c, hex_, code_, low_due_)) return false;
             if (++hex_ == 4) mode_ = Mode::String;
             return true;
         case Mode::Literal:

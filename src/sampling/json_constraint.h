@@ -78,6 +78,8 @@ private:
     Mode mode_ = Mode::Start;
     bool key_ = false;         // the string being read is a key
     uint8_t hex_ = 0;          // \uXXXX: hex digits read; an exponent: its digits
+    uint32_t code_ = 0;        // \uXXXX: the digits read (json_chars::unicode_digit)
+    bool low_due_ = false;     // a high surrogate's escape came: its low one must follow
     unsigned utf8_ = 0;        // String: continuation bytes its UTF-8 sequence still needs
     uint8_t spaces_ = 0;       // whitespace bytes in a row
     const char* literal_ = nullptr;  // the rest of the literal being read

@@ -837,6 +837,9 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                         return format_byte(*top, n.format, c);
                     }
                     const bool patterned = n.pattern >= 0 && !top->is_key;
+                    // After a high surrogate's \u escape its low one (set's
+                    // bit 32: unpatterned strings only, which take \u).
+                    if (!patterned && (top->set >> 32 & 1) != 0 && c != '\\') return false;
                     // UTF-8 sequences whole (pos: the continuation bytes
                     // still due); a character counts at its first byte.
                     const bool continuation = top->pos > 0;
@@ -868,16 +871,26 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                 }
                 if (top->phase == 1) {
                     const JsonSchema::Node& n = schema->node(top->node);
+                    const bool low_due = (n.pattern < 0 || top->is_key) && (top->set >> 32 & 1) != 0;
                     if (c == 'u') {
                         top->phase = 2, top->pos = 0;
+                        top->set &= uint64_t{1} << 32;  // the escape's digits from 0; low_due kept
                         return n.pattern < 0 || top->is_key;
                     }
+                    if (low_due) return false;
                     top->phase = 0;
                     const int e = json_chars::unescape(c);
                     if (e < 0) return false;
                     return n.pattern < 0 || top->is_key || pattern_char(*top, static_cast<uint32_t>(e));
                 }
-                if (!is_hex(c)) return false;
+                {
+                    // \uXXXX: its digits in set's low bits, a UTF-16 unit
+                    // that fits there (json_chars::unicode_digit).
+                    auto code = static_cast<uint32_t>(top->set & 0xFFFF);
+                    bool low_due = (top->set >> 32 & 1) != 0;
+                    if (!json_chars::unicode_digit(c, top->pos, code, low_due)) return false;
+                    top->set = code | (low_due ? uint64_t{1} << 32 : 0);
+                }
                 if (++top->pos == 4) top->phase = 0, top->pos = 0;
                 return true;
             case Kind::Number: {
@@ -926,8 +939,8 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                             return !checked || number_checks(*top);
                         }
                         if (!top->integer && c == '.' && (ph == 1 || ph == 2)) {
-                            ph = 3;
-                            return true;
+                            ph = 3;  // a fraction must still be able to land in the range
+                            return !checked || number_checks(*top);
                         }
                         if (!top->integer && !checked && (c == 'e' || c == 'E') && ph < 7) {
                             ph = 5;

@@ -28,6 +28,7 @@ Fed feed_all(const std::string& text) {
 TEST(JsonState, AcceptsObjectsAndEveryValueKind) {
     for (const char* doc : {"{}", " { } ", "{\"a\":1}", "{\"a\": -0.5e+10, \"b\": [true, false, null, \"x\"]}",
                             "{\"k\": {\"nested\": [[], {}, [1, 2.25, -3E2]]}}", "{\"s\": \"tab\\t quote\\\" \\u00e9 é\"}",
+                            "{\"pair\": \"\\uD83D\\uDE00 \\ud83d\\ude00\"}",
                             "{\n  \"pretty\": [\n    1,\n    2\n  ]\n}", "{\"zero\": 0, \"neg\": -12, \"frac\": 10.01}"}) {
         const Fed f = feed_all(doc);
         EXPECT_TRUE(f.accepted) << doc;
@@ -50,6 +51,10 @@ TEST(JsonState, RejectsWhatCannotContinueAnObject) {
                             "{} x", "{\"a\":1]", "{\"a\":[1}",
                             // An exponent of three digits (1e100 still fits a double; 31E813 does not)
                             "{\"a\":1e100}", "{\"a\":2E-308}",
+                            // UTF-16 escapes that are no character: a low surrogate alone, a
+                            // high one followed by anything but its low one
+                            "{\"a\":\"\\uDE00\"}", "{\"a\":\"\\uD83Dx\"}", "{\"a\":\"\\uD83D\\u0041\"}",
+                            "{\"a\":\"\\uD83D\\n\"}", "{\"a\":\"\\ud83d\"}",
                             // UTF-8 out of sequence: a stray continuation byte, a sequence
                             // cut by the quote or by an ASCII byte, a byte no sequence starts with
                             "{\"a\":\"\x80\"}", "{\"a\":\"\xC3\"}", "{\"a\":\"\xE2\x82x\"}", "{\"a\":\"\xC0\x80\"}",

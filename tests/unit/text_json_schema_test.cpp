@@ -125,6 +125,10 @@ TEST(JsonSchema, ReferencesAndLimits) {
     EXPECT_EQ(fed(tree, R"({"label": "a", "kids": [{"label": "b", "color": "red"}, {"label": "c", "kids": []}]})"),
               std::make_pair(true, true));
     EXPECT_EQ(fed(tree, R"({"label": "\u00e9t\"", "color": null})"), std::make_pair(true, true));  // escapes: one each
+    // UTF-16 escapes only as characters: a surrogate pair whole, no low surrogate alone.
+    EXPECT_EQ(fed(R"({"type": "string"})", R"("\uD83D\uDE00")"), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(R"({"type": "string"})", R"("\uDE00")"), 4u);
+    EXPECT_EQ(taken_bytes(R"({"type": "string"})", R"("\uD83D")"), 7u);
     EXPECT_FALSE(fed(tree, R"({"label": "abcd")").first);                           // maxLength 3
     EXPECT_FALSE(fed(tree, R"({"label": "a", "kids": [{"label": "b"}, {"label": "c"}, )").first);  // maxItems 2
     EXPECT_FALSE(fed(tree, R"({"label": "a", "color": "green")").first);
@@ -341,6 +345,9 @@ TEST(JsonSchema, Multiples) {
     EXPECT_FALSE(fed(list, "[35").first);   // above the maximum
     // No multiple in range starts 25 (25 itself is none, 250.. are past 30).
     EXPECT_EQ(taken_bytes(list, "[25"), 2u);
+    // No point where no fraction can land in the range: 23.x is not above 100.
+    EXPECT_EQ(taken_bytes(R"({"type": "number", "exclusiveMinimum": 100})", "23."), 2u);
+    EXPECT_EQ(fed(R"({"type": "number", "exclusiveMinimum": 100})", "230.5"), std::make_pair(true, true));
     // A large multiple: digits go on only while a multiple can still be reached.
     const char* big = R"({"type": "integer", "multipleOf": 1000000000})";
     EXPECT_EQ(fed(big, "3000000000"), std::make_pair(true, true));
@@ -485,7 +492,16 @@ TEST(JsonSchema, RandomWalksEndInValidDocuments) {
                              R"({"type": "string", "format": "date"})",
                              R"({"type": "string", "format": "email", "maxLength": 12})",
                              R"({"type": "integer", "minimum": 10, "maximum": 99, "multipleOf": 7})",
-                             R"({"type": "array", "items": {"type": "string", "minLength": 2}, "minItems": 2, "maxItems": 3})"}) {
+                             R"({"type": "array", "items": {"type": "string", "minLength": 2}, "minItems": 2, "maxItems": 3})",
+                             R"({"type": "string", "format": "date-time"})",
+                             R"({"type": "string", "format": "ipv4"})",
+                             R"({"type": "string", "pattern": "a+b*", "maxLength": 4})",
+                             R"({"anyOf": [{"type": "integer", "minimum": 5, "maximum": 9}, {"type": "number", "exclusiveMinimum": 100},
+                                           {"type": "string", "maxLength": 2}, {"enum": [1, "xy", null]}]})",
+                             R"({"type": "number", "minimum": -1.5, "exclusiveMaximum": 0.25, "multipleOf": 0.125})",
+                             R"({"type": "integer", "exclusiveMinimum": -1000000000000, "maximum": -999999999990, "multipleOf": 3})",
+                             R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "boolean"},
+                                 "minProperties": 2, "maxProperties": 2})"}) {
         cases.push_back({more, any});
     }
     // Every printable ASCII byte and the JSON spaces (a dead end is one no
