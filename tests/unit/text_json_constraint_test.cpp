@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <string>
+#include <nlohmann/json.hpp>
+#include <random>
 #include <vector>
 
 #include "sampling/json_constraint.h"
@@ -104,6 +106,36 @@ JsonConstraint toy() {
     std::vector<std::string> pieces = kPieces;
     pieces.back() = "";
     return JsonConstraint(pieces, eog);
+}
+
+// Random walks through what the checker accepts, byte by byte, as a
+// sampler walks it: no dead end (no byte goes on, yet the object is not
+// closed), and every closed text is a JSON object a strict parser takes.
+TEST(JsonState, RandomWalksEndInJsonObjects) {
+    std::string alphabet = "\n\t";
+    for (char b = 0x20; b < 0x7f; ++b) alphabet += b;
+    std::mt19937 rng(3);
+    int closed = 0;
+    for (int walk = 0; walk < 400; ++walk) {
+        JsonState s;
+        std::string text;
+        while (text.size() < 160 && !(s.complete() && rng() % 2 == 0)) {
+            std::string next;
+            for (char b : alphabet) {
+                JsonState probe = s;
+                if (probe.feed(static_cast<unsigned char>(b))) next += b;
+            }
+            ASSERT_FALSE(next.empty()) << "dead end after: " << nlohmann::json(text).dump();
+            const char b = next[rng() % next.size()];
+            ASSERT_TRUE(s.feed(static_cast<unsigned char>(b)));
+            text += b;
+        }
+        if (!s.complete()) continue;
+        ++closed;
+        const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+        ASSERT_TRUE(j.is_object()) << nlohmann::json(text).dump();
+    }
+    EXPECT_GT(closed, 20);
 }
 
 TEST(JsonConstraint, GreedyDrawsStayValidAndEndOnlyWhenComplete) {
