@@ -38,6 +38,16 @@ inline bool utf8_byte(unsigned char c, unsigned& due) {
     return true;
 }
 
+// A number of at most `cap` bytes after its first takes byte c as its
+// used-th: a digit while there is room, a point, 'e' or sign only with room
+// for the digit that must follow it (a number is never left where it can
+// neither go on nor end). Other bytes are no business of this.
+inline bool number_room(unsigned char c, int used, int cap) {
+    if (is_digit(c)) return used <= cap;
+    if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') return used + 1 <= cap;
+    return true;
+}
+
 // A \uXXXX escape as a UTF-16 unit, digit by digit: `code` holds the
 // digits so far (i of them), `low_due` that a high surrogate came just
 // before. False for a digit after which the escape can no longer be valid

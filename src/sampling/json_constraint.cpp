@@ -53,14 +53,14 @@ bool JsonState::start_value(unsigned char c) {
         case '{':
         case '[': return open(static_cast<char>(c));
         case '"': mode_ = Mode::String, key_ = false; return true;
-        case '-': mode_ = Mode::Minus; return true;
-        case '0': mode_ = Mode::Zero; return true;
+        case '-': mode_ = Mode::Minus, num_ = 0; return true;
+        case '0': mode_ = Mode::Zero, num_ = 0; return true;
         case 't': mode_ = Mode::Literal, literal_ = "rue"; return true;
         case 'f': mode_ = Mode::Literal, literal_ = "alse"; return true;
         case 'n': mode_ = Mode::Literal, literal_ = "ull"; return true;
         default:
             if (c < '1' || c > '9') return false;
-            mode_ = Mode::Int;
+            mode_ = Mode::Int, num_ = 0;
             return true;
     }
 }
@@ -107,13 +107,14 @@ bool JsonState::step(unsigned char c) {
             if (*++literal_ == '\0') return end_value();
             return true;
         case Mode::Minus:
-            if (!is_digit(c)) return false;
+            if (!is_digit(c) || !json_chars::number_room(c, ++num_, kMaxNumber)) return false;
             mode_ = c == '0' ? Mode::Zero : Mode::Int;
             return true;
         case Mode::Zero:
         case Mode::Int:
         case Mode::Frac:
         case Mode::ExpInt:
+            if (!json_chars::number_room(c, ++num_, kMaxNumber)) return false;
             // An exponent of at most two digits: the number stays a finite
             // double (31E813 is JSON that most parsers overflow on).
             if (is_digit(c) && mode_ != Mode::Zero) return mode_ != Mode::ExpInt || ++hex_ <= 2;
@@ -128,17 +129,18 @@ bool JsonState::step(unsigned char c) {
             end_value();
             return step(c);
         case Mode::Dot:
-            if (!is_digit(c)) return false;
+            if (!is_digit(c) || !json_chars::number_room(c, ++num_, kMaxNumber)) return false;
             mode_ = Mode::Frac;
             return true;
         case Mode::Exp:
+            if (!json_chars::number_room(c, ++num_, kMaxNumber)) return false;
             if (c == '+' || c == '-') {
                 mode_ = Mode::ExpSign;
                 return true;
             }
             [[fallthrough]];
         case Mode::ExpSign:
-            if (!is_digit(c)) return false;
+            if (!is_digit(c) || (mode_ == Mode::ExpSign && !json_chars::number_room(c, ++num_, kMaxNumber))) return false;
             mode_ = Mode::ExpInt, hex_ = 1;
             return true;
         default:

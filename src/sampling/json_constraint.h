@@ -44,6 +44,7 @@ public:
     bool feed(const std::string& text);  // all or nothing
     // The top-level object is closed.
     bool complete() const { return mode_ == Mode::Done; }
+    static constexpr int kMaxNumber = 24;  // bytes of a number after its first (a model may write digits for ever)
 
 private:
     enum class Mode : uint8_t {
@@ -79,6 +80,7 @@ private:
     bool key_ = false;         // the string being read is a key
     uint8_t hex_ = 0;          // \uXXXX: hex digits read; an exponent: its digits
     uint32_t code_ = 0;        // \uXXXX: the digits read (json_chars::unicode_digit)
+    uint8_t num_ = 0;          // a number's bytes after its first (at most kMaxNumber)
     bool low_due_ = false;     // a high surrogate's escape came: its low one must follow
     unsigned utf8_ = 0;        // String: continuation bytes its UTF-8 sequence still needs
     uint8_t spaces_ = 0;       // whitespace bytes in a row

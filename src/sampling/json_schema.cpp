@@ -902,9 +902,7 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                 // A bounded number (node.bounded) keeps its digits and is
                 // checked after each byte, and has no exponent.
                 uint8_t& ph = top->phase;
-                if (++top->pos > kMaxNumber && (is_digit(c) || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
-                    return false;
-                }
+                if (!json_chars::number_room(c, ++top->pos, kMaxNumber)) return false;
                 const JsonSchema::Node& node = schema->node(top->node);
                 const bool bounded = node.bounded, checked = bounded || node.multiple > 0;
                 switch (ph) {

@@ -111,6 +111,16 @@ JsonConstraint toy() {
 // Random walks through what the checker accepts, byte by byte, as a
 // sampler walks it: no dead end (no byte goes on, yet the object is not
 // closed), and every closed text is a JSON object a strict parser takes.
+// Numbers end by 25 bytes (a model may write digits for ever), and a point
+// or exponent mark only where the digit it needs still fits.
+TEST(JsonState, NumbersAreCapped) {
+    EXPECT_TRUE(feed_all("{\"a\":" + std::string(25, '7') + "}").complete);
+    EXPECT_FALSE(feed_all("{\"a\":" + std::string(26, '7') + "}").accepted);
+    EXPECT_FALSE(feed_all("{\"a\":" + std::string(24, '7') + ".5}").accepted);
+    EXPECT_TRUE(feed_all("{\"a\":-" + std::string(22, '7') + "e5}").complete);
+    EXPECT_FALSE(feed_all("{\"a\":-" + std::string(23, '7') + "e5}").accepted);
+}
+
 TEST(JsonState, RandomWalksEndInJsonObjects) {
     std::string alphabet = "\n\t";
     for (char b = 0x20; b < 0x7f; ++b) alphabet += b;

@@ -107,6 +107,9 @@ TEST(JsonSchema, EnumsAnyOfAndScalars) {
     // nothing follows the value, not even spaces.
     EXPECT_TRUE(fed(R"({"type": "number"})", std::string(25, '1')).first);
     EXPECT_FALSE(fed(R"({"type": "number"})", std::string(26, '1')).first);
+    // A point only with room for the digit that must follow it.
+    EXPECT_EQ(taken_bytes(R"({"type": "number"})", std::string(24, '1') + ".5"), 24u);
+    EXPECT_EQ(fed(R"({"type": "number"})", std::string(23, '1') + ".5"), std::make_pair(true, true));
     EXPECT_FALSE(fed(kPerson, R"({"name": "Ada", "age": 1} )").first);
     EXPECT_EQ(fed("true", R"({"any": [1, {"thing": null}]})"), std::make_pair(true, true));  // true: anything
 }
