@@ -2,23 +2,16 @@
 
 #include <algorithm>
 
+#include "sampling/json_chars.h"
+
 namespace lantern {
 namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-std::string_view ltrim(std::string_view s) {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    return s;
-}
-
-std::string_view rtrim(std::string_view s) {
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-    return s;
-}
+using json_chars::ltrim;
+using json_chars::rtrim;
 
 // The length of the longest suffix of s that is a proper prefix of tag.
 size_t partial_tag(std::string_view s, std::string_view tag) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "lantern/error.h"
+#include "sampling/json_chars.h"
 #include "sampling/json_schema.h"
 
 namespace lantern {
@@ -37,13 +38,7 @@ bool has_word(std::string_view s, std::string_view word) {
     return false;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-    return s;
-}
+using json_chars::trim;
 
 // OpenAI's function names: letters, digits, '_', '-' (and '.', which some
 // clients use), at most 64.

@@ -214,10 +214,7 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
     }
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
-    auto render = [&] {
-        if (o.template_kwargs.empty()) return model.apply_chat_template(messages, true, o.chat_template);
-        return model.apply_chat_template(messages, ChatTools{}, true, o.chat_template, o.template_kwargs).text;
-    };
+    auto render = [&] { return model.apply_chat_template(messages, ChatTools{}, true, o.chat_template, o.template_kwargs).text; };
     const bool interactive = isatty(STDIN_FILENO) != 0;
     std::string cached;  // the text whose tokens the cache holds
     std::string first = o.prompt;

@@ -3,10 +3,22 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace lantern::json_chars {
 
 inline bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// Text without the JSON whitespace at its start, its end, or both.
+inline std::string_view ltrim(std::string_view s) {
+    while (!s.empty() && is_space(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+    return s;
+}
+inline std::string_view rtrim(std::string_view s) {
+    while (!s.empty() && is_space(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+    return s;
+}
+inline std::string_view trim(std::string_view s) { return rtrim(ltrim(s)); }
 inline bool is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
 inline bool is_hex(unsigned char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 

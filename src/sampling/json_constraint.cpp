@@ -74,7 +74,8 @@ bool JsonState::space(unsigned char c) {
 bool JsonState::step(unsigned char c) {
     // Inside a token: strings, escapes, numbers, literals. A number ends at
     // the first byte that cannot continue it, which then counts as what
-    // comes after the value.
+    // comes after the value; before that, it has kMaxNumber bytes of room.
+    if (mode_ >= Mode::Minus && mode_ <= Mode::ExpInt && !json_chars::number_room(c, ++num_, kMaxNumber)) return false;
     switch (mode_) {
         case Mode::String: {
             // UTF-8 sequences whole: a continuation byte goes on one.
@@ -107,14 +108,13 @@ bool JsonState::step(unsigned char c) {
             if (*++literal_ == '\0') return end_value();
             return true;
         case Mode::Minus:
-            if (!is_digit(c) || !json_chars::number_room(c, ++num_, kMaxNumber)) return false;
+            if (!is_digit(c)) return false;
             mode_ = c == '0' ? Mode::Zero : Mode::Int;
             return true;
         case Mode::Zero:
         case Mode::Int:
         case Mode::Frac:
         case Mode::ExpInt:
-            if (!json_chars::number_room(c, ++num_, kMaxNumber)) return false;
             // An exponent of at most two digits: the number stays a finite
             // double (31E813 is JSON that most parsers overflow on).
             if (is_digit(c) && mode_ != Mode::Zero) return mode_ != Mode::ExpInt || ++hex_ <= 2;
@@ -129,18 +129,17 @@ bool JsonState::step(unsigned char c) {
             end_value();
             return step(c);
         case Mode::Dot:
-            if (!is_digit(c) || !json_chars::number_room(c, ++num_, kMaxNumber)) return false;
+            if (!is_digit(c)) return false;
             mode_ = Mode::Frac;
             return true;
         case Mode::Exp:
-            if (!json_chars::number_room(c, ++num_, kMaxNumber)) return false;
             if (c == '+' || c == '-') {
                 mode_ = Mode::ExpSign;
                 return true;
             }
             [[fallthrough]];
         case Mode::ExpSign:
-            if (!is_digit(c) || (mode_ == Mode::ExpSign && !json_chars::number_room(c, ++num_, kMaxNumber))) return false;
+            if (!is_digit(c)) return false;
             mode_ = Mode::ExpInt, hex_ = 1;
             return true;
         default:

@@ -58,7 +58,7 @@ private:
         String,       // inside a string (key_ tells which kind)
         Escape,       // after a backslash
         Unicode,      // in \uXXXX (hex_ digits read)
-        Minus,        // after '-'
+        Minus,        // after '-' (Minus .. ExpInt: in a number, in this order)
         Zero,         // after a leading 0
         Int,          // in the integer digits
         Dot,          // after '.'

@@ -579,19 +579,6 @@ double pow10(int e) {
     return e <= 22 ? kExact[e] : std::pow(10.0, e);
 }
 
-// Some multiple of m lies in [v 10^k, (v + 1) 10^k) for a k in [lo, hi]:
-// v 10^k is one, or 10^k >= m, or the next one above is less than 10^k
-// further (v 10^k < 10^19: at most 18 digits).
-bool multiple_within(uint64_t v, uint64_t m, int lo, int hi) {
-    uint64_t r = v % m, scale = 1;
-    for (int k = 0; k <= hi; ++k) {
-        if (k >= lo && (scale >= m || (m - r) % m < scale)) return true;
-        r = r * 10 % m;
-        scale *= 10;
-    }
-    return false;
-}
-
 // A number's digit into its frame: up to 19 significant digits are held
 // (set, count of them after the point); integer digits past them scale it
 // (key), fraction digits past them are dropped (worth under 10^-count).
@@ -740,7 +727,7 @@ bool SchemaState::Path::pattern_char(Frame& f, uint32_t c) const {
 // all held (set: the digits' value, at most 18 digits, count of them after
 // the point), in units of 10^-d (multipleOf = m / 10^d: the number is a
 // multiple iff its value in those units is a multiple of m), and the
-// digits still to come can reach a multiple (multiple_within).
+// digits still to come can reach a multiple within the range.
 bool SchemaState::Path::number_checks(const Frame& f) const {
     const JsonSchema::Node& n = schema->node(f.node);
     if (n.bounded && !number_may_go_on(f)) return false;
@@ -754,10 +741,10 @@ bool SchemaState::Path::number_checks(const Frame& f) const {
     // one written; before it, k more integer digits and then d after the
     // point (fewer: a part of those).
     const int lo = f.phase >= 3 ? d - frac : d, hi = f.phase >= 3 || f.phase == 1 ? lo : 18 - digits;
-    if (!n.bounded) return multiple_within(f.set, n.multiple, lo, hi);
-    // With a range too, a multiple must lie in both: for each k, the values
-    // the digits can still reach, [set 10^k, (set + 1) 10^k), signed and cut
-    // to the range (in units of 10^-d; the range's ends as such integers).
+    // For each k, the values the digits can still reach, [set 10^k, (set +
+    // 1) 10^k), signed and cut to the range (in units of 10^-d; the range's
+    // ends as such integers, an open range as far as 18 digits go): a
+    // multiple must lie in one of them.
     const double unit = static_cast<double>(pow10_u64(d)), cap = 1.8e18;
     const double lo_r = std::clamp(n.min * unit, -cap, cap), hi_r = std::clamp(n.max * unit, -cap, cap);
     const auto lo_i = static_cast<int64_t>(n.min_open ? std::floor(lo_r) + 1 : std::ceil(lo_r));

@@ -402,7 +402,8 @@ void HttpServer::routes() {
                         std::string finish = r.finish_reason;
                         if (req->calls_tools()) {
                             const auto i = static_cast<size_t>(index);
-                            const ChatReply reply = parse_chat_reply(reply_parts(*req, r.text).second, req->conversation.tools);
+                            // The answer as the stream split it (chat_text's `all`, whole now).
+                            const ChatReply reply = parse_chat_reply(choices->text[i], req->conversation.tools);
                             const std::string& sent = choices->sent[i];
                             if (reply.content.size() > sent.size() && reply.content.compare(0, sent.size(), sent) == 0) {
                                 tail += sse(completion_chunk(*req, index, reply.content.substr(sent.size()), "", id,
