@@ -46,7 +46,7 @@ class _SamplerParams(ctypes.Structure):
                 ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
                 ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int),
                 ("json_object", ctypes.c_int), ("json_prefixes", ctypes.POINTER(ctypes.c_char_p)),
-                ("n_json_prefixes", ctypes.c_int), ("json_schema", ctypes.c_char_p)]
+                ("n_json_prefixes", ctypes.c_int), ("json_schema", ctypes.c_char_p), ("grammar", ctypes.c_char_p)]
 
 
 # name: (result, arguments); the C header is the reference.
@@ -88,6 +88,7 @@ _SIGNATURES = {
     "lantern_sampler_free": (None, [_p]),
     "lantern_sampler_sample": (ctypes.c_int32, [_p, _fp]),
     "lantern_sampler_accept": (ctypes.c_int, [_p, ctypes.c_int32]),
+    "lantern_sampler_restart_output": (None, [_p]),
 }
 
 _lib = None
@@ -349,11 +350,12 @@ class Sampler:
     top-p, min-p, temperature (0: greedy); seed None draws one. json_object: the output is
     one JSON object (needs `model`, whose vocabulary it checks tokens against), beginning with
     one of json_prefixes when given (a required tool call's); json_schema (a dict or its JSON
-    text): the output follows that schema (OpenAI's structured-output subset)."""
+    text): the output follows that schema (OpenAI's structured-output subset); grammar (GBNF
+    text, llama.cpp's format): the output matches its root rule."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
                  repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None,
-                 json_object=False, json_prefixes=None, json_schema=None, model=None):
+                 json_object=False, json_prefixes=None, json_schema=None, grammar=None, model=None):
         lib = _library()
         p = lib.lantern_sampler_default_params()
         p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
@@ -371,6 +373,9 @@ class Sampler:
         if json_schema is not None:
             self._schema = (json_schema if isinstance(json_schema, str) else json.dumps(json_schema)).encode()
             p.json_schema = self._schema
+        if grammar is not None:
+            self._grammar = grammar.encode()
+            p.grammar = self._grammar
         self._model = model  # the model must outlive the sampler
         if model is not None:
             self._h = lib.lantern_sampler_new_for_model(ctypes.byref(p), model._h)
@@ -395,3 +400,8 @@ class Sampler:
 
     def accept(self, token):
         _check(_library().lantern_sampler_accept(self._h, token))
+
+    def restart_output(self):
+        """The next token begins a new output (a chat's next reply): a JSON or grammar
+        constraint starts over; penalties and the random sequence go on."""
+        _library().lantern_sampler_restart_output(self._h)

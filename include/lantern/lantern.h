@@ -203,10 +203,16 @@ private:
 // SamplerParams::json_schema cannot enforce (or that it is not a schema).
 void check_json_schema(std::string_view schema);
 
+// Throws Error(InvalidArgument) naming what is wrong with a GBNF grammar
+// (SamplerParams::grammar): the line and column of a syntax error, a rule
+// used but not defined, no root rule, left recursion.
+void check_grammar(std::string_view grammar);
+
 class Sampler {
 public:
     Sampler(const SamplerParams& params, int n_vocab);
-    // With the model's vocabulary, which SamplerParams::json_object needs.
+    // With the model's vocabulary, which SamplerParams::json_object,
+    // json_schema and grammar need.
     Sampler(const SamplerParams& params, const Model& model);
     ~Sampler();
     Sampler(Sampler&&) noexcept;
@@ -215,7 +221,13 @@ public:
     // Picks a token from n_vocab logits and records it for the penalties.
     int32_t sample(const float* logits);
     void accept(int32_t token);
+    // Forgets the penalty history and restarts the random sequence from the
+    // seed; a JSON or grammar constraint starts over.
     void reset();
+    // The next token begins a new output (a chat's next reply): a JSON or
+    // grammar constraint starts over; the penalty history and the random
+    // sequence go on.
+    void restart_output();
 
     struct Impl;
 

@@ -206,11 +206,13 @@ typedef struct {
     const char *const *json_prefixes; /* with json_object: the object begins with one of these n_json_prefixes texts */
     int n_json_prefixes;
     const char *json_schema; /* NULL or "": none; else the JSON schema the output follows (implies JSON output) */
+    const char *grammar;     /* NULL or "": none; else a GBNF grammar whose root rule the output matches (not with JSON) */
 } lantern_sampler_params;
 
 LANTERN_C_API lantern_sampler_params lantern_sampler_default_params(void);
 LANTERN_C_API lantern_sampler *lantern_sampler_new(const lantern_sampler_params *params, int n_vocab);
-/* With the model's vocabulary, which json_object needs; the model must
+/* With the model's vocabulary, which json_object, json_schema and grammar
+ * need; the model must
  * outlive the sampler. */
 LANTERN_C_API lantern_sampler *lantern_sampler_new_for_model(const lantern_sampler_params *params,
                                                              const lantern_model *model);
@@ -221,6 +223,9 @@ LANTERN_C_API int32_t lantern_sampler_sample(lantern_sampler *sampler, const flo
 /* Records a token chosen elsewhere (a prompt's) for the penalties. */
 LANTERN_C_API int lantern_sampler_accept(lantern_sampler *sampler, int32_t token);
 LANTERN_C_API void lantern_sampler_reset(lantern_sampler *sampler);
+/* The next token begins a new output (a chat's next reply): a JSON or
+ * grammar constraint starts over; penalties and the random sequence go on. */
+LANTERN_C_API void lantern_sampler_restart_output(lantern_sampler *sampler);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,11 @@ struct SamplerParams {
     // (check_json_schema, lantern.h). Implies JSON output; needs
     // Sampler(params, model).
     std::string json_schema;
+    // A GBNF grammar (llama.cpp's format: rules `name ::= ...`, literals,
+    // character classes, groups, * + ? {m,n}) whose `root` rule the output
+    // matches, token by token; generation ends only once the text matches
+    // whole. Not with json_object or json_schema; needs Sampler(params, model).
+    std::string grammar;
 };
 
 }  // namespace lantern

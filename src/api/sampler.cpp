@@ -1,8 +1,10 @@
 // The public Sampler: the engine's TokenSampler behind a stable interface,
-// with the JSON constraint (sampling/json_constraint.h) when asked for.
+// with the JSON or grammar constraint (sampling/json_constraint.h,
+// sampling/grammar_constraint.h) when asked for.
 #include <optional>
 
 #include "lantern/lantern.h"
+#include "sampling/grammar_constraint.h"
 #include "sampling/json_constraint.h"
 #include "sampling/sampler.h"
 
@@ -11,27 +13,36 @@ namespace lantern {
 struct Sampler::Impl {
     TokenSampler sampler;
     std::optional<JsonConstraint> json;
+    std::optional<GrammarConstraint> grammar;
 };
 
 namespace {
 
-JsonConstraint json_constraint(const Model& model, const SamplerParams& params) {
-    const int n = model.n_vocab();
-    std::vector<std::string> pieces(static_cast<size_t>(n));
-    std::vector<bool> eog(static_cast<size_t>(n));
-    for (int t = 0; t < n; ++t) {
-        pieces[static_cast<size_t>(t)] = model.token_to_piece(t);
-        eog[static_cast<size_t>(t)] = model.is_end_of_generation(t);
+struct Vocabulary {
+    std::vector<std::string> pieces;
+    std::vector<bool> eog;
+};
+
+Vocabulary vocabulary(const Model& model) {
+    const auto n = static_cast<size_t>(model.n_vocab());
+    Vocabulary v{std::vector<std::string>(n), std::vector<bool>(n)};
+    for (size_t t = 0; t < n; ++t) {
+        v.pieces[t] = model.token_to_piece(static_cast<int32_t>(t));
+        v.eog[t] = model.is_end_of_generation(static_cast<int32_t>(t));
     }
-    return JsonConstraint(std::move(pieces), std::move(eog), params.json_prefixes,
-                          params.json_schema.empty() ? nullptr : JsonSchema::parse(params.json_schema));
+    return v;
 }
 
 bool json_output(const SamplerParams& params) { return params.json_object || !params.json_schema.empty(); }
 
-void check_json_prefixes(const SamplerParams& params) {
+bool constrained(const SamplerParams& params) { return json_output(params) || !params.grammar.empty(); }
+
+void check_constraints(const SamplerParams& params) {
     if (!params.json_prefixes.empty() && !json_output(params)) {
         throw Error(ErrorCode::InvalidArgument, "sampler: json_prefixes needs json_object or json_schema");
+    }
+    if (!params.grammar.empty() && json_output(params)) {
+        throw Error(ErrorCode::InvalidArgument, "sampler: a grammar cannot be combined with json_object or json_schema");
     }
 }
 
@@ -39,19 +50,29 @@ void check_json_prefixes(const SamplerParams& params) {
 
 void check_json_schema(std::string_view schema) { JsonSchema::parse(schema); }
 
+void check_grammar(std::string_view grammar) { Grammar::parse(grammar); }
+
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
-    : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, n_vocab), std::nullopt})) {
-    check_json_prefixes(params);
-    if (json_output(params)) {
+    : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, n_vocab), std::nullopt, std::nullopt})) {
+    check_constraints(params);
+    if (constrained(params)) {
         throw Error(ErrorCode::InvalidArgument,
-                    "sampler: json_object and json_schema need the model's vocabulary (Sampler(params, model))");
+                    "sampler: json_object, json_schema and grammar need the model's vocabulary (Sampler(params, model))");
     }
 }
 
 Sampler::Sampler(const SamplerParams& params, const Model& model)
-    : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, model.n_vocab()), std::nullopt})) {
-    check_json_prefixes(params);
-    if (json_output(params)) impl_->json.emplace(json_constraint(model, params));
+    : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, model.n_vocab()), std::nullopt, std::nullopt})) {
+    check_constraints(params);
+    if (!constrained(params)) return;
+    auto grammar = params.grammar.empty() ? nullptr : Grammar::parse(params.grammar);
+    Vocabulary v = vocabulary(model);
+    if (grammar) {
+        impl_->grammar.emplace(std::move(v.pieces), std::move(v.eog), std::move(grammar));
+    } else {
+        impl_->json.emplace(std::move(v.pieces), std::move(v.eog), params.json_prefixes,
+                            params.json_schema.empty() ? nullptr : JsonSchema::parse(params.json_schema));
+    }
 }
 
 Sampler::~Sampler() = default;
@@ -59,7 +80,9 @@ Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 int32_t Sampler::sample(const float* logits) {
-    const int32_t token = impl_->json ? impl_->json->sample(impl_->sampler, logits) : impl_->sampler.sample(logits);
+    const int32_t token = impl_->json      ? impl_->json->sample(impl_->sampler, logits)
+                          : impl_->grammar ? impl_->grammar->sample(impl_->sampler, logits)
+                                           : impl_->sampler.sample(logits);
     impl_->sampler.accept(token);
     return token;
 }
@@ -68,7 +91,12 @@ void Sampler::accept(int32_t token) { impl_->sampler.accept(token); }
 
 void Sampler::reset() {
     impl_->sampler.reset();
+    restart_output();
+}
+
+void Sampler::restart_output() {
     if (impl_->json) impl_->json->reset();
+    if (impl_->grammar) impl_->grammar->reset();
 }
 
 }  // namespace lantern

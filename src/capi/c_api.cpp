@@ -376,7 +376,7 @@ lantern_sampler_params lantern_sampler_default_params(void) {
     const lantern::SamplerParams d;
     return {d.temperature,       d.top_k,          d.top_p, d.min_p,   d.repeat_penalty, d.repeat_last_n,
             d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0, d.json_object ? 1 : 0,
-            nullptr,           0,                  nullptr};
+            nullptr,           0,                  nullptr, nullptr};
 }
 
 namespace {
@@ -404,6 +404,7 @@ lantern::SamplerParams sampler_params(const lantern_sampler_params* params) {
         sp.json_prefixes.emplace_back(p.json_prefixes[i]);
     }
     if (p.json_schema != nullptr) sp.json_schema = p.json_schema;
+    if (p.grammar != nullptr) sp.grammar = p.grammar;
     return sp;
 }
 
@@ -447,6 +448,10 @@ int lantern_sampler_accept(lantern_sampler* sampler, int32_t token) {
 
 void lantern_sampler_reset(lantern_sampler* sampler) {
     if (sampler != nullptr && sampler->sampler != nullptr) sampler->sampler->reset();
+}
+
+void lantern_sampler_restart_output(lantern_sampler* sampler) {
+    if (sampler != nullptr && sampler->sampler != nullptr) sampler->sampler->restart_output();
 }
 
 }  // extern "C"

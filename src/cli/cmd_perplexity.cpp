@@ -41,7 +41,6 @@
 #include <cstring>
 #include <fstream>
 #include <numeric>
-#include <sstream>
 
 #include "cli/common.h"
 
@@ -199,12 +198,9 @@ void run_perplexity(PerplexityOptions& o) {
         n_chunks = static_cast<int>(base.n_chunks);
         if (o.n_chunks > 0) n_chunks = std::min(n_chunks, o.n_chunks);
     } else {
-        std::ifstream in(o.file, std::ios::binary);
-        if (!in) throw Error(ErrorCode::Io, "cannot read " + o.file);
-        std::stringstream ss;
-        ss << in.rdbuf();
+        const std::string text = read_text_file(o.file);
         const auto t0 = std::chrono::steady_clock::now();
-        tokens = model->tokenize(ss.str(), true, false);
+        tokens = model->tokenize(text, true, false);
         const std::vector<int32_t> probe = model->tokenize("x", true, false);
         add_bos = model->bos_token() >= 0 && !probe.empty() && probe[0] == model->bos_token() &&
                   probe.size() > model->tokenize("x", false, false).size();

@@ -5,9 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +20,7 @@ struct RunOptions {
     std::string prompt;
     std::string prompt_file;
     std::string json_schema;  // --json-schema: a file, or the schema itself
+    std::string grammar_file;  // --grammar-file
     int n_predict = 256;
     int n_ctx = 4096;
     int n_batch = 512;
@@ -162,6 +161,7 @@ void check_speculative(const RunOptions& o) {
     }
     if (!o.sampling.logit_bias.empty()) bad = "--logit-bias";
     if (o.sampling.json_object || !o.sampling.json_schema.empty()) bad = "--json / --json-schema";
+    if (!o.sampling.grammar.empty() || !o.grammar_file.empty()) bad = "--grammar";
     if (!o.reverse_prompts.empty()) bad = "--reverse-prompt";
     if (o.n_draft < 1 || o.n_draft > 64) bad = "--draft outside 1..64";
     if (!bad.empty()) {
@@ -277,6 +277,7 @@ void run_chat(const RunOptions& o, const Model& model, Context& ctx, Sampler& sa
         }
         for (int32_t t : tokens) sampler.accept(t);
         feed(ctx, tokens);
+        sampler.restart_output();  // --json or --grammar hold each reply, not the chat
         bool stopped = false;
         std::string reply = generate(model, ctx, sampler, o.n_predict, false, o.reverse_prompts, true, &stopped);
         std::printf("\n");
@@ -324,6 +325,9 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("--json-schema", o->json_schema,
                     "the output follows this JSON schema (a file, or the schema's text): OpenAI's structured-output "
                     "subset; a keyword it cannot enforce is an error");
+    cmd->add_option("--grammar", o->sampling.grammar,
+                    "a GBNF grammar (llama.cpp's format) whose root rule the output matches, token by token");
+    cmd->add_option("--grammar-file", o->grammar_file, "read the GBNF grammar from a file");
     cmd->add_option("-l,--logit-bias", o->logit_bias,
                     "add BIAS to TOKEN's logit before sampling: TOKEN+BIAS or TOKEN-BIAS, -inf bans it (repeatable)");
     cmd->add_option("-s,--seed", o->seed, "random seed (-1: random)")->capture_default_str();
@@ -343,25 +347,25 @@ void add_run_command(CLI::App& app) {
                     "speculative decoding of a completion)");
     cmd->add_option("--draft", o->n_draft, "tokens the draft guesses ahead")->capture_default_str();
     cmd->callback([o] {
-        if (!o->prompt_file.empty()) {
-            std::ifstream in(o->prompt_file, std::ios::binary);
-            if (!in) throw Error(ErrorCode::Io, "cannot read " + o->prompt_file);
-            std::stringstream ss;
-            ss << in.rdbuf();
-            o->prompt = ss.str();
-        }
+        if (!o->prompt_file.empty()) o->prompt = read_text_file(o->prompt_file);
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
         if (!o->template_kwargs.empty() && !nlohmann::json::parse(o->template_kwargs, nullptr, false).is_object()) {
             throw Error(ErrorCode::InvalidArgument, "--chat-template-kwargs must be a JSON object, such as '{\"enable_thinking\": false}'");
         }
         if (!o->json_schema.empty()) {
             const bool inline_schema = o->json_schema.find('{') != std::string::npos;
-            std::ifstream in(o->json_schema, std::ios::binary);
-            if (!inline_schema && !in) throw Error(ErrorCode::Io, "cannot read " + o->json_schema);
-            std::stringstream ss;
-            if (!inline_schema) ss << in.rdbuf();
-            o->sampling.json_schema = inline_schema ? o->json_schema : ss.str();
+            o->sampling.json_schema = inline_schema ? o->json_schema : read_text_file(o->json_schema);
             check_json_schema(o->sampling.json_schema);
+        }
+        if (!o->grammar_file.empty()) {
+            if (!o->sampling.grammar.empty()) throw Error(ErrorCode::InvalidArgument, "give --grammar or --grammar-file, not both");
+            o->sampling.grammar = read_text_file(o->grammar_file);
+        }
+        if (!o->sampling.grammar.empty()) {
+            if (o->sampling.json_object || !o->sampling.json_schema.empty()) {
+                throw Error(ErrorCode::InvalidArgument, "a grammar cannot be combined with --json or --json-schema");
+            }
+            check_grammar(o->sampling.grammar);
         }
         if (!o->draft_model.empty()) check_speculative(*o);
         std::unique_ptr<Model> model = o->model.load();

@@ -1,7 +1,5 @@
 // lantern tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--no-parse-special]
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/common.h"
 
@@ -27,13 +25,7 @@ void add_tokenize_command(CLI::App& app) {
     cmd->add_flag("--no-parse-special", opt->no_parse_special, "treat special-token text as plain text");
     cmd->callback([opt] {
         std::string text = opt->prompt;
-        if (!opt->file.empty()) {
-            std::ifstream in(opt->file, std::ios::binary);
-            if (!in) throw Error(ErrorCode::Io, "cannot read " + opt->file);
-            std::stringstream ss;
-            ss << in.rdbuf();
-            text = ss.str();
-        }
+        if (!opt->file.empty()) text = read_text_file(opt->file);
         ModelParams params;
         params.vocab_only = true;
         std::unique_ptr<Model> model =

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace lantern::cli {
@@ -20,6 +22,14 @@ fs::path executable_dir() {
     return ec ? fs::path(".") : exe.parent_path();
 }
 }  // namespace
+
+std::string read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(ErrorCode::Io, "cannot read " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
 
 std::string default_model_path() {
     if (const char* env = std::getenv("LANTERN_MODEL"); env != nullptr && *env != '\0') return env;

@@ -28,6 +28,9 @@ struct ModelOptions {
 // beside the build directory or the current directory.
 std::string default_model_path();
 
+// A file's whole content; Error(Io) naming it when it cannot be read.
+std::string read_text_file(const std::string& path);
+
 // Hardware threads, at least 1.
 int hardware_threads();
 

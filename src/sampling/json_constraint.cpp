@@ -1,10 +1,10 @@
 #include "sampling/json_constraint.h"
 
 #include <algorithm>
-#include <cmath>
 #include <utility>
 
 #include "lantern/error.h"
+#include "sampling/constrained_draw.h"
 #include "sampling/json_chars.h"
 
 namespace lantern {
@@ -229,44 +229,8 @@ void JsonConstraint::advance(int32_t token) {
 }
 
 int32_t JsonConstraint::sample(TokenSampler& sampler, const float* logits) {
-    const auto n = static_cast<size_t>(sampler.n_vocab());
-    if (n != pieces_.size()) throw Error(ErrorCode::InvalidArgument, "JSON constraint: the sampler's vocabulary differs");
-    const float* cur = logits;
-    for (int tries = 0; tries < kMaxRejections; ++tries) {
-        const int32_t t = sampler.sample(cur);
-        if (allows(t)) {
-            advance(t);
-            return t;
-        }
-        if (cur == logits) {
-            masked_.assign(logits, logits + n);
-            cur = masked_.data();
-        }
-        masked_[static_cast<size_t>(t)] = -INFINITY;
-    }
-    // Many disallowed picks: mask them all at once.
-    int32_t first = -1;
-    for (size_t t = 0; t < n; ++t) {
-        if (masked_[t] == -INFINITY) continue;
-        if (allows(static_cast<int32_t>(t))) {
-            if (first < 0) first = static_cast<int32_t>(t);
-        } else {
-            masked_[t] = -INFINITY;
-        }
-    }
-    int32_t t = first >= 0 ? sampler.sample(masked_.data()) : -1;
-    // Nothing allowed had a finite logit (or nothing is allowed at all):
-    // any allowed token, else an end-of-generation one.
-    if (t < 0 || !allows(t)) {
-        t = -1;
-        for (size_t i = 0; i < n && t < 0; ++i) {
-            if (allows(static_cast<int32_t>(i))) t = static_cast<int32_t>(i);
-        }
-        for (size_t i = 0; i < n && t < 0; ++i) {
-            if (eog_[i]) t = static_cast<int32_t>(i);
-        }
-        if (t < 0) throw Error(ErrorCode::InvalidArgument, "JSON constraint: no token can continue the output");
-    }
+    const int32_t t = draw_allowed(
+        sampler, logits, [this](int32_t token) { return allows(token); }, eog_, masked_, "JSON constraint");
     advance(t);
     return t;
 }

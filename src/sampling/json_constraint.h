@@ -14,11 +14,7 @@
 // object must also begin with one of them (a forced tool call's
 // `{"name": "f", "arguments": {`): each must be a JSON prefix itself. Given
 // a schema (json_schema.h), the text is a value the schema allows instead. Sampling draws with
-// the caller's TokenSampler and rejects disallowed picks, masking each one
-// and drawing again (greedy needs one check per pick, not one per token of
-// the vocabulary); after kMaxRejections it masks every disallowed token at
-// once. Either way the result is a draw from the distribution restricted
-// to the allowed tokens.
+// the caller's TokenSampler among the allowed tokens (constrained_draw.h).
 #pragma once
 
 #include <cstdint>
@@ -90,8 +86,6 @@ private:
 
 class JsonConstraint {
 public:
-    static constexpr int kMaxRejections = 16;
-
     // pieces[t]: token t's text; eog[t]: t ends generation. Throws
     // Error(InvalidArgument) for a prefix that is not the start of a JSON object.
     JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes = {},

@@ -252,6 +252,7 @@ void HttpServer::routes() {
                 SamplerParams check = req->sampling;
                 check.json_object = false;
                 check.json_schema.clear();
+                check.grammar.clear();
                 Sampler(check, model_.n_vocab());
             }
             std::string text = req->prompt;
@@ -263,6 +264,9 @@ void HttpServer::routes() {
                 text = std::move(prompt.text);
                 req->reasoning_opened = prompt_opens_reasoning(text);
                 if (!prompt.call_prefixes.empty()) {
+                    if (!req->sampling.grammar.empty()) {
+                        throw ApiError(400, "'grammar' cannot be combined with a required tool call");
+                    }
                     req->sampling.json_object = true;
                     req->sampling.json_prefixes = std::move(prompt.call_prefixes);
                     req->sampling.json_schema = std::move(prompt.call_schema);

@@ -189,6 +189,19 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
             throw ApiError(400, "'response_format' type must be \"text\", \"json_object\" or \"json_schema\"");
         }
     }
+    // "grammar" (llama.cpp's extension): a GBNF grammar the reply matches.
+    if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+        if (!it->is_string()) throw ApiError(400, "'grammar' must be a string (a GBNF grammar)");
+        s.grammar = it->get<std::string>();
+        if (!s.grammar.empty() && (s.json_object || !s.json_schema.empty())) {
+            throw ApiError(400, "'grammar' cannot be combined with a JSON 'response_format'");
+        }
+        try {
+            if (!s.grammar.empty()) check_grammar(s.grammar);
+        } catch (const Error& e) {
+            throw ApiError(400, std::string("'grammar': ") + e.what());
+        }
+    }
     if (!chat) {
         for (const char* name : {"tools", "functions"}) {
             if (auto it = body.find(name); it != body.end() && !it->is_null() && !(it->is_array() && it->empty())) {

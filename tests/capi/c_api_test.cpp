@@ -159,6 +159,45 @@ TEST_F(ModelFixture, JsonObjectSamplerNeedsTheModel) {
     lantern_sampler_free(s);
 }
 
+// A GBNF grammar holds the output; once it is matched whole only an end
+// token can come, until restart_output begins a new one. A bad grammar is
+// refused naming where.
+TEST_F(ModelFixture, GrammarSamplerFromC) {
+    lantern_sampler_params sp = lantern_sampler_default_params();
+    sp.temperature = 0.0f;
+    sp.grammar = "root ::= \"Paris\"";
+    EXPECT_EQ(lantern_sampler_new(&sp, lantern_model_n_vocab(model)), nullptr);
+    lantern_sampler* s = lantern_sampler_new_for_model(&sp, model);
+    ASSERT_NE(s, nullptr) << lantern_last_error();
+    std::vector<float> logits(lantern_model_n_vocab(model), 0.0f);
+    const std::string hello = "Hello";
+    int32_t id = 0;
+    ASSERT_EQ(lantern_tokenize(model, hello.data(), hello.size(), 0, 0, &id, 1), 1);
+    logits[id] = 50.0f;  // not what the grammar allows
+    std::string text;
+    int32_t t = 0;
+    for (int i = 0; i < 8; ++i) {
+        t = lantern_sampler_sample(s, logits.data());
+        ASSERT_GE(t, 0) << lantern_last_error();
+        if (lantern_token_is_eog(model, t) == 1) break;
+        char piece[64];
+        ASSERT_GT(lantern_token_to_piece(model, t, 0, piece, sizeof piece), 0);
+        text += piece;
+    }
+    EXPECT_EQ(text, "Paris");
+    EXPECT_EQ(lantern_token_is_eog(model, t), 1);
+    lantern_sampler_restart_output(s);
+    t = lantern_sampler_sample(s, logits.data());
+    ASSERT_GE(t, 0);
+    EXPECT_NE(lantern_token_is_eog(model, t), 1);
+    lantern_sampler_free(s);
+    sp.grammar = "root ::= \"a\" | b";
+    EXPECT_EQ(lantern_sampler_new_for_model(&sp, model), nullptr);
+    EXPECT_NE(std::string(lantern_last_error()).find("line 1, column 16: rule 'b' is used but not defined"),
+              std::string::npos)
+        << lantern_last_error();
+}
+
 // chat_template_kwargs reach the template, and opens_reasoning says whether
 // the prompt left a <think> block open (the reply then starts reasoning).
 TEST_F(ModelFixture, TemplateVariablesAndOpenReasoningFromC) {

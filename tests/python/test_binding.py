@@ -50,6 +50,25 @@ def test_json_object_output(model):
     assert isinstance(json.loads(reply), dict), reply
 
 
+def test_grammar_output(lantern, model):
+    grammar = 'root ::= ("yes" | "no") "."'
+    out = model.generate("Is water wet? Answer:", max_tokens=8, temperature=0, grammar=grammar)
+    assert out in ("yes.", "no."), out
+    # Matched whole, only an end token can come, until a new output begins.
+    ctx = lantern.Context(model, n_ctx=64)
+    ctx.decode(model.tokenize("Is water wet? Answer:", add_special=False))
+    logits = ctx.logits()
+    s = lantern.Sampler(model.n_vocab, temperature=0, grammar='root ::= "Yes"', model=model)
+    first = s.sample(logits)
+    assert model.token_to_piece(first) == "Yes"
+    assert s.sample(logits) != first
+    s.restart_output()
+    assert s.sample(logits) == first
+    with pytest.raises(lantern.LanternError) as e:
+        lantern.Sampler(model.n_vocab, grammar="root ::= x", model=model)
+    assert "line 1, column 10" in str(e.value)
+
+
 WEATHER = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]

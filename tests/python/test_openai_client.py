@@ -105,6 +105,16 @@ def test_structured_output(client):
     assert set(v) == {"city", "population"} and isinstance(v["population"], int)
 
 
+def test_grammar_through_extra_body(client):
+    grammar = 'root ::= "The answer is " [A-Z] [a-z]+ "."'
+    r = client.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=32,
+                                       extra_body={"grammar": grammar})
+    assert re.fullmatch(r"The answer is [A-Z][a-z]+\.", r.choices[0].message.content), r.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=QUESTION, extra_body={"grammar": "root ::= ("})
+    assert "grammar" in str(e.value)
+
+
 def test_pydantic_models_through_parse(client):
     # The client turns nested pydantic models into a strict schema with $defs
     # and $ref, and parses the reply back into them.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "cli_runner.h"
@@ -229,6 +230,37 @@ TEST(Cli, JsonSchemaOutput) {
     const CliOutput bad = run_lantern("run -n 4 -p hi --json-schema " + shell_quote(R"x({"type": "string", "pattern": "(?=a)"})x"));
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("lookahead"), std::string::npos) << bad.err;
+}
+
+// --grammar / --grammar-file: every reply of a chat matches the grammar (it
+// starts over each turn); a bad grammar is an error naming where.
+TEST(Cli, GrammarHoldsEveryReply) {
+    const std::string grammar = "root ::= item{3}\nitem ::= \"- \" [A-Z] [a-z ]{2,30} \"\\n\"\n";
+    const std::string file = temp_path("list.gbnf").string();
+    std::ofstream(file) << grammar;
+    const std::string input = temp_path("grammar-turns.txt").string();
+    std::ofstream(input) << "Name three fruits.\nName three colors.\n";
+    const CliOutput o = run_lantern("run --chat --grammar-file " + shell_quote(file) + " --temp 0 -n 64 -t 1 < " +
+                                    shell_quote(input));
+    std::remove(input.c_str());
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    const std::regex reply("(- [A-Z][a-z ]{2,30}\n){3}");
+    std::smatch m;
+    std::string rest = o.out;
+    int replies = 0;
+    while (std::regex_search(rest, m, reply)) {
+        ++replies;
+        rest = m.suffix();
+    }
+    EXPECT_EQ(replies, 2) << o.out;
+    const CliOutput yes = run_lantern("run --temp 0 -n 8 -t 1 --grammar " + shell_quote("root ::= (\"yes\" | \"no\") \".\"") +
+                                      " -p " + shell_quote("Is water wet? Answer:"));
+    ASSERT_EQ(yes.exit_code, 0) << yes.err;
+    EXPECT_TRUE(yes.out.find("Answer:yes.\n") != std::string::npos || yes.out.find("Answer:no.\n") != std::string::npos)
+        << yes.out;
+    const CliOutput bad = run_lantern("run -n 4 -p hi --grammar " + shell_quote("root ::= item"));
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("line 1, column 10: rule 'item' is used but not defined"), std::string::npos) << bad.err;
 }
 
 // lantern quantize: the default model (Q4_1) in Q8_0 still gives the golden

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "gguf/gguf.h"
@@ -350,6 +351,53 @@ TEST_F(Server, JsonSchemaResponseFormat) {
                         &status);
     EXPECT_EQ(status, 400);
     EXPECT_NE(e["error"]["message"].get<std::string>().find("format"), std::string::npos) << e;
+}
+
+// "grammar" (llama.cpp's extension) on both endpoints, streamed or not: the
+// reply matches the GBNF grammar, and the request ends once it matches
+// whole; a bad grammar, or one beside a JSON response_format, is a 400.
+TEST_F(Server, GrammarHoldsTheReply) {
+    const std::string grammar = "root ::= \"Answer: \" (\"yes\" | \"no\") \", because \" [a-z ]{3,40} \".\"";
+    const std::regex shape("Answer: (yes|no), because [a-z ]{3,40}\\.");
+    const json user = {{{"role", "user"}, {"content", "Is the sky blue?"}}};
+    const json r = post("/v1/chat/completions",
+                        {{"messages", user}, {"temperature", 0}, {"max_tokens", 64}, {"grammar", grammar}});
+    const std::string content = r["choices"][0]["message"]["content"];
+    EXPECT_TRUE(std::regex_match(content, shape)) << content;
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << content;
+    // Streamed, the deltas add up to the same reply.
+    auto res = client().Post("/v1/chat/completions",
+                             json{{"messages", user}, {"temperature", 0}, {"max_tokens", 64}, {"grammar", grammar},
+                                  {"stream", true}}
+                                 .dump(),
+                             "application/json");
+    ASSERT_TRUE(res);
+    std::string streamed;
+    for (const json& chunk : sse_events(res->body)) {
+        if (chunk["choices"].empty()) continue;
+        const json& delta = chunk["choices"][0]["delta"];
+        if (delta.contains("content") && delta["content"].is_string()) streamed += delta["content"].get<std::string>();
+    }
+    EXPECT_EQ(streamed, content);
+    // Completions, with temperature: several draws, each matching.
+    const json c = post("/v1/completions", {{"prompt", "Is the sky blue?"}, {"temperature", 1.0}, {"seed", 3},
+                                            {"n", 3}, {"max_tokens", 64}, {"grammar", grammar}});
+    ASSERT_EQ(c["choices"].size(), 3u);
+    for (const json& choice : c["choices"]) {
+        const std::string text = choice["text"];
+        EXPECT_TRUE(std::regex_match(text, shape)) << text;
+    }
+    int status = 0;
+    for (const json& bad : {json{{"grammar", "root ::= item"}}, json{{"grammar", 3}},
+                            json{{"grammar", grammar}, {"response_format", {{"type", "json_object"}}}}}) {
+        json req = bad;
+        req["messages"] = user;
+        const json e = post("/v1/chat/completions", req, &status);
+        EXPECT_EQ(status, 400) << bad;
+        EXPECT_NE(e["error"]["message"].get<std::string>().find("grammar"), std::string::npos) << e;
+    }
+    const json e = post("/v1/chat/completions", {{"messages", user}, {"grammar", "root ::= item"}}, &status);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("line 1, column 10"), std::string::npos) << e;
 }
 
 // A conversation's next turn reuses what its slot holds: only the new part

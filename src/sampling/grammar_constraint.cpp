@@ -1,0 +1,163 @@
+#include "sampling/grammar_constraint.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "lantern/error.h"
+#include "sampling/constrained_draw.h"
+
+namespace lantern {
+
+using Kind = Grammar::Element::Kind;
+
+GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+    for (const uint32_t alt : grammar_->alternatives(grammar_->root())) expand(Stack{alt}, stacks_);
+    std::sort(stacks_.begin(), stacks_.end());
+    stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+}
+
+void GrammarState::expand(Stack stack, std::vector<Stack>& out) const {
+    while (!stack.empty()) {
+        const uint32_t pos = stack.back();
+        const Grammar::Element& e = grammar_->at(pos);
+        if (e.kind == Kind::Chars) break;
+        stack.pop_back();
+        if (e.kind == Kind::End) continue;  // the alternative is done: back to its caller
+        // A reference: come back after it, unless nothing of this
+        // alternative follows it.
+        if (grammar_->at(pos + 1).kind != Kind::End) stack.push_back(pos + 1);
+        for (const uint32_t alt : grammar_->alternatives(e.index)) {
+            Stack s = stack;
+            s.push_back(alt);
+            expand(std::move(s), out);
+        }
+        return;
+    }
+    out.push_back(std::move(stack));
+}
+
+bool GrammarState::reaches(uint32_t lo, uint32_t hi) const {
+    // Surrogates are not characters: only what lies either side of them.
+    const auto meets = [&](uint32_t a, uint32_t b) {
+        if (a > b) return false;
+        for (const Stack& s : stacks_) {
+            if (!s.empty() && grammar_->set(grammar_->at(s.back()).index).overlaps(a, b)) return true;
+        }
+        return false;
+    };
+    return meets(lo, std::min(hi, 0xD7FFu)) || meets(std::max(lo, 0xE000u), hi);
+}
+
+bool GrammarState::span(uint32_t bits, int more, int length, uint32_t& lo, uint32_t& hi) {
+    static constexpr uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+    const int shift = 6 * more;
+    lo = std::max(bits << shift, kLeast[length]);
+    hi = std::min((bits << shift) | ((1u << shift) - 1), Grammar::kMaxCodePoint);
+    return lo <= hi;
+}
+
+bool GrammarState::takes(unsigned char c) const {
+    uint32_t lo = 0, hi = 0;
+    if (more_ == 0) {
+        if (c < 0x80) return reaches(c, c);
+        if (c >= 0xC2 && c <= 0xDF) return span(c & 0x1Fu, 1, 2, lo, hi) && reaches(lo, hi);
+        if (c >= 0xE0 && c <= 0xEF) return span(c & 0x0Fu, 2, 3, lo, hi) && reaches(lo, hi);
+        if (c >= 0xF0 && c <= 0xF4) return span(c & 0x07u, 3, 4, lo, hi) && reaches(lo, hi);
+        return false;
+    }
+    if ((c & 0xC0) != 0x80) return false;
+    return span((bits_ << 6) | (c & 0x3Fu), more_ - 1, length_, lo, hi) && reaches(lo, hi);
+}
+
+bool GrammarState::advance(uint32_t c) {
+    std::vector<Stack> next;
+    for (const Stack& s : stacks_) {
+        if (s.empty() || !grammar_->set(grammar_->at(s.back()).index).contains(c)) continue;
+        Stack t = s;
+        ++t.back();
+        expand(std::move(t), next);
+    }
+    std::sort(next.begin(), next.end());
+    next.erase(std::unique(next.begin(), next.end()), next.end());
+    if (next.empty() || next.size() > kMaxStacks) return false;
+    stacks_ = std::move(next);
+    return true;
+}
+
+bool GrammarState::feed(unsigned char c) {
+    if (!takes(c)) return false;
+    if (more_ == 0 && c < 0x80) return advance(c);
+    if (more_ == 0) {
+        length_ = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        more_ = static_cast<uint8_t>(length_ - 1);
+        bits_ = c & (0x7Fu >> length_);
+        return true;
+    }
+    const uint32_t bits = (bits_ << 6) | (c & 0x3Fu);
+    if (more_ == 1) {
+        if (!advance(bits)) return false;
+        more_ = 0, bits_ = 0;
+        return true;
+    }
+    --more_;
+    bits_ = bits;
+    return true;
+}
+
+bool GrammarState::feed(std::string_view text) {
+    GrammarState s = *this;
+    for (const char c : text) {
+        if (!s.feed(static_cast<unsigned char>(c))) return false;
+    }
+    *this = std::move(s);
+    return true;
+}
+
+bool GrammarState::complete() const { return more_ == 0 && !stacks_.empty() && stacks_.front().empty(); }
+
+bool GrammarState::can_continue() const { return more_ != 0 || (!stacks_.empty() && !stacks_.back().empty()); }
+
+GrammarConstraint::GrammarConstraint(std::vector<std::string> pieces, std::vector<bool> eog,
+                                     std::shared_ptr<const Grammar> grammar)
+    : pieces_(std::move(pieces)), eog_(std::move(eog)), grammar_(std::move(grammar)), state_(grammar_) {
+    if (pieces_.empty() || eog_.size() != pieces_.size()) {
+        throw Error(ErrorCode::InvalidArgument, "grammar constraint: one piece and one end flag per token");
+    }
+    refresh_first_bytes();
+}
+
+void GrammarConstraint::refresh_first_bytes() {
+    for (int b = 0; b < 256; ++b) first_byte_[static_cast<size_t>(b)] = state_.takes(static_cast<unsigned char>(b));
+}
+
+bool GrammarConstraint::allows(int32_t token) const {
+    if (token < 0 || static_cast<size_t>(token) >= pieces_.size()) return false;
+    if (eog_[static_cast<size_t>(token)]) return state_.complete();
+    const std::string& piece = pieces_[static_cast<size_t>(token)];
+    if (piece.empty() || !first_byte_[static_cast<unsigned char>(piece[0])]) return false;
+    GrammarState s = state_;
+    for (const char c : piece) {
+        if (!s.feed(static_cast<unsigned char>(c))) return false;
+    }
+    return true;
+}
+
+void GrammarConstraint::advance(int32_t token) {
+    if (eog_[static_cast<size_t>(token)]) return;
+    state_.feed(pieces_[static_cast<size_t>(token)]);
+    refresh_first_bytes();
+}
+
+void GrammarConstraint::reset() {
+    state_ = GrammarState(grammar_);
+    refresh_first_bytes();
+}
+
+int32_t GrammarConstraint::sample(TokenSampler& sampler, const float* logits) {
+    const int32_t t = draw_allowed(
+        sampler, logits, [this](int32_t token) { return allows(token); }, eog_, masked_, "grammar");
+    advance(t);
+    return t;
+}
+
+}  // namespace lantern
