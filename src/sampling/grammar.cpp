@@ -119,8 +119,19 @@ private:
         return it->second;
     }
 
+    // Every element stored counts against kMaxElements.
+    void count_in(const Alts& alts) {
+        for (const Seq& s : alts) elements_ += s.size() + 1;
+        if (elements_ > Grammar::kMaxElements) too_large();
+    }
+    [[noreturn]] void too_large() const {
+        throw Error(ErrorCode::InvalidArgument, "grammar: more than " + std::to_string(Grammar::kMaxElements) +
+                                                    " elements once its repetitions are written out");
+    }
+
     // A helper rule for a group or a repetition inside rule `owner_`.
     uint32_t helper(Alts alts) {
+        count_in(alts);
         const auto id = static_cast<uint32_t>(names_.size());
         names_.push_back(names_[owner_] + "#" + std::to_string(id));
         rules_.push_back(std::move(alts));
@@ -251,6 +262,7 @@ private:
     Seq repeat(const Seq& item, int m, int n) {
         Seq out;
         if (item.empty()) return out;
+        if (item.size() * static_cast<size_t>(m) > Grammar::kMaxElements) too_large();
         for (int i = 0; i < m; ++i) out.insert(out.end(), item.begin(), item.end());
         if (n < 0) {
             const Element x = one(item);
@@ -289,11 +301,15 @@ private:
                 const std::string n = name();
                 item = {ref(rule_id(n, at))};
             } else if (c == '(') {
+                if (++depth_ > Grammar::kMaxNesting) {
+                    fail(p_, "groups nested deeper than " + std::to_string(Grammar::kMaxNesting));
+                }
                 ++p_;
                 skip_space(true);
                 Alts alts = alternatives(true);
                 if (peek() != ')') fail(p_, "expected ')'");
                 ++p_;
+                --depth_;
                 item = {ref(helper(std::move(alts)))};
             } else {
                 break;
@@ -323,6 +339,7 @@ private:
                 skip_space(nested);
             }
             seq.insert(seq.end(), item.begin(), item.end());
+            if (seq.size() > Grammar::kMaxElements) too_large();
         }
         return seq;
     }
@@ -351,6 +368,7 @@ private:
         defined_[id] = true;
         owner_ = id;
         Alts alts = alternatives(false);
+        count_in(alts);
         rules_[id] = std::move(alts);
         if (!at_end() && peek() != '\n' && peek() != '\r') fail(p_, std::string("unexpected '") + peek() + "'");
     }
@@ -439,6 +457,8 @@ private:
     std::vector<uint32_t> origin_;  // the named rule a helper was written in
     std::vector<Grammar::CharSet> sets_;
     uint32_t owner_ = 0;
+    int depth_ = 0;         // groups open
+    size_t elements_ = 0;   // stored in rules so far
 };
 
 std::shared_ptr<const Grammar> Grammar::parse(std::string_view text) { return GrammarCompiler(text).compile(); }

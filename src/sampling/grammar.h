@@ -31,13 +31,17 @@ namespace lantern {
 class Grammar {
 public:
     static constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-    static constexpr int kMaxRepeat = 1000;  // the largest m or n of x{m,n}
+    static constexpr int kMaxRepeat = 1000;        // the largest m or n of x{m,n}
+    static constexpr int kMaxNesting = 64;         // groups inside groups
+    static constexpr size_t kMaxElements = 1 << 20;  // after repetitions are written out
 
     // Throws Error(InvalidArgument) naming the line and column of a syntax
     // error, a rule used but not defined or defined twice, a grammar without
     // `root`, and a left-recursive rule (one that can reach itself before
     // reading a character, which a parse stack would expand for ever; this
-    // includes repeating what can be empty, as in ("a"?)*).
+    // includes repeating what can be empty, as in ("a"?)*), groups nested
+    // deeper than kMaxNesting, and more than kMaxElements elements (x{1000}
+    // is a thousand copies of x).
     static std::shared_ptr<const Grammar> parse(std::string_view text);
 
     struct Element {

@@ -1,6 +1,7 @@
 #include "sampling/grammar_constraint.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "lantern/error.h"
@@ -11,29 +12,47 @@ namespace lantern {
 using Kind = Grammar::Element::Kind;
 
 GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
-    for (const uint32_t alt : grammar_->alternatives(grammar_->root())) expand(Stack{alt}, stacks_);
-    std::sort(stacks_.begin(), stacks_.end());
-    stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+    std::vector<Stack> starts;
+    for (const uint32_t alt : grammar_->alternatives(grammar_->root())) starts.push_back(Stack{alt});
+    stacks_ = expand(std::move(starts));
 }
 
-void GrammarState::expand(Stack stack, std::vector<Stack>& out) const {
-    while (!stack.empty()) {
-        const uint32_t pos = stack.back();
-        const Grammar::Element& e = grammar_->at(pos);
-        if (e.kind == Kind::Chars) break;
-        stack.pop_back();
-        if (e.kind == Kind::End) continue;  // the alternative is done: back to its caller
-        // A reference: come back after it, unless nothing of this
-        // alternative follows it.
-        if (grammar_->at(pos + 1).kind != Kind::End) stack.push_back(pos + 1);
-        for (const uint32_t alt : grammar_->alternatives(e.index)) {
-            Stack s = stack;
-            s.push_back(alt);
-            expand(std::move(s), out);
+std::vector<GrammarState::Stack> GrammarState::expand(std::vector<Stack> work) const {
+    // A worklist rather than recursion, since a chain of rules can be long;
+    // and each stack about to expand a reference is expanded once, since
+    // paths through optional parts meet again (x{50} with x ::= y | y and
+    // y ::= "a" | "" would otherwise be 2^50 paths).
+    std::set<Stack> expanded;
+    std::vector<Stack> out;
+    while (!work.empty()) {
+        Stack s = std::move(work.back());
+        work.pop_back();
+        while (!s.empty()) {
+            const uint32_t pos = s.back();
+            const Grammar::Element& e = grammar_->at(pos);
+            if (e.kind == Kind::Chars) break;
+            if (e.kind == Kind::End) {  // the alternative is done: back to its caller
+                s.pop_back();
+                continue;
+            }
+            if (!expanded.insert(s).second) break;
+            // A reference: come back after it, unless nothing of this
+            // alternative follows it; one stack per alternative.
+            s.pop_back();
+            if (grammar_->at(pos + 1).kind != Kind::End) s.push_back(pos + 1);
+            const std::vector<uint32_t>& alts = grammar_->alternatives(e.index);
+            for (size_t i = 1; i < alts.size(); ++i) {
+                Stack t = s;
+                t.push_back(alts[i]);
+                work.push_back(std::move(t));
+            }
+            s.push_back(alts[0]);
         }
-        return;
+        if (s.empty() || grammar_->at(s.back()).kind == Kind::Chars) out.push_back(std::move(s));
     }
-    out.push_back(std::move(stack));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
 }
 
 bool GrammarState::reaches(uint32_t lo, uint32_t hi) const {
@@ -70,15 +89,13 @@ bool GrammarState::takes(unsigned char c) const {
 }
 
 bool GrammarState::advance(uint32_t c) {
-    std::vector<Stack> next;
+    std::vector<Stack> moved;
     for (const Stack& s : stacks_) {
         if (s.empty() || !grammar_->set(grammar_->at(s.back()).index).contains(c)) continue;
-        Stack t = s;
-        ++t.back();
-        expand(std::move(t), next);
+        moved.push_back(s);
+        ++moved.back().back();
     }
-    std::sort(next.begin(), next.end());
-    next.erase(std::unique(next.begin(), next.end()), next.end());
+    std::vector<Stack> next = expand(std::move(moved));
     if (next.empty() || next.size() > kMaxStacks) return false;
     stacks_ = std::move(next);
     return true;

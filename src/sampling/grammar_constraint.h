@@ -55,7 +55,9 @@ public:
 
 private:
     using Stack = std::vector<uint32_t>;
-    void expand(Stack stack, std::vector<Stack>& out) const;
+    // The stacks `work` become once every reference on top is expanded:
+    // sorted and distinct, each topped by a character set or empty.
+    std::vector<Stack> expand(std::vector<Stack> work) const;
     // Some stack's next character set meets [lo, hi].
     bool reaches(uint32_t lo, uint32_t hi) const;
     bool advance(uint32_t c);

@@ -66,6 +66,74 @@ TEST(Grammar, ErrorsNameWhatAndWhere) {
     EXPECT_EQ(error_of("root ::= \"a\" root | \"a\""), "");
 }
 
+// What a request could send to exhaust the server: deep groups, repetitions
+// of repetitions, long chains of rules.
+TEST(Grammar, LimitsHold) {
+    EXPECT_EQ(error_of("root ::= " + std::string(65, '(') + "\"a\"" + std::string(65, ')')),
+              "grammar: line 1, column 74: groups nested deeper than 64");
+    EXPECT_EQ(error_of("root ::= " + std::string(64, '(') + "\"a\"" + std::string(64, ')')), "");
+    // References are not expanded: this is a few thousand elements.
+    EXPECT_EQ(error_of("root ::= x{1000}\nx ::= y{1000} y{1000}\ny ::= \"ab\"{1000}"), "");
+    EXPECT_NE(error_of("root ::= \"" + std::string(1100, 'a') + "\"{1000}").find("more than 1048576 elements"),
+              std::string::npos);
+    // Repeated groups are helper rules, so this stays small.
+    EXPECT_EQ(error_of("root ::= ((\"ab\"{1000}){1000}){1000}"), "");
+    // A chain of 20,000 rules, each the next: neither the checks nor the
+    // stacks' expansion recurse on it.
+    std::string chain = "root ::= r0\n";
+    for (int i = 0; i < 20000; ++i) {
+        chain.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1));
+        chain.append(" | \"").append(std::to_string(i % 10)).append("\"\n");
+    }
+    chain += "r20000 ::= \"!\"\n";
+    EXPECT_TRUE(matches(chain, "!"));
+    EXPECT_TRUE(matches(chain, "7"));
+    EXPECT_FALSE(matches(chain, "77"));
+    // Paths through optional parts meet again: expanded once, not 2^200 times.
+    const std::string paths = "root ::= x{200} \"!\"\nx ::= y | y\ny ::= \"a\" | \"\"";
+    EXPECT_TRUE(matches(paths, "aaa!"));
+    EXPECT_TRUE(matches(paths, std::string(200, 'a') + "!"));
+    EXPECT_FALSE(matches(paths, std::string(201, 'a') + "!"));
+}
+
+// Mangled grammars parse or are refused, and what parses takes any bytes
+// without failing (run under the sanitizers in CI's ASan job, if any).
+TEST(Grammar, MangledGrammarsNeverCrash) {
+    const std::vector<std::string> seeds = {
+        "root ::= (\"a\" | [b-d]+ x){2,3} \"!\"?\nx ::= [^\\n]* # c\n",
+        "root ::= \"\\x41\\u00e9\" . (y | \"\")*\ny ::= \"(\" root \")\"\n",
+    };
+    std::mt19937 rng(9);
+    const std::string junk = "()[]{}|*+?.:=\"\\#-^,0123456789 \nabxyz\xC3\xA9\xFF";
+    int parsed = 0;
+    for (int i = 0; i < 3000; ++i) {
+        std::string g = seeds[static_cast<size_t>(i) % seeds.size()];
+        for (int edits = 1 + static_cast<int>(rng() % 4); edits > 0; --edits) {
+            const size_t at = rng() % (g.size() + 1);
+            switch (rng() % 3) {
+                case 0: g.insert(at, 1, junk[rng() % junk.size()]); break;
+                case 1: if (at < g.size()) g.erase(at, 1); break;
+                default: if (at < g.size()) g[at] = junk[rng() % junk.size()]; break;
+            }
+        }
+        std::shared_ptr<const Grammar> grammar;
+        try {
+            grammar = Grammar::parse(g);
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+            continue;
+        }
+        ++parsed;
+        GrammarState s(grammar);
+        for (int k = 0; k < 40; ++k) {
+            const auto b = static_cast<unsigned char>(junk[rng() % junk.size()]);
+            EXPECT_EQ(s.takes(b), GrammarState(s).feed(b));
+            s.feed(b);
+        }
+    }
+    EXPECT_GT(parsed, 100);
+}
+
 TEST(Grammar, Syntax) {
     // Comments, rules over several lines (inside parentheses, after ::= and
     // |), rules used before they are defined, CRLF line ends.
