@@ -46,7 +46,12 @@ class _SamplerParams(ctypes.Structure):
                 ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
                 ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int),
                 ("json_object", ctypes.c_int), ("json_prefixes", ctypes.POINTER(ctypes.c_char_p)),
-                ("n_json_prefixes", ctypes.c_int), ("json_schema", ctypes.c_char_p), ("grammar", ctypes.c_char_p)]
+                ("n_json_prefixes", ctypes.c_int), ("json_schema", ctypes.c_char_p), ("grammar", ctypes.c_char_p),
+                ("typical_p", ctypes.c_float), ("top_n_sigma", ctypes.c_float), ("xtc_probability", ctypes.c_float),
+                ("xtc_threshold", ctypes.c_float), ("dry_multiplier", ctypes.c_float), ("dry_base", ctypes.c_float),
+                ("dry_allowed_length", ctypes.c_int), ("dry_penalty_last_n", ctypes.c_int),
+                ("dry_sequence_breakers", ctypes.POINTER(ctypes.c_char_p)), ("n_dry_sequence_breakers", ctypes.c_int),
+                ("mirostat", ctypes.c_int), ("mirostat_tau", ctypes.c_float), ("mirostat_eta", ctypes.c_float)]
 
 
 # name: (result, arguments); the C header is the reference.
@@ -219,10 +224,14 @@ class Model:
     def stream(self, prompt, max_tokens=256, n_ctx=4096, parse_special=False, add_special=True, **sampling):
         """Yields the text generated after `prompt` piece by piece, whole UTF-8 characters only
         (stops at an end-of-generation token); sampling: Sampler's keyword arguments
-        (json_object=True: the text is one JSON object)."""
+        (json_object=True: the text is one JSON object). The penalties see the prompt's tokens,
+        as lantern run's and the server's do."""
         ctx = Context(self, n_ctx=n_ctx)
         sampler = Sampler(self.n_vocab, model=self, **sampling)
-        ctx.decode(self.tokenize(prompt, add_special, parse_special))
+        ids = self.tokenize(prompt, add_special, parse_special)
+        for t in ids:
+            sampler.accept(t)
+        ctx.decode(ids)
         utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         lib = _library()
         for _ in range(max_tokens):
@@ -351,11 +360,15 @@ class Sampler:
     one JSON object (needs `model`, whose vocabulary it checks tokens against), beginning with
     one of json_prefixes when given (a required tool call's); json_schema (a dict or its JSON
     text): the output follows that schema (OpenAI's structured-output subset); grammar (GBNF
-    text, llama.cpp's format): the output matches its root rule."""
+    text, llama.cpp's format): the output matches its root rule. Also llama.cpp's typical_p,
+    top_n_sigma, xtc_probability, xtc_threshold, dry_multiplier, dry_base, dry_allowed_length,
+    dry_penalty_last_n, dry_sequence_breakers (a list of texts), mirostat (1 or 2), mirostat_tau and
+    mirostat_eta, as keyword arguments."""
 
     def __init__(self, n_vocab, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
                  repeat_last_n=64, frequency_penalty=0.0, presence_penalty=0.0, seed=None, logit_bias=None,
-                 json_object=False, json_prefixes=None, json_schema=None, grammar=None, model=None):
+                 json_object=False, json_prefixes=None, json_schema=None, grammar=None, model=None,
+                 dry_sequence_breakers=None, **more):
         lib = _library()
         p = lib.lantern_sampler_default_params()
         p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
@@ -376,6 +389,16 @@ class Sampler:
         if grammar is not None:
             self._grammar = grammar.encode()
             p.grammar = self._grammar
+        for name, value in more.items():
+            if name not in ("typical_p", "top_n_sigma", "xtc_probability", "xtc_threshold", "dry_multiplier",
+                            "dry_base", "dry_allowed_length", "dry_penalty_last_n", "mirostat", "mirostat_tau",
+                            "mirostat_eta"):
+                raise TypeError(f"Sampler() got an unexpected keyword argument '{name}'")
+            setattr(p, name, value)
+        if dry_sequence_breakers is not None:
+            breakers = [x.encode() for x in dry_sequence_breakers]
+            self._breakers = (ctypes.c_char_p * max(len(breakers), 1))(*breakers)
+            p.dry_sequence_breakers, p.n_dry_sequence_breakers = self._breakers, len(breakers)
         self._model = model  # the model must outlive the sampler
         if model is not None:
             self._h = lib.lantern_sampler_new_for_model(ctypes.byref(p), model._h)

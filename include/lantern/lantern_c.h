@@ -207,6 +207,20 @@ typedef struct {
     int n_json_prefixes;
     const char *json_schema; /* NULL or "": none; else the JSON schema the output follows (implies JSON output) */
     const char *grammar;     /* NULL or "": none; else a GBNF grammar whose root rule the output matches (not with JSON) */
+    /* llama.cpp's further samplers (lantern/sampling.h says what each does) */
+    float typical_p;       /* >= 1: off */
+    float top_n_sigma;     /* <= 0: off */
+    float xtc_probability; /* 0: off */
+    float xtc_threshold;
+    float dry_multiplier; /* 0: off */
+    float dry_base;
+    int dry_allowed_length;
+    int dry_penalty_last_n;                   /* -1: every accepted token */
+    const char *const *dry_sequence_breakers; /* n_dry_sequence_breakers texts; -1 keeps the defaults */
+    int n_dry_sequence_breakers;
+    int mirostat; /* 0: off, 1 or 2 */
+    float mirostat_tau;
+    float mirostat_eta;
 } lantern_sampler_params;
 
 LANTERN_C_API lantern_sampler_params lantern_sampler_default_params(void);

@@ -37,6 +37,10 @@ bool json_output(const SamplerParams& params) { return params.json_object || !pa
 
 bool constrained(const SamplerParams& params) { return json_output(params) || !params.grammar.empty(); }
 
+bool dry_breakers(const SamplerParams& params) {
+    return params.dry_multiplier > 0.0f && params.dry_penalty_last_n != 0 && !params.dry_sequence_breakers.empty();
+}
+
 void check_constraints(const SamplerParams& params) {
     if (!params.json_prefixes.empty() && !json_output(params)) {
         throw Error(ErrorCode::InvalidArgument, "sampler: json_prefixes needs json_object or json_schema");
@@ -55,18 +59,21 @@ void check_grammar(std::string_view grammar) { Grammar::parse(grammar); }
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, n_vocab), std::nullopt, std::nullopt})) {
     check_constraints(params);
-    if (constrained(params)) {
+    if (constrained(params) || dry_breakers(params)) {
         throw Error(ErrorCode::InvalidArgument,
-                    "sampler: json_object, json_schema and grammar need the model's vocabulary (Sampler(params, model))");
+                    "sampler: json_object, json_schema, grammar and DRY's sequence breakers need the model's vocabulary "
+                    "(Sampler(params, model))");
     }
 }
 
 Sampler::Sampler(const SamplerParams& params, const Model& model)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, model.n_vocab()), std::nullopt, std::nullopt})) {
     check_constraints(params);
-    if (!constrained(params)) return;
+    if (!constrained(params) && !dry_breakers(params)) return;
     auto grammar = params.grammar.empty() ? nullptr : Grammar::parse(params.grammar);
     Vocabulary v = vocabulary(model);
+    if (dry_breakers(params)) impl_->sampler.set_pieces(v.pieces);
+    if (!constrained(params)) return;
     if (grammar) {
         impl_->grammar.emplace(std::move(v.pieces), std::move(v.eog), std::move(grammar));
     } else {

@@ -374,9 +374,30 @@ int lantern_context_n_ctx(const lantern_context* ctx) {
 
 lantern_sampler_params lantern_sampler_default_params(void) {
     const lantern::SamplerParams d;
-    return {d.temperature,       d.top_k,          d.top_p, d.min_p,   d.repeat_penalty, d.repeat_last_n,
-            d.frequency_penalty, d.presence_penalty, d.seed, nullptr, nullptr,          0, d.json_object ? 1 : 0,
-            nullptr,           0,                  nullptr, nullptr};
+    lantern_sampler_params p{};
+    p.temperature = d.temperature;
+    p.top_k = d.top_k;
+    p.top_p = d.top_p;
+    p.min_p = d.min_p;
+    p.repeat_penalty = d.repeat_penalty;
+    p.repeat_last_n = d.repeat_last_n;
+    p.frequency_penalty = d.frequency_penalty;
+    p.presence_penalty = d.presence_penalty;
+    p.seed = d.seed;
+    p.json_object = d.json_object ? 1 : 0;
+    p.typical_p = d.typical_p;
+    p.top_n_sigma = d.top_n_sigma;
+    p.xtc_probability = d.xtc_probability;
+    p.xtc_threshold = d.xtc_threshold;
+    p.dry_multiplier = d.dry_multiplier;
+    p.dry_base = d.dry_base;
+    p.dry_allowed_length = d.dry_allowed_length;
+    p.dry_penalty_last_n = d.dry_penalty_last_n;
+    p.n_dry_sequence_breakers = -1;
+    p.mirostat = d.mirostat;
+    p.mirostat_tau = d.mirostat_tau;
+    p.mirostat_eta = d.mirostat_eta;
+    return p;
 }
 
 namespace {
@@ -405,6 +426,26 @@ lantern::SamplerParams sampler_params(const lantern_sampler_params* params) {
     }
     if (p.json_schema != nullptr) sp.json_schema = p.json_schema;
     if (p.grammar != nullptr) sp.grammar = p.grammar;
+    sp.typical_p = p.typical_p;
+    sp.top_n_sigma = p.top_n_sigma;
+    sp.xtc_probability = p.xtc_probability;
+    sp.xtc_threshold = p.xtc_threshold;
+    sp.dry_multiplier = p.dry_multiplier;
+    sp.dry_base = p.dry_base;
+    sp.dry_allowed_length = p.dry_allowed_length;
+    sp.dry_penalty_last_n = p.dry_penalty_last_n;
+    require(p.n_dry_sequence_breakers >= -1 && (p.n_dry_sequence_breakers <= 0 || p.dry_sequence_breakers != nullptr),
+            "the DRY sequence breaker list is null or its length below -1");
+    if (p.n_dry_sequence_breakers >= 0) {
+        sp.dry_sequence_breakers.clear();
+        for (int i = 0; i < p.n_dry_sequence_breakers; ++i) {
+            require(p.dry_sequence_breakers[i] != nullptr, "DRY sequence breaker " + std::to_string(i) + " is null");
+            sp.dry_sequence_breakers.emplace_back(p.dry_sequence_breakers[i]);
+        }
+    }
+    sp.mirostat = p.mirostat;
+    sp.mirostat_tau = p.mirostat_tau;
+    sp.mirostat_eta = p.mirostat_eta;
     return sp;
 }
 

@@ -21,6 +21,7 @@ struct RunOptions {
     std::string prompt_file;
     std::string json_schema;  // --json-schema: a file, or the schema itself
     std::string grammar_file;  // --grammar-file
+    std::vector<std::string> dry_breakers;  // --dry-sequence-breaker; {"none"}: no breakers
     int n_predict = 256;
     int n_ctx = 4096;
     int n_batch = 512;
@@ -320,6 +321,21 @@ void add_run_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "frequency penalty");
     cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "presence penalty");
+    cmd->add_option("--typical", o->sampling.typical_p, "locally typical sampling: mass kept (1: off)");
+    cmd->add_option("--top-nsigma", o->sampling.top_n_sigma, "keep logits within N standard deviations of the max (0: off)");
+    cmd->add_option("--xtc-probability", o->sampling.xtc_probability, "XTC: chance per token of dropping the top choices (0: off)");
+    cmd->add_option("--xtc-threshold", o->sampling.xtc_threshold, "XTC: probability a top choice has")->capture_default_str();
+    cmd->add_option("--dry-multiplier", o->sampling.dry_multiplier, "DRY repeat penalty's scale (0: off)");
+    cmd->add_option("--dry-base", o->sampling.dry_base, "DRY: growth per token of a repeat")->capture_default_str();
+    cmd->add_option("--dry-allowed-length", o->sampling.dry_allowed_length, "DRY: repeats this long go free")
+        ->capture_default_str();
+    cmd->add_option("--dry-penalty-last-n", o->sampling.dry_penalty_last_n, "DRY: tokens looked back (-1: all)")
+        ->capture_default_str();
+    cmd->add_option("--dry-sequence-breaker", o->dry_breakers,
+                    "DRY: a text no repeat reaches across (repeatable; replaces \\n : \" *; 'none': no breakers)");
+    cmd->add_option("--mirostat", o->sampling.mirostat, "mirostat version: 1 or 2 (0: off)");
+    cmd->add_option("--mirostat-ent", o->sampling.mirostat_tau, "mirostat's target surprise, bits")->capture_default_str();
+    cmd->add_option("--mirostat-lr", o->sampling.mirostat_eta, "mirostat's learning rate")->capture_default_str();
     cmd->add_flag("--json", o->sampling.json_object,
                   "the output is one JSON object: tokens that would break it are never drawn");
     cmd->add_option("--json-schema", o->json_schema,
@@ -349,6 +365,12 @@ void add_run_command(CLI::App& app) {
     cmd->callback([o] {
         if (!o->prompt_file.empty()) o->prompt = read_text_file(o->prompt_file);
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
+        if (!o->dry_breakers.empty()) {
+            o->sampling.dry_sequence_breakers.clear();
+            for (const std::string& b : o->dry_breakers) {
+                if (b != "none") o->sampling.dry_sequence_breakers.push_back(b);
+            }
+        }
         if (!o->template_kwargs.empty() && !nlohmann::json::parse(o->template_kwargs, nullptr, false).is_object()) {
             throw Error(ErrorCode::InvalidArgument, "--chat-template-kwargs must be a JSON object, such as '{\"enable_thinking\": false}'");
         }

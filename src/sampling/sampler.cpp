@@ -11,15 +11,6 @@ namespace lantern {
 
 namespace {
 
-// Descending logit, then ascending id: a strict total order, so nth_element and
-// sort pick the same candidates on every standard library.
-struct ByLogitDesc {
-    template <class C>
-    bool operator()(const C& a, const C& b) const {
-        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-    }
-};
-
 void check(bool ok, const std::string& what) {
     if (!ok) throw Error(ErrorCode::InvalidArgument, "sampler: " + what);
 }
@@ -36,6 +27,17 @@ TokenSampler::TokenSampler(const SamplerParams& params, int32_t n_vocab) : param
     check(params.repeat_last_n >= -1, "repeat_last_n must be >= -1, got " + std::to_string(params.repeat_last_n));
     check(std::isfinite(params.frequency_penalty) && std::isfinite(params.presence_penalty),
           "frequency/presence penalties must be finite");
+    check(params.typical_p >= 0.0f && params.typical_p <= 1.0f, "typical_p must be in [0, 1]");
+    check(std::isfinite(params.top_n_sigma), "top_n_sigma must be finite");
+    check(params.xtc_probability >= 0.0f && params.xtc_probability <= 1.0f, "xtc_probability must be in [0, 1]");
+    check(params.xtc_threshold >= 0.0f && params.xtc_threshold <= 1.0f, "xtc_threshold must be in [0, 1]");
+    check(params.dry_multiplier >= 0.0f && std::isfinite(params.dry_multiplier), "dry_multiplier must be 0 or more");
+    check(params.dry_base >= 1.0f && std::isfinite(params.dry_base), "dry_base must be at least 1");
+    check(params.dry_allowed_length >= 1, "dry_allowed_length must be at least 1");
+    check(params.dry_penalty_last_n >= -1, "dry_penalty_last_n must be >= -1");
+    check(params.mirostat >= 0 && params.mirostat <= 2, "mirostat must be 0 (off), 1 or 2");
+    check(params.mirostat_tau >= 0.0f && std::isfinite(params.mirostat_tau), "mirostat_tau must be 0 or more");
+    check(params.mirostat_eta > 0.0f && std::isfinite(params.mirostat_eta), "mirostat_eta must be positive");
     for (const LogitBias& b : params.logit_bias) {
         check(b.token >= 0 && b.token < n_vocab, "logit bias for token " + std::to_string(b.token) +
                                                      ", outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
@@ -56,6 +58,8 @@ TokenSampler::TokenSampler(const SamplerParams& params, int32_t n_vocab) : param
     counts_.assign(size_t(n_vocab), 0);
     slot_.assign(size_t(n_vocab), 0);
     if (params.repeat_last_n > 0) ring_.resize(size_t(params.repeat_last_n));
+    if (dry_active()) dry_len_.assign(size_t(n_vocab), 0);
+    mu_ = 2.0f * params.mirostat_tau;
 }
 
 void TokenSampler::reset() {
@@ -65,11 +69,15 @@ void TokenSampler::reset() {
     ring_head_ = 0;
     ring_size_ = 0;
     if (params_.repeat_last_n == -1) ring_.clear();
+    dry_hist_.clear();
+    dry_start_ = 0;
+    mu_ = 2.0f * params_.mirostat_tau;
 }
 
 void TokenSampler::accept(int32_t token) {
     check(token >= 0 && token < n_vocab_,
           "accepted token " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(n_vocab_) + ")");
+    dry_remember(token);
     if (params_.repeat_last_n == 0) return;
     if (params_.repeat_last_n == -1) {  // unbounded window
         ring_.push_back(token);
@@ -268,11 +276,16 @@ int32_t TokenSampler::sample(const float* logits) {
         l = std::min(l + b.bias, FLT_MAX);
     }
     penalize_candidates();
+    dry_penalize();
     if (params_.temperature <= 0.0f) return argmax();
+    if (params_.mirostat != 0) return mirostat_draw();
 
+    top_n_sigma(params_.top_n_sigma);
     if (params_.top_k > 0) top_k(size_t(params_.top_k));
+    typical(params_.typical_p);
     top_p(params_.top_p);
     min_p(params_.min_p);
+    xtc(params_.xtc_probability, params_.xtc_threshold);
     return draw(params_.temperature);
 }
 

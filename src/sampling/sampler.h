@@ -6,13 +6,22 @@
 //                      repetition  logit > 0 ? logit / repeat_penalty : logit * repeat_penalty
 //                      frequency   logit -= count * frequency_penalty
 //                      presence    logit -= (count > 0) * presence_penalty
+//                    then DRY over the last `dry_penalty_last_n` (sampler_dry.cpp)
 //   2. greedy        if temperature <= 0: argmax (ties to the lowest id), no randomness
-//   3. top-k         keep the k largest logits (0 = off)
-//   4. top-p         keep the smallest prefix, by descending probability, whose mass
+//      mirostat      if on: temperature, then mirostat's own truncation and draw
+//                    (sampler_filters.cpp), in place of 3..9
+//   3. top-n-sigma   keep logits >= max - n * (their standard deviation)
+//   4. top-k         keep the k largest logits (0 = off)
+//   5. typical-p     keep the tokens whose surprise is nearest the entropy, up to
+//                    typical_p of the mass
+//   6. top-p         keep the smallest prefix, by descending probability, whose mass
 //                    reaches top_p (softmax of the remaining logits; 1 = off)
-//   5. min-p         keep tokens with p >= min_p * p_max (0 = off)
-//   6. temperature   logits /= temperature
-//   7. softmax and one draw from a seeded 64-bit Mersenne Twister.
+//   7. min-p         keep tokens with p >= min_p * p_max (0 = off)
+//   8. XTC           with probability xtc_probability, drop every token with
+//                    p >= xtc_threshold but the least likely of them
+//   9. temperature   logits /= temperature
+//  10. softmax and one draw from a seeded 64-bit Mersenne Twister.
+// Probabilities in 5..8 are at temperature 1, as llama.cpp applies it last.
 // Every filter keeps at least one token. Ties between equal logits are broken by
 // the lower token id, so the kept set never depends on the sort implementation.
 //
@@ -29,6 +38,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "lantern/sampling.h"
@@ -37,6 +47,15 @@ namespace lantern {
 
 // Seed value that asks for a random seed (drawn from std::random_device).
 // SamplerParams and kSamplerRandomSeed: include/lantern/sampling.h.
+
+// Descending logit, then ascending id: a strict total order, so nth_element and
+// sort pick the same candidates on every standard library.
+struct ByLogitDesc {
+    template <class C>
+    bool operator()(const C& a, const C& b) const {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    }
+};
 
 class TokenSampler {
 public:
@@ -67,6 +86,9 @@ public:
     uint64_t seed() const { return seed_; }
     // Accepted tokens still inside the penalty window, oldest first.
     std::vector<int32_t> history() const;
+    // Token texts (n_vocab of them): DRY's sequence breakers are the tokens
+    // whose text holds one. Without them no token breaks a sequence.
+    void set_pieces(const std::vector<std::string>& pieces);
 
 private:
     struct Candidate {
@@ -84,6 +106,16 @@ private:
     void top_k(size_t k);
     void top_p(float p);
     void min_p(float p);
+    // sampler_filters.cpp
+    double weigh(float inv_temperature);  // weight = exp((logit - max) / T); returns their sum
+    void top_n_sigma(float n);
+    void typical(float p);
+    void xtc(float probability, float threshold);
+    int32_t mirostat_draw();
+    // sampler_dry.cpp
+    bool dry_active() const;
+    void dry_remember(int32_t token);
+    void dry_penalize();
     int32_t draw(float temperature);
     double uniform01();  // in [0, 1), 53 random bits
 
@@ -105,6 +137,16 @@ private:
     std::vector<int32_t> counts_;   // [n_vocab] occurrences inside the window
     std::vector<int32_t> distinct_; // the ids with counts_ > 0, in no particular order
     std::vector<int32_t> slot_;     // [n_vocab] index of the id in distinct_ (valid while counted)
+
+    float mu_ = 0.0f;               // mirostat's running surprise bound, 2 * tau after a reset
+
+    // DRY: the accepted tokens it looks back on (from dry_start_), which
+    // tokens break a sequence, and per token its longest repeat this step.
+    std::vector<int32_t> dry_hist_;
+    size_t dry_start_ = 0;
+    std::vector<uint8_t> breaker_;  // [n_vocab] once set_pieces ran
+    std::vector<int32_t> dry_len_;  // [n_vocab] scratch, zero between steps
+    std::vector<int32_t> dry_hit_;  // the tokens dry_len_ holds this step
 };
 
 }  // namespace lantern

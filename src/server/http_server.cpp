@@ -253,6 +253,7 @@ void HttpServer::routes() {
                 check.json_object = false;
                 check.json_schema.clear();
                 check.grammar.clear();
+                check.dry_sequence_breakers.clear();  // their tokens need the vocabulary
                 Sampler(check, model_.n_vocab());
             }
             std::string text = req->prompt;

@@ -105,6 +105,26 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     s.frequency_penalty = field<float>(body, "frequency_penalty", 0.0f);
     s.presence_penalty = field<float>(body, "presence_penalty", 0.0f);
     s.repeat_penalty = field<float>(body, "repeat_penalty", 1.0f);
+    // llama.cpp's server's extensions.
+    s.typical_p = field<float>(body, "typical_p", s.typical_p);
+    s.top_n_sigma = field<float>(body, "top_n_sigma", s.top_n_sigma);
+    s.xtc_probability = field<float>(body, "xtc_probability", s.xtc_probability);
+    s.xtc_threshold = field<float>(body, "xtc_threshold", s.xtc_threshold);
+    s.dry_multiplier = field<float>(body, "dry_multiplier", s.dry_multiplier);
+    s.dry_base = field<float>(body, "dry_base", s.dry_base);
+    s.dry_allowed_length = field<int>(body, "dry_allowed_length", s.dry_allowed_length);
+    s.dry_penalty_last_n = field<int>(body, "dry_penalty_last_n", s.dry_penalty_last_n);
+    if (auto it = body.find("dry_sequence_breakers"); it != body.end() && !it->is_null()) {
+        if (!it->is_array()) throw ApiError(400, "'dry_sequence_breakers' must be a list of strings");
+        s.dry_sequence_breakers.clear();
+        for (const json& x : *it) {
+            if (!x.is_string()) throw ApiError(400, "'dry_sequence_breakers' entries must be strings");
+            s.dry_sequence_breakers.push_back(x.get<std::string>());
+        }
+    }
+    s.mirostat = field<int>(body, "mirostat", s.mirostat);
+    s.mirostat_tau = field<float>(body, "mirostat_tau", s.mirostat_tau);
+    s.mirostat_eta = field<float>(body, "mirostat_eta", s.mirostat_eta);
     const int64_t seed = field<int64_t>(body, "seed", -1);
     s.seed = seed < 0 ? kSamplerRandomSeed : static_cast<uint64_t>(seed);
     if (s.temperature < 0.0f || s.temperature > 100.0f) throw ApiError(400, "'temperature' must be in [0, 100]");

@@ -69,6 +69,20 @@ def test_grammar_output(lantern, model):
     assert "line 1, column 10" in str(e.value)
 
 
+def test_more_samplers(lantern, model):
+    loop = "the cat the cat the cat the cat"
+    plain = model.generate(loop, max_tokens=24, temperature=0)
+    assert "the cat the cat the cat" in plain
+    assert "the cat the cat" not in model.generate(loop, max_tokens=24, temperature=0, dry_multiplier=0.8)
+    assert model.generate(loop, max_tokens=24, temperature=0, dry_multiplier=0.8,
+                          dry_sequence_breakers=[" ", "t"]) == plain
+    assert model.generate("Hello", max_tokens=8, seed=1, mirostat=2, typical_p=0.9, xtc_probability=0.3)
+    with pytest.raises(lantern.LanternError):
+        lantern.Sampler(model.n_vocab, mirostat=3)
+    with pytest.raises(TypeError):
+        lantern.Sampler(model.n_vocab, mirostatt=2)
+
+
 WEATHER = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]

@@ -232,6 +232,31 @@ TEST(Cli, JsonSchemaOutput) {
     EXPECT_NE(bad.err.find("lookahead"), std::string::npos) << bad.err;
 }
 
+// DRY breaks the loop greedy decoding falls into; the other samplers of
+// llama.cpp's run from the command line; bad settings are errors.
+TEST(Cli, DryBreaksALoopAndTheOtherSamplersRun) {
+    const std::string prompt = "the cat the cat the cat the cat";
+    const std::string args = "run --temp 0 -n 40 -t 1 --ignore-eos --no-display-prompt -p " + shell_quote(prompt);
+    const CliOutput loop = run_lantern(args);
+    ASSERT_EQ(loop.exit_code, 0) << loop.err;
+    EXPECT_NE(loop.out.find("the cat the cat the cat the cat the cat the cat"), std::string::npos) << loop.out;
+    const CliOutput dry = run_lantern(args + " --dry-multiplier 0.8");
+    ASSERT_EQ(dry.exit_code, 0) << dry.err;
+    EXPECT_EQ(dry.out.find("the cat the cat"), std::string::npos) << dry.out;
+    // Breakers that every token holds: no repeat is measured, so the loop stays.
+    const CliOutput broken = run_lantern(args + " --dry-multiplier 0.8 --dry-sequence-breaker ' ' --dry-sequence-breaker t");
+    ASSERT_EQ(broken.exit_code, 0) << broken.err;
+    EXPECT_EQ(broken.out, loop.out);
+    for (const char* more : {"--mirostat 2 --mirostat-ent 4", "--mirostat 1", "--typical 0.8 --top-nsigma 2",
+                                    "--xtc-probability 0.5 --xtc-threshold 0.1"}) {
+        const CliOutput o = run_lantern(std::string("run --temp 0.8 --seed 2 -n 16 -t 1 -p hello ") + more);
+        EXPECT_EQ(o.exit_code, 0) << more << ": " << o.err;
+    }
+    const CliOutput bad = run_lantern("run -n 4 -p hi --mirostat 3");
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("mirostat must be 0 (off), 1 or 2"), std::string::npos) << bad.err;
+}
+
 // --grammar / --grammar-file: every reply of a chat matches the grammar (it
 // starts over each turn); a bad grammar is an error naming where.
 TEST(Cli, GrammarHoldsEveryReply) {

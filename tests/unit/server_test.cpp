@@ -400,6 +400,34 @@ TEST_F(Server, GrammarHoldsTheReply) {
     EXPECT_NE(e["error"]["message"].get<std::string>().find("line 1, column 10"), std::string::npos) << e;
 }
 
+// llama.cpp's sampler fields: DRY breaks a greedy loop as on the command
+// line; the others are taken; bad values are a 400 naming them.
+TEST_F(Server, LlamaCppSamplerFields) {
+    const json loop = {{"prompt", "the cat the cat the cat the cat"}, {"temperature", 0}, {"max_tokens", 30},
+                       {"ignore_eos", true}};
+    const std::string plain = post("/v1/completions", loop)["choices"][0]["text"];
+    EXPECT_NE(plain.find("the cat the cat the cat"), std::string::npos) << plain;
+    json dry = loop;
+    dry["dry_multiplier"] = 0.8;
+    const std::string varied = post("/v1/completions", dry)["choices"][0]["text"];
+    EXPECT_EQ(varied.find("the cat the cat"), std::string::npos) << varied;
+    dry["dry_sequence_breakers"] = {" ", "t"};
+    EXPECT_EQ(post("/v1/completions", dry)["choices"][0]["text"], plain);
+    json more = {{"prompt", "Hello"}, {"max_tokens", 8}, {"seed", 1}, {"mirostat", 2}, {"mirostat_tau", 4.0},
+                 {"typical_p", 0.9}, {"top_n_sigma", 2.0}, {"xtc_probability", 0.3}};
+    int status = 0;
+    post("/v1/completions", more, &status);
+    EXPECT_EQ(status, 200);
+    for (const json& bad : {json{{"mirostat", 5}}, json{{"typical_p", 2}}, json{{"dry_base", 0.5}},
+                            json{{"dry_sequence_breakers", "\n"}}, json{{"xtc_probability", "x"}}}) {
+        json req = bad;
+        req["prompt"] = "Hello";
+        const json e = post("/v1/completions", req, &status);
+        EXPECT_EQ(status, 400) << bad;
+        EXPECT_NE(e["error"]["message"].get<std::string>().find(bad.begin().key()), std::string::npos) << e;
+    }
+}
+
 // A conversation's next turn reuses what its slot holds: only the new part
 // of the prompt is decoded, and the answer is the one a fresh slot gives.
 TEST_F(Server, NextTurnReusesTheCachedPrompt) {
