@@ -8,32 +8,14 @@
 
 #include "lantern/error.h"
 #include "sampling/sampler.h"
+#include "sampling_test_util.h"
 
 namespace lantern {
 namespace {
 
-// Every other filter off, temperature 1.
-SamplerParams plain(uint64_t seed = 77) {
-    SamplerParams p;
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = seed;
-    return p;
-}
-
-std::vector<float> log_probs(const std::vector<double>& probs) {
-    std::vector<float> l;
-    for (double p : probs) l.push_back(float(std::log(p)));
-    return l;
-}
-
-std::set<int32_t> drawn(TokenSampler& s, const std::vector<float>& logits, int n = 3000) {
-    std::set<int32_t> seen;
-    for (int i = 0; i < n; ++i) seen.insert(s.sample(logits.data()));
-    return seen;
-}
+using test::drawn;
+using test::log_probs;
+using test::plain;
 
 TEST(SamplerFilters, TopNSigmaKeepsLogitsNearTheMax) {
     // Logits 5, 4 and six zeros: mean 1.125, sigma 1.96; one sigma below the
