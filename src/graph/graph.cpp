@@ -255,6 +255,21 @@ Tensor* Graph::softcap(Tensor* x, float cap) {
     return t;
 }
 
+Tensor* Graph::moe_ffn(Tensor* x, Tensor* router, Tensor* gate, Tensor* up, Tensor* down, int n_used,
+                       bool norm_weights) {
+    const int64_t D = x->ne[0], T = x->ne[1], E = router->ne[1], F = gate->ne[1];
+    require(x->type == DType::F32 && x->ne[2] == 1 && x->ne[3] == 1, "moe_ffn", "x must be 2-D f32");
+    require(router->ne[0] == D && router->ne[2] == 1, "moe_ffn", "the router must be [D, E]");
+    require(gate->ne == up->ne && gate->ne[0] == D && gate->ne[2] == E && gate->type == up->type, "moe_ffn",
+            "gate and up must be [D, F, E] of one type");
+    require(down->ne[0] == F && down->ne[1] == D && down->ne[2] == E, "moe_ffn", "down must be [F, D, E]");
+    require(n_used >= 1 && n_used <= E, "moe_ffn", "experts used must be in [1, E]");
+    Tensor* t = new_node(Op::MoeFfn, DType::F32, {D, T}, {x, router, gate, up, down}, "moe_ffn");
+    t->set_param_i(0, n_used);
+    t->set_param_i(1, norm_weights ? 1 : 0);
+    return t;
+}
+
 Tensor* Graph::add_rms_norm(Tensor* a, Tensor* b, Tensor* w, float eps) {
     require(a->ne == b->ne, "add_rms_norm", "shapes differ");
     require(a->ne[2] == 1 && a->ne[3] == 1, "add_rms_norm", "inputs must be 2-D");

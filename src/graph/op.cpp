@@ -12,6 +12,7 @@ const char* op_name(Op op) {
         case Op::Mul: return "mul";
         case Op::Scale: return "scale";
         case Op::SiluMul: return "silu_mul";
+        case Op::MoeFfn: return "moe_ffn";
         case Op::GeluMul: return "gelu_mul";
         case Op::SoftMax: return "soft_max";
         case Op::Rope: return "rope";

@@ -65,6 +65,14 @@ enum class Op : uint8_t {
     // Logit soft-capping: dst = f[0] * tanh(src0 / f[0]), f[0] > 0 (Gemma's
     // final_logit_softcapping). Same shape; src0 rows may be strided.
     Softcap,
+    // Mixture-of-experts feed-forward (Mixtral, Qwen3-MoE). src0 x [D, T] f32,
+    // src1 router [D, E], src2 gate [D, F, E], src3 up [D, F, E], src4 down
+    // [F, D, E] (any weight types; gate and up alike). Per token: p =
+    // softmax(router x); the n_used experts of largest p (ties to the lower
+    // index) with weights w = their p, divided by the sum of the n_used when
+    // asked; dst[:, t] = sum_e w_e down_e (silu(gate_e x) * up_e x).
+    // dst [D, T] f32. params: i[0] n_used, i[1] 1: normalise the weights.
+    MoeFfn,
 
     // --- fused ops (each has an unfused default in graph/fusion.cpp) ---------
     // dst [K, M, 2]: slice 0 = src0 + src1, slice 1 = rms_norm(slice 0) * src2.

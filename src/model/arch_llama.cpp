@@ -1,14 +1,17 @@
-// llama, mistral, qwen2, qwen3, smollm3: embedding, per layer RMSNorm ->
-// Q/K/V (+ biases, qwen2) -> per-head RMSNorm of Q and K (qwen3) -> RoPE
-// (normal; neox for qwen2 and qwen3; Llama 3 frequency factors; none on
-// smollm3's every fourth layer) -> KV cache -> attention ->
-// output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual, then
-// the final norm and the output head. A head's size is the file's key_length
-// (Qwen3: 128 for any width), not necessarily n_embd / n_head.
+// llama, mistral, qwen2, qwen3, qwen3moe, smollm3: embedding, per layer
+// RMSNorm -> Q/K/V (+ biases, qwen2) -> per-head RMSNorm of Q and K (qwen3,
+// qwen3moe) -> RoPE (normal; neox for qwen2 and qwen3; Llama 3 frequency
+// factors; none on smollm3's every fourth layer) -> KV cache -> attention ->
+// output projection -> residual -> RMSNorm -> SwiGLU FFN, or a mixture of
+// SwiGLU experts (Mixtral, qwen3moe) -> residual, then the final norm and the
+// output head. A head's size is the file's key_length (Qwen3: 128 for any
+// width), not necessarily n_embd / n_head.
 //
 // Each residual add is fused with the RMSNorm that follows it (AddRmsNorm):
 // the CPU and GPU backends rely on that for speed.
 #include "model/arch.h"
+
+#include "lantern/error.h"
 
 namespace lantern {
 
@@ -26,14 +29,26 @@ ModelWeights bind_llama(const WeightTable& w, const HParams& hp) {
         l.bq = w.optional(p + "attn_q.bias", {q});
         l.bk = w.optional(p + "attn_k.bias", {kv});
         l.bv = w.optional(p + "attn_v.bias", {kv});
-        if (hp.arch == "qwen3") {
+        if (hp.arch == "qwen3" || hp.arch == "qwen3moe") {
             l.q_norm = w.require(p + "attn_q_norm.weight", {hp.head_dim});
             l.k_norm = w.require(p + "attn_k_norm.weight", {hp.head_dim});
         }
         l.ffn_norm = w.require(p + "ffn_norm.weight", {e});
-        l.ffn_gate = w.require(p + "ffn_gate.weight", {e, hp.n_ff});
-        l.ffn_up = w.require(p + "ffn_up.weight", {e, hp.n_ff});
-        l.ffn_down = w.require(p + "ffn_down.weight", {hp.n_ff, e});
+        if (hp.n_expert > 0) {
+            const int64_t f = hp.n_ff_exp, x = hp.n_expert;
+            l.ffn_gate_inp = w.require(p + "ffn_gate_inp.weight", {e, x});
+            l.ffn_gate_exps = w.require(p + "ffn_gate_exps.weight", {e, f, x});
+            l.ffn_up_exps = w.require(p + "ffn_up_exps.weight", {e, f, x});
+            l.ffn_down_exps = w.require(p + "ffn_down_exps.weight", {f, e, x});
+        } else {
+            if (w.find(p + "ffn_gate_exps.weight") != nullptr) {
+                throw Error(ErrorCode::Format, "the file has expert tensors (" + p +
+                                                   "ffn_gate_exps.weight) but no " + hp.arch + ".expert_count");
+            }
+            l.ffn_gate = w.require(p + "ffn_gate.weight", {e, hp.n_ff});
+            l.ffn_up = w.require(p + "ffn_up.weight", {e, hp.n_ff});
+            l.ffn_down = w.require(p + "ffn_down.weight", {hp.n_ff, e});
+        }
         l.rope_freqs = w.optional(p + "rope_freqs.weight", {hp.n_rot / 2});
     }
     return m;
@@ -76,7 +91,12 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
-        // Feed-forward (SwiGLU).
+        // Feed-forward (SwiGLU), or a mixture of SwiGLU experts.
+        if (l.ffn_gate_exps != nullptr) {
+            last_ffn = g.moe_ffn(cur, l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
+                                 static_cast<int>(hp.n_expert_used), hp.expert_weights_norm);
+            continue;
+        }
         Tensor* gate = g.mul_mat(l.ffn_gate, cur);
         Tensor* up = g.mul_mat(l.ffn_up, cur);
         last_ffn = g.mul_mat(l.ffn_down, g.silu_mul(gate, up));

@@ -111,6 +111,26 @@ HParams read_hparams(const gguf::File& f) {
         }
     }
 
+    hp.n_expert = f.get_int(a + "expert_count").value_or(0);
+    if (hp.n_expert > 0) {
+        hp.n_expert_used = require_int(f, a + "expert_used_count");
+        hp.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(hp.n_ff);
+        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm").value_or(true);
+        if (hp.n_expert_used > hp.n_expert) {
+            throw Error(ErrorCode::Format, f.path() + ": expert_used_count (" + std::to_string(hp.n_expert_used) +
+                                               ") is more than expert_count (" + std::to_string(hp.n_expert) + ")");
+        }
+        // 1 is softmax, the only gating these architectures use.
+        if (f.get_int(a + "expert_gating_func").value_or(1) != 1) {
+            throw Error(ErrorCode::Unsupported, f.path() + ": expert gating other than softmax is not supported");
+        }
+        if (f.get_int(a + "expert_shared_count").value_or(0) > 0) {
+            throw Error(ErrorCode::Unsupported, f.path() + ": shared experts are not supported");
+        }
+    } else if (hp.arch == "qwen3moe") {
+        throw Error(ErrorCode::Format, f.path() + ": missing metadata key '" + a + "expert_count'");
+    }
+
     if (const gguf::Array* tokens = f.get_array("tokenizer.ggml.tokens")) {
         hp.n_vocab = static_cast<int64_t>(tokens->size());
     }

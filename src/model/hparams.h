@@ -56,6 +56,15 @@ struct HParams {
     // RoPE ("NoPE"); 4, fixed by the architecture (no GGUF key). 0: none.
     int64_t no_rope_every = 0;
 
+    // Mixture of experts (Mixtral as "llama", qwen3moe): the FFN is n_expert
+    // experts of n_ff_exp hidden units, n_expert_used of them per token,
+    // chosen by softmax; their weights renormalised to sum to 1 unless the
+    // file says {arch}.expert_weights_norm false.
+    int64_t n_expert = 0;       // {arch}.expert_count (0: a dense FFN)
+    int64_t n_expert_used = 0;  // {arch}.expert_used_count
+    int64_t n_ff_exp = 0;       // {arch}.expert_feed_forward_length (default n_ff)
+    bool expert_weights_norm = true;
+
     // Attention scale used by the attention op.
     float attention_scale() const;
     // Whether layer il attends through a sliding window.

@@ -21,7 +21,11 @@ bool ends_with(const std::string& s, const char* suffix) {
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-bool is_matrix(const gguf::TensorInfo& t) { return t.shape.size() >= 2 && ends_with(t.name, ".weight"); }
+// A mixture of experts' router stays as it is (llama.cpp keeps it too): it
+// is small, and a rounded router picks other experts.
+bool is_matrix(const gguf::TensorInfo& t) {
+    return t.shape.size() >= 2 && ends_with(t.name, ".weight") && !ends_with(t.name, ".ffn_gate_inp.weight");
+}
 
 void check_target(DType t) {
     if (!llama_file_type(t)) invalid(std::string("type ") + dtype_name(t) + " has no llama file type");
@@ -59,7 +63,8 @@ int64_t layer_of(const std::string& name) {
 // The type a tensor is asked for.
 DType wanted_type(const QuantizeOptions& o, const std::string& name, int64_t n_layer) {
     if (name == "output.weight") return o.output_type ? *o.output_type : o.medium_mix ? DType::Q6_K : o.type;
-    if (o.medium_mix && (ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight"))) {
+    if (o.medium_mix && (ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight") ||
+                         ends_with(name, ".ffn_down_exps.weight"))) {
         const int64_t i = layer_of(name);
         if (i >= 0 && more_bits(i, n_layer)) return DType::Q6_K;
     }

@@ -36,6 +36,10 @@ struct LayerWeights {
     Tensor* ffn_up = nullptr;     // [n_embd, n_ff]
     Tensor* ffn_gate_up = nullptr;  // [n_embd, 2 n_ff] phi3: rows gate | up (gate/up null)
     Tensor* ffn_down = nullptr;   // [n_ff, n_embd]
+    Tensor* ffn_gate_inp = nullptr;   // [n_embd, n_expert] mixture of experts: the router
+    Tensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff_exp, n_expert]
+    Tensor* ffn_up_exps = nullptr;    // [n_embd, n_ff_exp, n_expert]
+    Tensor* ffn_down_exps = nullptr;  // [n_ff_exp, n_embd, n_expert]
     Tensor* post_ffw_norm = nullptr;  // [n_embd] gemma3, on the FFN output
     Tensor* rope_freqs = nullptr;  // [n_rot / 2] per-layer frequency factors, optional
 };

@@ -5,7 +5,7 @@
          [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
          [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
 
-ARCH: llama | mistral | qwen2 | qwen3 | smollm3 | phi3 | gemma3
+ARCH: llama | mistral | mixtral | qwen2 | qwen3 | qwen3moe | smollm3 | phi3 | gemma3
 TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
       q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
       multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
@@ -37,6 +37,9 @@ Per-architecture features exercised (disable the optional ones with --plain):
   qwen2   q/k/v biases; tied output (no output.weight); freq_base 1e6; neox.
   qwen3   per-head q/k RMSNorms, head_dim 2 n_embd / n_head (as Qwen3 0.6B:
           128 against 1024 / 16); tied output; freq_base 1e6; neox.
+  mixtral written as "llama" with llama.expert_count 4, expert_used_count 2:
+          the FFN a router (ffn_gate_inp) and 3-D ffn_{gate,up,down}_exps.
+  qwen3moe qwen3 with 8 experts of expert_feed_forward_length n_ff / 2, 3 used.
   smollm3 4 layers, the last without rope (NoPE every 4th); tied output.
   phi3    fused attn_qkv and fused ffn_up (gate|up); partial rotary
           (rope.dimension_count = 3/4 head_dim); longrope factors
@@ -67,7 +70,7 @@ from gguf.quants import quantize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kquants  # noqa: E402
 
-ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gemma3")
+ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma3")
 
 LEGACY_TYPES = {
     "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
@@ -202,11 +205,12 @@ def build(args) -> None:
     n_ff = 512 if is_k else 128
     n_head, n_head_kv = 4, 2
     head_dim = n_embd // n_head
-    if arch in ("gemma3", "qwen3"):
+    if arch in ("gemma3", "qwen3", "qwen3moe"):
         head_dim = 2 * n_embd // n_head          # 32 (k: 128): q width != n_embd
     n_layer = args.n_layer or {"gemma3": 6, "smollm3": 4}.get(arch, 2)
     n_ctx = 512
-    file_arch = args.arch_name or ("llama" if arch == "mistral" else arch)
+    file_arch = args.arch_name or ("llama" if arch in ("mistral", "mixtral") else arch)
+    n_expert, n_used, n_ff_exp = {"mixtral": (4, 2, n_ff), "qwen3moe": (8, 3, n_ff // 2)}.get(arch, (0, 0, 0))
 
     w = GGUFWriter(args.out, file_arch)
     w.add_name(f"tiny-{arch}-{args.type}")
@@ -227,8 +231,13 @@ def build(args) -> None:
     if arch == "phi3" and not plain:
         n_rot = (3 * head_dim // 4) // 2 * 2
     w.add_rope_dimension_count(n_rot)
-    w.add_rope_freq_base(1e6 if arch in ("qwen2", "qwen3", "gemma3") else 10000.0)
-    if arch == "qwen3":
+    w.add_rope_freq_base(1e6 if arch in ("qwen2", "qwen3", "qwen3moe", "gemma3") else 10000.0)
+    if n_expert:
+        w.add_expert_count(n_expert)
+        w.add_expert_used_count(n_used)
+        if arch == "qwen3moe":
+            w.add_expert_feed_forward_length(n_ff_exp)
+    if arch in ("qwen3", "qwen3moe"):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     if arch == "gemma3":
@@ -262,10 +271,11 @@ def build(args) -> None:
         return 1.0 + 0.1 * rng.standard_normal(n)
 
     # tied-output archs get small embeddings so that logits stay O(1)
-    embd_std = {"gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0, "smollm3": 2.0}.get(arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
+    embd_std = {"gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0, "qwen3moe": 2.0, "smollm3": 2.0}.get(
+        arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
     sink.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)) * embd_std)
     sink.add("output_norm.weight", norm(n_embd))
-    if arch not in ("qwen2", "qwen3", "smollm3", "gemma3"):
+    if arch not in ("qwen2", "qwen3", "qwen3moe", "smollm3", "gemma3"):
         sink.add("output.weight", mat(n_vocab, n_embd, 2.0))
     if arch == "llama" and not plain:
         sink.add("rope_freqs.weight", np.geomspace(1.0, 8.0, n_rot // 2))
@@ -289,19 +299,27 @@ def build(args) -> None:
             sink.add(p + "attn_q.bias", 0.1 * rng.standard_normal(nq))
             sink.add(p + "attn_k.bias", 0.1 * rng.standard_normal(nkv))
             sink.add(p + "attn_v.bias", 0.1 * rng.standard_normal(nkv))
-        if arch in ("gemma3", "qwen3"):
+        if arch in ("gemma3", "qwen3", "qwen3moe"):
             sink.add(p + "attn_q_norm.weight", norm(head_dim))
             sink.add(p + "attn_k_norm.weight", norm(head_dim))
         sink.add(p + "attn_output.weight", mat(n_embd, nq))
         if arch == "gemma3":
             sink.add(p + "post_attention_norm.weight", norm(n_embd))
         sink.add(p + "ffn_norm.weight", norm(n_embd))
-        if arch == "phi3":
+        if n_expert:
+            # numpy (E, n_out, n_in) == GGUF [n_in, n_out, E]; a router with
+            # clear preferences, so that the chosen experts are not a toss-up.
+            sink.add(p + "ffn_gate_inp.weight", mat(n_expert, n_embd, 1.0), quantizable=False)
+            sink.add(p + "ffn_gate_exps.weight", np.stack([mat(n_ff_exp, n_embd) for _ in range(n_expert)]))
+            sink.add(p + "ffn_up_exps.weight", np.stack([mat(n_ff_exp, n_embd) for _ in range(n_expert)]))
+            sink.add(p + "ffn_down_exps.weight", np.stack([mat(n_embd, n_ff_exp) for _ in range(n_expert)]))
+        elif arch == "phi3":
             sink.add(p + "ffn_up.weight", np.concatenate([mat(n_ff, n_embd), mat(n_ff, n_embd)], axis=0))
+            sink.add(p + "ffn_down.weight", mat(n_embd, n_ff))
         else:
             sink.add(p + "ffn_gate.weight", mat(n_ff, n_embd))
             sink.add(p + "ffn_up.weight", mat(n_ff, n_embd))
-        sink.add(p + "ffn_down.weight", mat(n_embd, n_ff))
+            sink.add(p + "ffn_down.weight", mat(n_embd, n_ff))
         if arch == "gemma3":
             sink.add(p + "post_ffw_norm.weight", norm(n_embd))
 

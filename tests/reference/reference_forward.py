@@ -104,6 +104,13 @@ Conventions (documented because they are easy to get wrong)
     qwen3: as llama, no biases; per-head RMSNorm of q and k (attn_q_norm /
         attn_k_norm) *before* rope; neox rope; head_dim from
         attention.key_length (need not be n_embd / n_head).
+    qwen3moe: as qwen3, with a mixture of experts for the FFN (below).
+    Mixture of experts (llama files with {arch}.expert_count, i.e. Mixtral,
+        and qwen3moe): ffn_gate_inp [n_embd, E] scores the experts; p =
+        softmax over all E; the expert_used_count largest (ties to the lower
+        index) each give down_e(silu(gate_e h) * up_e h) from the 3-D
+        ffn_{gate,up,down}_exps tensors, weighted by p renormalised over the
+        chosen ones (unless {arch}.expert_weights_norm is false).
     smollm3: as llama (normal rope), but layers il with (il + 1) % 4 == 0
         use no rope at all ("NoPE"; the 4 is fixed, no GGUF key).
     phi3: fused attn_qkv (rows: Q | K | V) or separate q/k/v; fused ffn_up
@@ -144,8 +151,8 @@ except ImportError as exc:  # pragma: no cover
     sys.stderr.write(f"reference_forward.py needs the gguf package: {exc}\n")
     raise
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gemma3")
-NEOX_ARCHS = ("qwen2", "qwen3", "phi3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma3")
+NEOX_ARCHS = ("qwen2", "qwen3", "qwen3moe", "phi3", "gemma3")
 
 
 class UnsupportedModel(Exception):
@@ -479,6 +486,23 @@ def attention_mask(q_pos: np.ndarray, k_pos: np.ndarray, window: int = 0) -> np.
     return allowed
 
 
+def moe_ffn(m: Model, h: np.ndarray, pre: str) -> np.ndarray:
+    """Mixture of experts, token by token (see the module docstring)."""
+    arch = m.hp.arch
+    k = int(m.meta[f"{arch}.expert_used_count"])
+    norm = bool(m.meta.get(f"{arch}.expert_weights_norm", True))
+    router = m.get(pre + "ffn_gate_inp.weight")                  # (E, n_embd)
+    gate, up, down = (m.get(pre + f"ffn_{n}_exps.weight") for n in ("gate", "up", "down"))  # (E, ...)
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        p = softmax(router @ h[t])
+        chosen = sorted(range(len(p)), key=lambda i: (-p[i], i))[:k]
+        w = p[chosen] / (p[chosen].sum() if norm else 1.0)
+        for e, we in zip(chosen, w):
+            out[t] += we * (down[e] @ (silu(gate[e] @ h[t]) * (up[e] @ h[t])))
+    return out
+
+
 def linear(m: Model, x: np.ndarray, name: str) -> np.ndarray:
     y = x @ m.get(name + ".weight").T
     b = m.w.get(name + ".bias")
@@ -601,6 +625,9 @@ def forward(m: Model, tokens: list[int], n_ctx: int | None = None,
         x = x + attn
 
         h = rms_norm(x, m.get(pre + "ffn_norm.weight"), hp.eps)
+        if m.has(pre + "ffn_gate_inp.weight"):
+            x = x + moe_ffn(m, h, pre)
+            continue
         if m.has(pre + "ffn_gate.weight"):
             gate = linear(m, h, pre + "ffn_gate")
             up = linear(m, h, pre + "ffn_up")

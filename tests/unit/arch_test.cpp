@@ -124,6 +124,15 @@ INSTANTIATE_TEST_SUITE_P(
         // qwen3: per-head Q/K norms before neox rope, head_dim != n_embd /
         // n_head, tied output, no biases.
         ArchCase{"qwen3", "f32", 2e-6}, ArchCase{"qwen3", "q8_0", 2e-3}, ArchCase{"qwen3", "q4_k", 2e-3},
+        // Mixtures of experts: Mixtral (written as "llama", 2 of 4 experts)
+        // and qwen3moe (3 of 8, experts half as wide as n_ff). Only 32- and
+        // 16-bit weights: routing is discontinuous, and the 8-bit activations
+        // of quantized products move these random models' closest choices
+        // (router logits 0.0007 apart at one position) to another expert now
+        // and then, as they would llama.cpp's. The quantized expert products
+        // are checked in the op test, against the same routing.
+        ArchCase{"mixtral", "f32", 1e-6}, ArchCase{"mixtral", "f16", 1e-5},
+        ArchCase{"qwen3moe", "f32", 2e-6}, ArchCase{"qwen3moe", "f16", 1e-5},
         // smollm3: 4 layers, the last without rope; tied output.
         ArchCase{"smollm3", "f32", 2e-6}, ArchCase{"smollm3", "q4_0", 2e-3},
         // phi3: fused QKV and gate|up, partial rotary, longrope factors (short
@@ -152,7 +161,8 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
         std::string arch;
         int n_ctx;
     };
-    for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"qwen3", 64}, Case{"smollm3", 64}, Case{"phi3", 64},
+    for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"qwen3", 64}, Case{"smollm3", 64},
+                          Case{"mixtral", 64}, Case{"qwen3moe", 64}, Case{"phi3", 64},
                           Case{"phi3", 300}, Case{"gemma3", 64}}) {
         const std::string path = temp_path("offload-" + c.arch + ".gguf").string();
         run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + c.arch + " '" + path +
@@ -201,7 +211,7 @@ TEST(ArchOnGpu, EveryArchitectureAgreesWithTheCpu) {
     int ran = 0;
     for (const BackendFactory& f : gpu_backend_factories()) {
         if (f.devices().empty()) continue;
-        for (const std::string arch : {"llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gemma3"}) {
+        for (const std::string arch : {"llama", "mistral", "qwen2", "qwen3", "smollm3", "mixtral", "qwen3moe", "phi3", "gemma3"}) {
             const std::string path = temp_path(std::string("gpu-") + f.name + "-" + arch + ".gguf").string();
             run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + arch + " '" + path +
                 "' > /dev/null");
@@ -307,7 +317,7 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
     const Case cases[] = {
         {{{"llama.rope.scaling.type", gguf::Value(std::string("yarn"))}}, "rope scaling type 'yarn' is not supported"},
         {{{"general.architecture", gguf::Value(std::string("gpt2"))}},
-         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, smollm3, phi3, gemma3)"},
+         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, smollm3, phi3, gemma3)"},
     };
     for (const Case& c : cases) {
         const std::string path = edited_copy(model_, "unsupported.gguf", c.edit);
@@ -320,6 +330,41 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
         }
         std::remove(path.c_str());
     }
+}
+
+// A mixture of experts' metadata: what cannot be right is a format error
+// naming the key, what this engine does not do is said so.
+TEST(ArchMoe, MetadataIsChecked) {
+    const std::string model = temp_path("hparams-mixtral.gguf").string();
+    run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " mixtral '" + model +
+        "' > /dev/null");
+    struct Case {
+        std::vector<std::pair<std::string, std::optional<gguf::Value>>> edit;
+        ErrorCode code;
+        std::string message;
+    };
+    const Case cases[] = {
+        {{{"llama.expert_used_count", gguf::Value(uint32_t{5})}}, ErrorCode::Format,
+         "expert_used_count (5) is more than expert_count (4)"},
+        {{{"llama.expert_used_count", std::nullopt}}, ErrorCode::Format, "missing metadata key 'llama.expert_used_count'"},
+        {{{"llama.expert_gating_func", gguf::Value(uint32_t{2})}}, ErrorCode::Unsupported,
+         "expert gating other than softmax is not supported"},
+        {{{"llama.expert_shared_count", gguf::Value(uint32_t{1})}}, ErrorCode::Unsupported, "shared experts are not supported"},
+        {{{"llama.expert_count", std::nullopt}}, ErrorCode::Format,
+         "the file has expert tensors (blk.0.ffn_gate_exps.weight) but no llama.expert_count"},
+    };
+    for (const Case& c : cases) {
+        const std::string path = edited_copy(model, "moe-edited.gguf", c.edit);
+        try {
+            Model::load(path, ModelParams{});
+            ADD_FAILURE() << "loaded: " << c.message;
+        } catch (const Error& e) {
+            EXPECT_EQ(e.code(), c.code) << e.what();
+            EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+        }
+        std::remove(path.c_str());
+    }
+    std::remove(model.c_str());
 }
 
 }  // namespace

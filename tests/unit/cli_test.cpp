@@ -377,6 +377,30 @@ TEST(Cli, QuantizeMediumMix) {
     std::remove(out.c_str());
 }
 
+// A mixture of experts: the 3-D expert tensors are quantized row by row,
+// ffn_down_exps takes the mix's Q6_K where ffn_down would, the router stays
+// f32 (as llama.cpp keeps it); the result runs.
+TEST(Cli, QuantizeMixtureOfExperts) {
+    const std::string in = temp_path("moe-f32.gguf").string(), out = temp_path("moe-q4_K_M.gguf").string();
+    ASSERT_EQ(std::system(("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " mixtral " +
+                           shell_quote(in) + " --wide > /dev/null")
+                              .c_str()),
+              0);
+    CliOutput o = run_lantern("quantize -m " + shell_quote(in) + " -o " + shell_quote(out) + " --type q4_K_M -t 2");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    {
+        const auto f = gguf::File::open(out);
+        EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_inp.weight")->type, DType::F32);
+        EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_exps.weight")->type, DType::Q4_K);
+        EXPECT_EQ(f->find_tensor("blk.0.ffn_down_exps.weight")->type, DType::Q4_K);
+        EXPECT_EQ(f->find_tensor("blk.1.ffn_down_exps.weight")->type, DType::Q6_K);  // the last eighth
+    }
+    o = run_lantern("run -m " + shell_quote(out) + " -n 8 --temp 0 -t 2 -p " + shell_quote("Once upon a time"));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    std::remove(in.c_str());
+    std::remove(out.c_str());
+}
+
 TEST(Cli, QuantizeRefusesBadRequestsAndLeavesNoFile) {
     const std::string in = default_model_path().string(), out = temp_path("refused.gguf").string();
     for (const std::string& args : {"-m " + shell_quote(in) + " -o " + shell_quote(in) + " --type q8_0",

@@ -274,7 +274,30 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         c->outputs.push_back(c->graph.rms_norm(x, b.weight(DType::F32, {32}, "w"), 1e-6f));
         add(std::move(c));
     }
+    // Mixture-of-experts FFN (kept last so earlier cases keep their seeds):
+    // one token and a prompt of 5, weights of each kind of dot product.
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
+        for (int64_t T : {1, 5}) {
+            auto c = new_case(std::string("moe_ffn_") + dtype_name(t) + "_T" + std::to_string(T), 5e-4);
+            CaseLeaves b{*c, std::mt19937(++k)};
+            const int64_t D = 256, F = 256, E = 6;
+            Tensor* x = b.leaf(DType::F32, {D, T}, "x");
+            Tensor* router = b.weight(DType::F32, {D, E}, "router");
+            Tensor* gate = b.weight(t, {D, F, E}, "gate_exps");
+            Tensor* up = b.weight(t, {D, F, E}, "up_exps");
+            Tensor* down = b.weight(t, {F, D, E}, "down_exps");
+            c->outputs.push_back(c->graph.moe_ffn(x, router, gate, up, down, 2, t != DType::F16));
+            add(std::move(c));
+        }
+    }
     return cases;
+}
+
+bool cpu_only(const OpCase& c) {
+    for (const Tensor* n : c.graph.nodes()) {
+        if (n->op == Op::MoeFfn) return true;
+    }
+    return false;
 }
 
 const std::vector<std::string>& op_case_names(uint32_t seed) {

@@ -2,6 +2,7 @@
 // element at a time, accumulating in double. Quantized rows are decoded with
 // the published block layouts (quant::dequantize_row, itself tested against
 // hand-made blocks). Nothing here is fast; everything here is obvious.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -138,6 +139,39 @@ void eval(const Tensor& d) {
                 store(d, a, i1, i2, i3);
             });
             return;
+        case Op::MoeFfn: {
+            const int64_t E = s[1]->ne[1], F = s[2]->ne[1], k = d.param_i(0);
+            auto dot = [](const std::vector<double>& a, const std::vector<double>& b) {
+                double acc = 0;
+                for (size_t i = 0; i < a.size(); ++i) acc += a[i] * b[i];
+                return acc;
+            };
+            for (int64_t t = 0; t < d.ne[1]; ++t) {
+                const std::vector<double> x = row(*s[0], t);
+                std::vector<double> p(static_cast<size_t>(E));
+                double mx = -INFINITY, sum = 0;
+                for (int64_t e = 0; e < E; ++e) mx = std::max(mx, p[static_cast<size_t>(e)] = dot(row(*s[1], e), x));
+                for (double& v : p) sum += v = std::exp(v - mx);
+                std::vector<int64_t> order(static_cast<size_t>(E));
+                for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
+                std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+                double chosen = 0;
+                for (int64_t j = 0; j < k; ++j) chosen += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
+                std::vector<double> y(static_cast<size_t>(d.ne[0]), 0.0);
+                for (int64_t j = 0; j < k; ++j) {
+                    const int64_t e = order[static_cast<size_t>(j)];
+                    const double w = p[static_cast<size_t>(e)] / (d.param_i(1) != 0 ? chosen : sum);
+                    std::vector<double> h(static_cast<size_t>(F));
+                    for (int64_t f = 0; f < F; ++f) {
+                        const double g = dot(row(*s[2], f, e), x), u = dot(row(*s[3], f, e), x);
+                        h[static_cast<size_t>(f)] = g / (1.0 + std::exp(-g)) * u;
+                    }
+                    for (int64_t n = 0; n < d.ne[0]; ++n) y[static_cast<size_t>(n)] += w * dot(row(*s[4], n, e), h);
+                }
+                store(d, y, t);
+            }
+            return;
+        }
         case Op::Scale:
             each_row(d, [&](int64_t i1, int64_t i2, int64_t i3) {
                 std::vector<double> a = row(*s[0], i1, i2, i3);

@@ -70,6 +70,10 @@ size_t mul_mat_scratch(const Tensor&, int nth);
 bool mul_mat_accepts(const Tensor&);
 void get_rows(const KernelContext&, const Tensor&);
 bool get_rows_accepts(const Tensor&);
+// moe.cpp
+void moe_ffn(const KernelContext&, const Tensor&);
+size_t moe_ffn_scratch(const Tensor&, int nth);
+bool moe_ffn_accepts(const Tensor&);
 // attention.cpp
 void kv_store(const KernelContext&, const Tensor&);
 bool kv_store_accepts(const Tensor&);
