@@ -275,9 +275,10 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         add(std::move(c));
     }
     // Mixture-of-experts FFN (kept last so earlier cases keep their seeds):
-    // one token and a prompt of 5, weights of each kind of dot product.
+    // one token and prompts of 5 and 24 (experts shared by several tokens:
+    // tiles of activation rows), weights of each kind of dot product.
     for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K}) {
-        for (int64_t T : {1, 5}) {
+        for (int64_t T : {1, 5, 24}) {
             auto c = new_case(std::string("moe_ffn_") + dtype_name(t) + "_T" + std::to_string(T), 5e-4);
             CaseLeaves b{*c, std::mt19937(++k)};
             const int64_t D = 256, F = 256, E = 6;

@@ -1,10 +1,21 @@
-// Mixture-of-experts feed-forward (Op::MoeFfn): each token is routed to its
-// n_used experts, whose SwiGLU rows run with the weight types' own dot
-// products, one activation column at a time (a decode step's shape; a
-// prompt's tokens each take their experts' rows again, which is correct but
-// not the tiled speed of a dense matrix multiply).
+// Mixture-of-experts feed-forward (Op::MoeFfn) on the CPU.
+//
+// Each token is routed to its n_used experts; the (token, expert) pairs are
+// then grouped by expert, so that an expert's rows are read once for all the
+// tokens that chose it and multiplied with the weight type's own tiled dot
+// products (vec_dot over several activation rows), as a dense matrix
+// multiply does: a prompt's tokens share the experts they have in common.
+//
+//   1. the router as floats; every token's row in gate's activation type
+//   2. router logits, softmax, the n_used largest per token, their weights
+//   3. the pairs sorted by expert; their activation rows gathered in order
+//   4. gate and up products per expert, then silu(gate) * up
+//   5. those rows in down's activation type; down products per expert
+//   6. each token's output: its experts' rows added by weight
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "backends/cpu/cpu_kernel.h"
 #include "quant/quant.h"
@@ -12,45 +23,52 @@
 namespace lantern::cpu {
 namespace {
 
-constexpr int kMaxTile = 16;  // weight rows per vec_dot call, at most
+constexpr int64_t kRowBlock = 16;  // weight rows per work item
 
 size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 
 // Where each part of the work lives in the kernel's scratch.
 struct MoeScratch {
-    int64_t D, T, E, F, k;
-    size_t xq_row, hq_row;  // bytes of an activation row in gate's / down's vec_dot_type (0: f32 rows as they are)
-    size_t router, logits, ids, weights, xq, hidden, hq, total;
+    int64_t D, T, E, F, k, P;
+    size_t x_row, h_row;  // bytes of a gathered input row (gate's activation type) and of a hidden row (down's)
+    bool x_float, h_float;  // those are f32 rows (the weights' vec_dot_type is F32)
+    size_t router, logits, ids, weights, offsets, order, slot, xg, gate, up, hq, y, total;
 
     explicit MoeScratch(const Tensor& dst) {
         const Tensor& x = *dst.src[0];
-        const Tensor& gate = *dst.src[2];
-        D = x.ne[0], T = x.ne[1], E = dst.src[1]->ne[1], F = gate.ne[1], k = dst.param_i(0);
-        const DType gt = quant::type_ops(gate.type)->vec_dot_type;
+        const Tensor& gate_w = *dst.src[2];
+        D = x.ne[0], T = x.ne[1], E = dst.src[1]->ne[1], F = gate_w.ne[1], k = dst.param_i(0), P = T * k;
+        const DType gt = quant::type_ops(gate_w.type)->vec_dot_type;
         const DType dt = quant::type_ops(dst.src[4]->type)->vec_dot_type;
-        xq_row = gt == DType::F32 ? 0 : dtype_row_size(gt, D);
-        hq_row = dt == DType::F32 ? 0 : dtype_row_size(dt, F);
+        x_float = gt == DType::F32, h_float = dt == DType::F32;
+        x_row = x_float ? static_cast<size_t>(D) * sizeof(float) : dtype_row_size(gt, D);
+        h_row = h_float ? static_cast<size_t>(F) * sizeof(float) : dtype_row_size(dt, F);
         size_t off = 0;
         auto take = [&](size_t n) {
             const size_t at = off;
             off = align64(off + n);
             return at;
         };
-        const auto P = static_cast<size_t>(T * k);
+        const auto p = static_cast<size_t>(P);
         router = take(static_cast<size_t>(E * D) * sizeof(float));
         logits = take(static_cast<size_t>(T * E) * sizeof(float));
-        ids = take(P * sizeof(int32_t));
-        weights = take(P * sizeof(float));
-        xq = take(static_cast<size_t>(T) * xq_row);
-        hidden = take(P * static_cast<size_t>(F) * sizeof(float));
-        hq = take(P * hq_row);
+        ids = take(p * sizeof(int32_t));
+        weights = take(p * sizeof(float));
+        offsets = take(static_cast<size_t>(E + 1) * sizeof(int32_t));  // expert e's pairs: [offsets[e], offsets[e + 1])
+        order = take(p * sizeof(int32_t));                              // sorted position -> pair
+        slot = take(p * sizeof(int32_t));                               // pair -> sorted position
+        xg = take(p * x_row);
+        gate = take(p * static_cast<size_t>(F) * sizeof(float));  // then silu(gate) * up
+        up = take(p * static_cast<size_t>(F) * sizeof(float));
+        hq = take(h_float ? 0 : p * h_row);
+        y = take(p * static_cast<size_t>(D) * sizeof(float));
         total = off;
     }
 };
 
 bool weights_ok(const Tensor& w) {
     const quant::TypeOps* ops = quant::type_ops(w.type);
-    if (ops == nullptr || ops->vec_dot == nullptr || ops->max_nr > kMaxTile) return false;
+    if (ops == nullptr || ops->vec_dot == nullptr) return false;
     if (ops->vec_dot_type != DType::F32) {
         const quant::TypeOps* act = quant::type_ops(ops->vec_dot_type);
         if (act == nullptr || act->from_float == nullptr) return false;
@@ -59,6 +77,36 @@ bool weights_ok(const Tensor& w) {
 }
 
 float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+// out[c * ldc + r] = row (first + r) of expert e's matrix w . activation row
+// c, for the rows [first, last) and the expert's `count` gathered rows.
+void expert_product(const quant::TypeOps& ops, const Tensor& w, int64_t e, int64_t first, int64_t last,
+                    const uint8_t* act, size_t act_row, int64_t count, float* out, size_t ldc) {
+    const uint8_t* base = static_cast<const uint8_t*>(tensor_address(w)) + static_cast<size_t>(e) * w.nb[2];
+    const int max_nr = count == 1 ? ops.wide_nr : ops.max_nr;
+    for (int64_t c = 0; c < count; c += ops.max_nc) {
+        const int nc = static_cast<int>(std::min<int64_t>(ops.max_nc, count - c));
+        for (int64_t n = first; n < last; n += max_nr) {
+            const int nr = static_cast<int>(std::min<int64_t>(max_nr, last - n));
+            ops.vec_dot(w.ne[0], out + static_cast<size_t>(c) * ldc + n, ldc, base + n * w.nb[1], w.nb[1],
+                        act + static_cast<size_t>(c) * act_row, act_row, nr, nc);
+        }
+    }
+}
+
+// Calls fn(e, first, last) for this thread's share of (expert, row block)
+// items over rows [0, rows) of every expert some pair chose.
+template <class Fn>
+void each_expert_block(const KernelContext& ctx, const int32_t* offsets, int64_t E, int64_t rows, Fn&& fn) {
+    const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+    int64_t item = 0;
+    for (int64_t e = 0; e < E; ++e) {
+        if (offsets[e + 1] == offsets[e]) continue;
+        for (int64_t b = 0; b < blocks; ++b, ++item) {
+            if (item % ctx.nth == ctx.ith) fn(e, b * kRowBlock, std::min(rows, (b + 1) * kRowBlock));
+        }
+    }
+}
 
 }  // namespace
 
@@ -80,31 +128,32 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     const Tensor& up = *dst.src[3];
     const Tensor& down = *dst.src[4];
     const MoeScratch s(dst);
-    const int64_t D = s.D, T = s.T, E = s.E, F = s.F, k = s.k, P = T * k;
+    const int64_t D = s.D, T = s.T, E = s.E, F = s.F, k = s.k, P = s.P;
     const quant::TypeOps& gops = *quant::type_ops(gate.type);
     const quant::TypeOps& dops = *quant::type_ops(down.type);
-    auto at = [&](size_t off) { return ctx.scratch + off; };
-    float* r = reinterpret_cast<float*>(at(s.router));
-    float* logits = reinterpret_cast<float*>(at(s.logits));
-    int32_t* ids = reinterpret_cast<int32_t*>(at(s.ids));
-    float* weights = reinterpret_cast<float*>(at(s.weights));
-    float* hidden = reinterpret_cast<float*>(at(s.hidden));
+    auto f32 = [&](size_t off) { return reinterpret_cast<float*>(ctx.scratch + off); };
+    auto i32 = [&](size_t off) { return reinterpret_cast<int32_t*>(ctx.scratch + off); };
+    float* r = f32(s.router);
+    float* logits = f32(s.logits);
+    int32_t* ids = i32(s.ids);
+    float* weights = f32(s.weights);
+    int32_t* offsets = i32(s.offsets);
+    int32_t* order = i32(s.order);
+    int32_t* slot = i32(s.slot);
+    uint8_t* xg = ctx.scratch + s.xg;
+    float* g = f32(s.gate);
+    float* u = f32(s.up);
+    float* y = f32(s.y);
     int64_t b = 0, e = 0;
 
-    // The router as floats, and each token's row in gate's activation type.
+    // 1. The router as floats.
     split_range(E, ctx.ith, ctx.nth, b, e);
     const quant::TypeOps& rops = *quant::type_ops(router.type);
     for (int64_t i = b; i < e; ++i) rops.to_float(row_ptr(router, i), r + i * D, D);
-    if (s.xq_row != 0) {
-        const quant::TypeOps& act = *quant::type_ops(gops.vec_dot_type);
-        split_range(T, ctx.ith, ctx.nth, b, e);
-        for (int64_t t = b; t < e; ++t) {
-            act.from_float(reinterpret_cast<const float*>(row_ptr(x, t)), at(s.xq) + static_cast<size_t>(t) * s.xq_row, D);
-        }
-    }
     ctx.barrier();
 
-    // Router logits, then per token the softmax's n_used largest.
+    // 2. Router logits, then per token the softmax's n_used largest (ties to
+    // the lower index) and their weights.
     split_range(T * E, ctx.ith, ctx.nth, b, e);
     for (int64_t i = b; i < e; ++i) {
         const float* xr = reinterpret_cast<const float*>(row_ptr(x, i / E));
@@ -137,50 +186,71 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     }
     ctx.barrier();
 
-    // Each (token, expert) pair's hidden units: silu(gate . x) * (up . x).
-    split_range(F, ctx.ith, ctx.nth, b, e);
-    const auto* gbase = static_cast<const uint8_t*>(tensor_address(gate));
-    const auto* ubase = static_cast<const uint8_t*>(tensor_address(up));
-    float sg[kMaxTile], su[kMaxTile];
-    for (int64_t p = 0; p < P; ++p) {
-        const int64_t t = p / k, ex = ids[p];
-        const void* y = s.xq_row != 0 ? static_cast<const void*>(at(s.xq) + static_cast<size_t>(t) * s.xq_row)
-                                      : static_cast<const void*>(row_ptr(x, t));
-        const uint8_t* wg = gbase + static_cast<size_t>(ex) * gate.nb[2];
-        const uint8_t* wu = ubase + static_cast<size_t>(ex) * up.nb[2];
-        float* h = hidden + p * F;
-        for (int64_t n = b; n < e; n += gops.max_nr) {
-            const int nr = static_cast<int>(std::min<int64_t>(gops.max_nr, e - n));
-            gops.vec_dot(D, sg, kMaxTile, wg + n * gate.nb[1], gate.nb[1], y, 0, nr, 1);
-            gops.vec_dot(D, su, kMaxTile, wu + n * up.nb[1], up.nb[1], y, 0, nr, 1);
-            for (int i = 0; i < nr; ++i) h[n + i] = silu(sg[i]) * su[i];
+    // 3. The pairs by expert (one thread: P is small), then each pair's input
+    // row gathered into its sorted place, in gate's activation type.
+    if (ctx.ith == 0) {
+        std::fill(offsets, offsets + E + 1, 0);
+        for (int64_t p = 0; p < P; ++p) ++offsets[ids[p] + 1];
+        for (int64_t i = 0; i < E; ++i) offsets[i + 1] += offsets[i];
+        std::vector<int32_t> next(offsets, offsets + E);
+        for (int64_t p = 0; p < P; ++p) {
+            const int32_t at = next[static_cast<size_t>(ids[p])]++;
+            order[at] = static_cast<int32_t>(p);
+            slot[p] = at;
         }
     }
     ctx.barrier();
-    if (s.hq_row != 0) {
-        const quant::TypeOps& act = *quant::type_ops(dops.vec_dot_type);
+    split_range(P, ctx.ith, ctx.nth, b, e);
+    for (int64_t i = b; i < e; ++i) {
+        const auto* src = reinterpret_cast<const float*>(row_ptr(x, order[i] / k));
+        uint8_t* to = xg + static_cast<size_t>(i) * s.x_row;
+        if (s.x_float) {
+            std::memcpy(to, src, s.x_row);
+        } else {
+            quant::type_ops(gops.vec_dot_type)->from_float(src, to, D);
+        }
+    }
+    ctx.barrier();
+
+    // 4. Gate and up, expert by expert, then silu(gate) * up in place.
+    each_expert_block(ctx, offsets, E, F, [&](int64_t ex, int64_t first, int64_t last) {
+        const int64_t at = offsets[ex], count = offsets[ex + 1] - at;
+        const uint8_t* act = xg + static_cast<size_t>(at) * s.x_row;
+        expert_product(gops, gate, ex, first, last, act, s.x_row, count, g + at * F, static_cast<size_t>(F));
+        expert_product(gops, up, ex, first, last, act, s.x_row, count, u + at * F, static_cast<size_t>(F));
+        for (int64_t c = at; c < at + count; ++c) {
+            for (int64_t n = first; n < last; ++n) g[c * F + n] = silu(g[c * F + n]) * u[c * F + n];
+        }
+    });
+    ctx.barrier();
+
+    // 5. The hidden rows in down's activation type; down, expert by expert.
+    const uint8_t* h = reinterpret_cast<const uint8_t*>(g);
+    if (!s.h_float) {
+        uint8_t* hq = ctx.scratch + s.hq;
         split_range(P, ctx.ith, ctx.nth, b, e);
-        for (int64_t p = b; p < e; ++p) act.from_float(hidden + p * F, at(s.hq) + static_cast<size_t>(p) * s.hq_row, F);
+        for (int64_t i = b; i < e; ++i) {
+            quant::type_ops(dops.vec_dot_type)->from_float(g + i * F, hq + static_cast<size_t>(i) * s.h_row, F);
+        }
+        h = hq;
         ctx.barrier();
     }
+    each_expert_block(ctx, offsets, E, D, [&](int64_t ex, int64_t first, int64_t last) {
+        const int64_t at = offsets[ex], count = offsets[ex + 1] - at;
+        expert_product(dops, down, ex, first, last, h + static_cast<size_t>(at) * s.h_row, s.h_row, count, y + at * D,
+                       static_cast<size_t>(D));
+    });
+    ctx.barrier();
 
-    // dst[:, t] = sum over the token's experts of weight * (down . hidden).
-    split_range(D, ctx.ith, ctx.nth, b, e);
-    const auto* dbase = static_cast<const uint8_t*>(tensor_address(down));
-    float sd[kMaxTile];
-    for (int64_t t = 0; t < T; ++t) {
+    // 6. Each token's experts added by weight.
+    split_range(T, ctx.ith, ctx.nth, b, e);
+    for (int64_t t = b; t < e; ++t) {
         float* out = reinterpret_cast<float*>(row_ptr_mut(dst, t));
-        for (int64_t n = b; n < e; ++n) out[n] = 0.0f;
+        std::fill(out, out + D, 0.0f);
         for (int64_t j = 0; j < k; ++j) {
-            const int64_t p = t * k + j;
-            const uint8_t* wd = dbase + static_cast<size_t>(ids[p]) * down.nb[2];
-            const void* y = s.hq_row != 0 ? static_cast<const void*>(at(s.hq) + static_cast<size_t>(p) * s.hq_row)
-                                          : static_cast<const void*>(hidden + p * F);
-            for (int64_t n = b; n < e; n += dops.max_nr) {
-                const int nr = static_cast<int>(std::min<int64_t>(dops.max_nr, e - n));
-                dops.vec_dot(F, sd, kMaxTile, wd + n * down.nb[1], down.nb[1], y, 0, nr, 1);
-                for (int i = 0; i < nr; ++i) out[n + i] += weights[p] * sd[i];
-            }
+            const float w = weights[t * k + j];
+            const float* yr = y + static_cast<int64_t>(slot[t * k + j]) * D;
+            for (int64_t n = 0; n < D; ++n) out[n] += w * yr[n];
         }
     }
 }
