@@ -7,6 +7,7 @@
 #include "backends/scheduler.h"
 #include "chat/chat_template.h"
 #include "chat/tool_calls.h"
+#include "gguf/split.h"
 
 namespace lantern {
 namespace {
@@ -94,6 +95,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     const auto t0 = std::chrono::steady_clock::now();
     auto m = std::make_unique<Impl>();
     m->file = gguf::File::open(path);
+    m->parts = gguf::open_other_parts(*m->file);
     m->tokenizer = std::make_unique<Tokenizer>(vocab_data_from_gguf(*m->file));
     m->chat_template = m->file->get_string("tokenizer.chat_template");
     if (params.vocab_only) {
@@ -130,7 +132,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     if (backend != "cpu") m->gpu = create_gpu_backend(backend, params.device);
 
     m->mapping = m->cpu->wrap(m->file->base(), m->file->size());
-    m->table = std::make_unique<WeightTable>(*m->file, *m->mapping);
+    std::vector<std::pair<const gguf::File*, Buffer*>> files = {{m->file.get(), m->mapping.get()}};
+    for (const auto& part : m->parts) {
+        m->part_mappings.push_back(m->cpu->wrap(part->base(), part->size()));
+        files.emplace_back(part.get(), m->part_mappings.back().get());
+    }
+    m->table = std::make_unique<WeightTable>(files);
     m->arch = find_architecture(m->hp.arch);  // non-null: read_hparams checked it
     m->weights = m->arch->bind(*m->table, m->hp);
 
@@ -140,16 +147,21 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
 
     // Read every weight page once (mapped files load lazily) and upload the
     // device replicas, reporting progress over both.
-    const size_t data_bytes = m->file->size() - m->file->data_offset();
+    size_t data_bytes = 0;
+    for (const auto& [f, buffer] : files) data_bytes += f->size() - std::min(f->size(), f->data_offset());
     size_t upload_bytes = 0;
     if (m->gpu) upload_bytes = m->store.bytes_on(m->gpu.get());
     const double total = static_cast<double>(data_bytes + upload_bytes);
     volatile uint8_t sink = 0;
-    const uint8_t* base = m->file->base() + m->file->data_offset();
     constexpr size_t kStep = 1 << 20;
-    for (size_t off = 0; off < data_bytes; off += 4096) {
-        sink = static_cast<uint8_t>(sink + base[off]);
-        if (params.progress && off % kStep == 0) params.progress(static_cast<float>(off / total));
+    size_t read = 0;
+    for (const auto& [f, buffer] : files) {
+        const uint8_t* base = f->base() + f->data_offset();
+        const size_t n = f->size() - std::min(f->size(), f->data_offset());
+        for (size_t off = 0; off < n; off += 4096, read += 4096) {
+            sink = static_cast<uint8_t>(sink + base[off]);
+            if (params.progress && read % kStep == 0) params.progress(static_cast<float>(read / total));
+        }
     }
     m->store.upload([&](size_t done, size_t) {
         if (params.progress) params.progress(static_cast<float>((data_bytes + done) / total));
@@ -159,10 +171,15 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     ModelInfo& info = m->info;
     info.architecture = m->hp.arch;
     info.name = m->file->get_string("general.name").value_or("");
-    for (const gguf::TensorInfo& t : m->file->tensors()) info.n_params += static_cast<uint64_t>(t.n_elements());
-    info.file_bytes = m->file->size();
+    info.file_bytes = 0;
+    for (const auto& [f, buffer] : files) {
+        for (const gguf::TensorInfo& t : f->tensors()) info.n_params += static_cast<uint64_t>(t.n_elements());
+        info.file_bytes += f->size();
+    }
     const char* ft = file_type_name(m->file->get_int("general.file_type").value_or(-1));
-    info.file_type = ft != nullptr ? ft : dtype_name(m->weights.layers[0].ffn_down->type);
+    const LayerWeights& l0 = m->weights.layers[0];
+    const Tensor* typical = l0.ffn_down != nullptr ? l0.ffn_down : l0.ffn_down_exps != nullptr ? l0.ffn_down_exps : l0.wo;
+    info.file_type = ft != nullptr ? ft : dtype_name(typical->type);
     info.description = m->hp.arch + " " + size_label(info.n_params) + " " + info.file_type;
     info.n_layer = n_layer;
     info.n_embd = static_cast<int>(m->hp.n_embd);

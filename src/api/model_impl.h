@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <map>
 #include <mutex>
@@ -21,7 +22,8 @@
 namespace lantern {
 
 struct Model::Impl {
-    std::unique_ptr<gguf::File> file;
+    std::unique_ptr<gguf::File> file;  // the model's (first) file: the metadata
+    std::vector<std::unique_ptr<gguf::File>> parts;  // a split model's other files (gguf/split.h)
     HParams hp;
     std::unique_ptr<Tokenizer> tokenizer;
     std::optional<std::string> chat_template;  // tokenizer.chat_template
@@ -37,6 +39,7 @@ struct Model::Impl {
 
     const Architecture* arch = nullptr;  // bind/build for hp.arch (model/arch.h)
     std::unique_ptr<Buffer> mapping;  // the file, as a host buffer
+    std::vector<std::unique_ptr<Buffer>> part_mappings;  // and each other part
     std::unique_ptr<WeightTable> table;
     ModelWeights weights;
     WeightStore store;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gguf/split.h"
 #include "lantern/error.h"
 #include "model/weight_types.h"
 #include "quant/quant.h"
@@ -97,18 +98,28 @@ QuantizeReport quantize_model(const QuantizeOptions& o) {
         invalid("the output " + o.output_path + " is the input");
     }
     const std::unique_ptr<gguf::File> in = gguf::File::open(o.input_path);
+    // A split model (gguf/split.h) is read whole and written as one file.
+    const std::vector<std::unique_ptr<gguf::File>> parts = gguf::open_other_parts(*in);
+    std::vector<const gguf::TensorInfo*> tensors;
+    for (const gguf::TensorInfo& t : in->tensors()) tensors.push_back(&t);
+    for (const auto& part : parts) {
+        for (const gguf::TensorInfo& t : part->tensors()) tensors.push_back(&t);
+    }
 
     gguf::Writer w;
-    for (const auto& [key, value] : in->metadata()) w.set(key, value);
+    for (const auto& [key, value] : in->metadata()) {
+        if (key.rfind("split.", 0) != 0) w.set(key, value);
+    }
     w.set("general.file_type", file_type(o));
     int64_t n_layer = 0;
-    for (const gguf::TensorInfo& t : in->tensors()) n_layer = std::max(n_layer, layer_of(t.name) + 1);
+    for (const gguf::TensorInfo* t : tensors) n_layer = std::max(n_layer, layer_of(t->name) + 1);
     if (dtype_is_quantized(o.type)) w.set("general.quantization_version", uint32_t{2});
 
     const int n_threads =
         o.n_threads > 0 ? o.n_threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     QuantizeReport report;
-    for (const gguf::TensorInfo& t : in->tensors()) {
+    for (const gguf::TensorInfo* tp : tensors) {
+        const gguf::TensorInfo& t = *tp;
         report.bytes_in += t.nbytes;
         const DType wanted = wanted_type(o, t.name, n_layer);
         std::optional<DType> target = is_matrix(t) ? weight_row_type(wanted, t.shape[0]) : std::nullopt;

@@ -20,17 +20,23 @@ std::string shape_str(const std::array<int64_t, kMaxDims>& ne) {
 
 }  // namespace
 
-WeightTable::WeightTable(const gguf::File& file, Buffer& mapping) : file_(file) {
-    for (const gguf::TensorInfo& info : file.tensors()) {
-        Tensor& t = tensors_.emplace_back();
-        t.type = info.type;
-        for (size_t d = 0; d < info.shape.size(); ++d) t.ne[d] = info.shape[d];
-        t.set_contiguous_strides();
-        t.buffer = &mapping;
-        t.offset = static_cast<size_t>(info.data - file.base());
-        t.flags = kTensorWeight;
-        t.name = info.name.c_str();
-        by_name_[info.name] = &t;
+WeightTable::WeightTable(const gguf::File& file, Buffer& mapping) : WeightTable({{&file, &mapping}}) {}
+
+WeightTable::WeightTable(const std::vector<std::pair<const gguf::File*, Buffer*>>& parts) : file_(*parts.at(0).first) {
+    for (const auto& [file, mapping] : parts) {
+        for (const gguf::TensorInfo& info : file->tensors()) {
+            Tensor& t = tensors_.emplace_back();
+            t.type = info.type;
+            for (size_t d = 0; d < info.shape.size(); ++d) t.ne[d] = info.shape[d];
+            t.set_contiguous_strides();
+            t.buffer = mapping;
+            t.offset = static_cast<size_t>(info.data - file->base());
+            t.flags = kTensorWeight;
+            t.name = info.name.c_str();
+            if (!by_name_.emplace(info.name, &t).second) {
+                throw Error(ErrorCode::Format, file->path() + ": tensor '" + info.name + "' is in two parts of the model");
+            }
+        }
     }
 }
 
@@ -58,7 +64,9 @@ Tensor* WeightTable::require(const std::string& name, std::initializer_list<int6
     return t;
 }
 
-const void* WeightTable::host_data(const Tensor* t) const { return file_.base() + t->offset; }
+const void* WeightTable::host_data(const Tensor* t) const {
+    return static_cast<const uint8_t*>(t->buffer->base()) + t->offset;
+}
 
 ModelWeights bind_common_weights(const WeightTable& w, const HParams& hp) {
     ModelWeights m;

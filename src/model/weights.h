@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "graph/tensor.h"
@@ -59,6 +60,9 @@ class WeightTable {
 public:
     // `mapping` is a host buffer spanning the whole file.
     WeightTable(const gguf::File& file, Buffer& mapping);
+    // A model split across files (gguf/split.h): each part with the host
+    // buffer spanning it; the first part names the model in errors.
+    explicit WeightTable(const std::vector<std::pair<const gguf::File*, Buffer*>>& parts);
 
     Tensor* find(const std::string& name) const;
     // The tensor, checked against the expected shape; Error(Format) naming
