@@ -7,7 +7,7 @@ namespace {
 
 // mistral: real Mistral GGUFs say "llama"; files that say "mistral" are the
 // same graph (hparams.cpp gives both the same conventions).
-constexpr std::array<Architecture, 8> kArchitectures = {{
+constexpr std::array<Architecture, 9> kArchitectures = {{
     {"llama", bind_llama, build_llama},
     {"mistral", bind_llama, build_llama},
     {"qwen2", bind_llama, build_llama},
@@ -15,6 +15,7 @@ constexpr std::array<Architecture, 8> kArchitectures = {{
     {"qwen3moe", bind_llama, build_llama},
     {"smollm3", bind_llama, build_llama},
     {"phi3", bind_phi3, build_phi3},
+    {"gemma2", bind_gemma3, build_gemma3},
     {"gemma3", bind_gemma3, build_gemma3},
 }};
 

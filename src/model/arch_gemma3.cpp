@@ -12,6 +12,10 @@
 // (or the file's attention.scale): key_length need not be n_embd / n_head.
 // Norm weights are used as stored: the GGUF converter has already added
 // Gemma's "+ 1".
+//
+// gemma2 is the same graph without the Q/K norms: every other layer local
+// (the even ones), one rope base for all, attention logits soft-capped
+// (attn_logit_softcapping) as well as the output.
 #include <cmath>
 
 #include "model/arch.h"
@@ -28,8 +32,10 @@ ModelWeights bind_gemma3(const WeightTable& w, const HParams& hp) {
         l.wq = w.require(p + "attn_q.weight", {e, q});
         l.wk = w.require(p + "attn_k.weight", {e, kv});
         l.wv = w.require(p + "attn_v.weight", {e, kv});
-        l.q_norm = w.require(p + "attn_q_norm.weight", {hd});
-        l.k_norm = w.require(p + "attn_k_norm.weight", {hd});
+        if (hp.arch == "gemma3") {
+            l.q_norm = w.require(p + "attn_q_norm.weight", {hd});
+            l.k_norm = w.require(p + "attn_k_norm.weight", {hd});
+        }
         l.wo = w.require(p + "attn_output.weight", {q, e});
         l.post_attn_norm = w.require(p + "post_attention_norm.weight", {e});
         l.ffn_norm = w.require(p + "ffn_norm.weight", {e});
@@ -59,9 +65,11 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
             cur = add_norm(g, x, last_ffn, l.attn_norm, hp.rms_eps);
         }
 
-        // Attention, with Q and K normalised per head before rope.
-        Tensor* q = g.rms_norm(g.reshape(g.mul_mat(l.wq, cur), {hd, n_head, T}), l.q_norm, hp.rms_eps);
-        Tensor* k = g.rms_norm(g.reshape(g.mul_mat(l.wk, cur), {hd, n_kv, T}), l.k_norm, hp.rms_eps);
+        // Attention, with Q and K normalised per head before rope (gemma3).
+        Tensor* q = g.reshape(g.mul_mat(l.wq, cur), {hd, n_head, T});
+        Tensor* k = g.reshape(g.mul_mat(l.wk, cur), {hd, n_kv, T});
+        if (l.q_norm != nullptr) q = g.rms_norm(q, l.q_norm, hp.rms_eps);
+        if (l.k_norm != nullptr) k = g.rms_norm(k, l.k_norm, hp.rms_eps);
         Tensor* v = g.mul_mat(l.wv, cur);
         const bool local = hp.is_sliding(il);
         const RopeArgs rope{w.rope_freqs, local ? hp.rope_base_local : hp.rope_base, local ? 1.0f : hp.rope_scale,

@@ -36,8 +36,9 @@ void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
 
 // Which layers attend through a window. gemma3: the file's pattern (an int n:
 // layer il is local iff il % n < n - 1; or a bool per layer), default 6, as
-// llama.cpp hard-codes it. llama/mistral: every layer when the file carries a
-// window. qwen2, qwen3, smollm3 and phi3 ignore the key (as llama.cpp does).
+// llama.cpp hard-codes it. gemma2: the even layers. llama/mistral: every
+// layer when the file carries a window. qwen2, qwen3, smollm3 and phi3 ignore
+// the key (as llama.cpp does).
 void read_sliding_window(const gguf::File& f, const std::string& a, HParams& hp) {
     hp.sliding_layers.assign(static_cast<size_t>(hp.n_layer), false);
     const int64_t window = f.get_int(a + "attention.sliding_window").value_or(0);
@@ -53,6 +54,8 @@ void read_sliding_window(const gguf::File& f, const std::string& a, HParams& hp)
                 hp.sliding_layers[static_cast<size_t>(il)] = n <= 0 || il % n < n - 1;
             }
         }
+    } else if (hp.arch == "gemma2") {
+        for (int64_t il = 0; il < hp.n_layer; il += 2) hp.sliding_layers[static_cast<size_t>(il)] = true;
     } else if (hp.arch == "llama" || hp.arch == "mistral") {
         hp.sliding_layers.assign(static_cast<size_t>(hp.n_layer), true);
     } else {
@@ -94,19 +97,22 @@ HParams read_hparams(const gguf::File& f) {
     hp.n_rot = f.get_int(a + "rope.dimension_count").value_or(hp.head_dim);
     hp.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
     hp.rope_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
-    hp.rope_base_local = static_cast<float>(f.get_float(a + "rope.freq_base_swa").value_or(10000.0));
+    // gemma3's local layers: 10000 unless the file says; gemma2's: the one base.
+    hp.rope_base_local = static_cast<float>(
+        f.get_float(a + "rope.freq_base_swa").value_or(hp.arch == "gemma3" ? 10000.0 : hp.rope_base));
     read_rope_scaling(f, a, hp);
     hp.rope_mode = hp.arch == "llama" || hp.arch == "mistral" || hp.arch == "smollm3" ? RopeMode::Normal : RopeMode::Neox;
     if (hp.arch == "smollm3") hp.no_rope_every = 4;
     read_sliding_window(f, a, hp);
     hp.attn_softcap = static_cast<float>(f.get_float(a + "attn_logit_softcapping").value_or(0.0));
     hp.final_softcap = static_cast<float>(f.get_float(a + "final_logit_softcapping").value_or(0.0));
-    if (hp.arch == "gemma3") {
-        // query_pre_attn_scalar: the file's attention.scale if any; Gemma 3
-        // 27B (62 layers) scales by n_embd / n_head instead of head_dim.
+    if (hp.arch == "gemma3" || hp.arch == "gemma2") {
+        // query_pre_attn_scalar: the file's attention.scale if any; the 27B
+        // models (Gemma 3: 62 layers, Gemma 2: 46) scale by n_embd / n_head
+        // instead of head_dim.
         if (std::optional<double> s = f.get_float(a + "attention.scale")) {
             hp.query_scale = static_cast<float>(*s);
-        } else if (hp.n_layer == 62) {
+        } else if (hp.n_layer == (hp.arch == "gemma3" ? 62 : 46)) {
             hp.query_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
         }
     }

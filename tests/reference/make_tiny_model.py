@@ -5,7 +5,7 @@
          [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
          [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
 
-ARCH: llama | mistral | mixtral | qwen2 | qwen3 | qwen3moe | smollm3 | phi3 | gemma3
+ARCH: llama | mistral | mixtral | qwen2 | qwen3 | qwen3moe | smollm3 | phi3 | gemma2 | gemma3
 TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
       q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
       multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
@@ -47,6 +47,10 @@ Per-architecture features exercised (disable the optional ones with --plain):
           512 with rope.scaling.original_context_length 256 (short factors
           unless the engine runs with n_ctx > 256: pass --n-ctx to the
           reference to match).
+  gemma2  4 layers, sliding_window 4 on the even ones, head_dim 32, no q/k
+          norms, post norms, GeGLU, tied output, freq_base 10000 for all;
+          attn/final logit softcapping 50 / 30 as the real files have (small
+          models' logits stay far below them, so --softcap-low writes 5 / 3).
   gemma3  6 layers, sliding_window 4 (layers 0-4 local, 5 global), head_dim 32
           (key_length != n_embd / n_head), q/k norms, post-attention and
           post-ffw norms, GeGLU, tied output, freq_base 1e6 with linear scaling
@@ -70,7 +74,7 @@ from gguf.quants import quantize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kquants  # noqa: E402
 
-ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma3")
+ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3")
 
 LEGACY_TYPES = {
     "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
@@ -205,9 +209,9 @@ def build(args) -> None:
     n_ff = 512 if is_k else 128
     n_head, n_head_kv = 4, 2
     head_dim = n_embd // n_head
-    if arch in ("gemma3", "qwen3", "qwen3moe"):
+    if arch in ("gemma2", "gemma3", "qwen3", "qwen3moe"):
         head_dim = 2 * n_embd // n_head          # 32 (k: 128): q width != n_embd
-    n_layer = args.n_layer or {"gemma3": 6, "smollm3": 4}.get(arch, 2)
+    n_layer = args.n_layer or {"gemma3": 6, "gemma2": 4, "smollm3": 4}.get(arch, 2)
     n_ctx = 512
     file_arch = args.arch_name or ("llama" if arch in ("mistral", "mixtral") else arch)
     n_expert, n_used, n_ff_exp = {"mixtral": (4, 2, n_ff), "qwen3moe": (8, 3, n_ff // 2)}.get(arch, (0, 0, 0))
@@ -222,7 +226,7 @@ def build(args) -> None:
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head_kv)
-    w.add_layer_norm_rms_eps(1e-6 if arch == "gemma3" else 1e-5)
+    w.add_layer_norm_rms_eps(1e-6 if arch in ("gemma2", "gemma3") else 1e-5)
     w.add_vocab_size(n_vocab)
     w.add_file_type(FILE_TYPES[args.type])
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
@@ -251,6 +255,13 @@ def build(args) -> None:
         if args.softcap:
             w.add_attn_logit_softcapping(50.0)
             w.add_final_logit_softcapping(30.0)
+    if arch == "gemma2":
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+        if args.sliding_window != 0:
+            w.add_sliding_window(args.sliding_window or 4)
+        w.add_attn_logit_softcapping(5.0 if args.softcap_low else 50.0)
+        w.add_final_logit_softcapping(3.0 if args.softcap_low else 30.0)
     if arch == "mistral":
         if args.sliding_window != 0:
             w.add_sliding_window(args.sliding_window or 8)
@@ -271,11 +282,11 @@ def build(args) -> None:
         return 1.0 + 0.1 * rng.standard_normal(n)
 
     # tied-output archs get small embeddings so that logits stay O(1)
-    embd_std = {"gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0, "qwen3moe": 2.0, "smollm3": 2.0}.get(
+    embd_std = {"gemma2": 1.0, "gemma3": 1.0, "qwen2": 2.0, "qwen3": 2.0, "qwen3moe": 2.0, "smollm3": 2.0}.get(
         arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
     sink.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)) * embd_std)
     sink.add("output_norm.weight", norm(n_embd))
-    if arch not in ("qwen2", "qwen3", "qwen3moe", "smollm3", "gemma3"):
+    if arch not in ("qwen2", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3"):
         sink.add("output.weight", mat(n_vocab, n_embd, 2.0))
     if arch == "llama" and not plain:
         sink.add("rope_freqs.weight", np.geomspace(1.0, 8.0, n_rot // 2))
@@ -303,7 +314,7 @@ def build(args) -> None:
             sink.add(p + "attn_q_norm.weight", norm(head_dim))
             sink.add(p + "attn_k_norm.weight", norm(head_dim))
         sink.add(p + "attn_output.weight", mat(n_embd, nq))
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             sink.add(p + "post_attention_norm.weight", norm(n_embd))
         sink.add(p + "ffn_norm.weight", norm(n_embd))
         if n_expert:
@@ -320,7 +331,7 @@ def build(args) -> None:
             sink.add(p + "ffn_gate.weight", mat(n_ff, n_embd))
             sink.add(p + "ffn_up.weight", mat(n_ff, n_embd))
             sink.add(p + "ffn_down.weight", mat(n_embd, n_ff))
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             sink.add(p + "post_ffw_norm.weight", norm(n_embd))
 
     w.write_header_to_file()
@@ -343,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sliding-window", type=int, default=None,
                     help="mistral/gemma3 window (default 8/4; 0 = none)")
     ap.add_argument("--softcap", action="store_true", help="gemma3: add logit softcapping keys")
+    ap.add_argument("--softcap-low", action="store_true", help="gemma2: softcaps 5 / 3 instead of 50 / 30")
     ap.add_argument("--plain", action="store_true",
                     help="skip optional features (rope factors/scaling, partial rotary)")
     ap.add_argument("--wide", action="store_true",

@@ -116,6 +116,10 @@ Conventions (documented because they are easy to get wrong)
     phi3: fused attn_qkv (rows: Q | K | V) or separate q/k/v; fused ffn_up
         (rows: gate | up, i.e. gate = first n_ff outputs); neox rope; partial
         rotary; longrope factors (short unless n_ctx > original_context_length).
+    gemma2: as gemma3 below without the q/k norms: the even layers local
+        (sliding window), one rope base for all layers, attention logits
+        soft-capped by {arch}.attn_logit_softcapping; 27B (46 layers) scales
+        q by 1/sqrt(n_embd / n_head).
     gemma3: emb * sqrt(n_embd); attn_norm; q/k/v; per-head RMSNorm of q and k
         (attn_q_norm / attn_k_norm, eps as above) *before* rope; neox rope with
         base {arch}.rope.freq_base on global layers and
@@ -151,8 +155,8 @@ except ImportError as exc:  # pragma: no cover
     sys.stderr.write(f"reference_forward.py needs the gguf package: {exc}\n")
     raise
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma3")
-NEOX_ARCHS = ("qwen2", "qwen3", "qwen3moe", "phi3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3")
+NEOX_ARCHS = ("qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3")
 
 
 class UnsupportedModel(Exception):
@@ -315,6 +319,8 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
             else:
                 pat = int(pat)
                 swa_layers = [pat == 0 or (il % pat) < (pat - 1) for il in range(n_layer)]
+        elif arch == "gemma2":  # the even layers
+            swa_layers = [il % 2 == 0 for il in range(n_layer)]
         elif arch in ("llama", "mistral") or swa_policy == "on":
             swa_layers = [True] * n_layer
     if not any(swa_layers) or swa_policy == "off":
@@ -322,14 +328,14 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
 
     # attention scale / softcapping / embedding scale
     attn_scale = 1.0 / math.sqrt(head_dim)
-    if arch == "gemma3":
+    if arch in ("gemma2", "gemma3"):
         if f"{arch}.attention.scale" in meta:
             attn_scale = float(g("attention.scale"))
-        elif n_layer == 62:  # Gemma 3 27B: query_pre_attn_scalar = n_embd / n_head
+        elif n_layer == (62 if arch == "gemma3" else 46):  # the 27Bs: query_pre_attn_scalar = n_embd / n_head
             attn_scale = 1.0 / math.sqrt(n_embd / n_head)
     attn_softcap = float(g("attn_logit_softcapping", 0.0) or 0.0)
     final_softcap = float(g("final_logit_softcapping", 0.0) or 0.0)
-    embd_scale = math.sqrt(n_embd) if arch == "gemma3" else 1.0
+    embd_scale = math.sqrt(n_embd) if arch in ("gemma2", "gemma3") else 1.0
 
     return HParams(
         arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
@@ -635,7 +641,7 @@ def forward(m: Model, tokens: list[int], n_ctx: int | None = None,
             gu = linear(m, h, pre + "ffn_up")
             half = gu.shape[-1] // 2
             gate, up = gu[:, :half], gu[:, half:]
-        act = gelu_tanh(gate) if arch == "gemma3" else silu(gate)
+        act = gelu_tanh(gate) if arch in ("gemma2", "gemma3") else silu(gate)
         ffn = linear(m, act * up, pre + "ffn_down")
         if m.has(pre + "post_ffw_norm.weight"):
             ffn = rms_norm(ffn, m.w[pre + "post_ffw_norm.weight"], hp.eps)

@@ -139,6 +139,11 @@ INSTANTIATE_TEST_SUITE_P(
         // at n_ctx 64, long at 300 > the original 256) and attn_factor.
         ArchCase{"phi3", "f32", 1e-6}, ArchCase{"phi3", "f32", 1e-6, "", 300, "_long_ctx"},
         ArchCase{"phi3", "q4_1", 1e-3}, ArchCase{"phi3", "q6_k", 2e-3},
+        // gemma2: the even layers local (window 4), no Q/K norms, attention
+        // and output soft-capping (as published, 50 / 30, and low enough to
+        // bite, 5 / 3), GeGLU, post norms, embedding scale.
+        ArchCase{"gemma2", "f32", 2e-6}, ArchCase{"gemma2", "f32", 2e-6, "--softcap-low", 64, "_softcap_low"},
+        ArchCase{"gemma2", "q8_0", 5e-3}, ArchCase{"gemma2", "q4_k", 5e-3},
         // gemma3: 5 local layers (window 4) and 1 global, Q/K norms, GeGLU,
         // post norms, embedding scale, head_dim != n_embd / n_head; logit
         // soft-capping as a variant.
@@ -162,7 +167,7 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
         int n_ctx;
     };
     for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"qwen3", 64}, Case{"smollm3", 64},
-                          Case{"mixtral", 64}, Case{"qwen3moe", 64}, Case{"phi3", 64},
+                          Case{"mixtral", 64}, Case{"qwen3moe", 64}, Case{"gemma2", 64}, Case{"phi3", 64},
                           Case{"phi3", 300}, Case{"gemma3", 64}}) {
         const std::string path = temp_path("offload-" + c.arch + ".gguf").string();
         run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + c.arch + " '" + path +
@@ -211,7 +216,8 @@ TEST(ArchOnGpu, EveryArchitectureAgreesWithTheCpu) {
     int ran = 0;
     for (const BackendFactory& f : gpu_backend_factories()) {
         if (f.devices().empty()) continue;
-        for (const std::string arch : {"llama", "mistral", "qwen2", "qwen3", "smollm3", "mixtral", "qwen3moe", "phi3", "gemma3"}) {
+        for (const std::string arch :
+             {"llama", "mistral", "qwen2", "qwen3", "smollm3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3"}) {
             const std::string path = temp_path(std::string("gpu-") + f.name + "-" + arch + ".gguf").string();
             run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + arch + " '" + path +
                 "' > /dev/null");
@@ -317,7 +323,8 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
     const Case cases[] = {
         {{{"llama.rope.scaling.type", gguf::Value(std::string("yarn"))}}, "rope scaling type 'yarn' is not supported"},
         {{{"general.architecture", gguf::Value(std::string("gpt2"))}},
-         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, smollm3, phi3, gemma3)"},
+         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, smollm3, phi3, gemma2, "
+         "gemma3)"},
     };
     for (const Case& c : cases) {
         const std::string path = edited_copy(model_, "unsupported.gguf", c.edit);
