@@ -294,9 +294,9 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     return cases;
 }
 
-bool cpu_only(const OpCase& c) {
+bool uses_op(const OpCase& c, Op op) {
     for (const Tensor* n : c.graph.nodes()) {
-        if (n->op == Op::MoeFfn) return true;
+        if (n->op == op) return true;
     }
     return false;
 }

@@ -51,9 +51,9 @@ struct CaseLeaves {
 
 // Every op, with several shapes and types. Deterministic in `seed`.
 std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed);
-// The case holds an op the GPU backends leave to the CPU (the scheduler
-// runs it there): Op::MoeFfn, which has no GPU kernel yet.
-bool cpu_only(const OpCase& c);
+// Whether the case's graph has a node of `op` (a backend without a kernel
+// for it leaves the case to the CPU: the OpenCL backend and Op::MoeFfn).
+bool uses_op(const OpCase& c, Op op);
 // The names of make_op_cases(seed), in order (computed once per seed; for
 // naming parameterised tests without building every case per name).
 const std::vector<std::string>& op_case_names(uint32_t seed);

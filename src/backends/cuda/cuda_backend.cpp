@@ -37,6 +37,7 @@ const OpTable<Kernel>& ops() {
         {Op::Attention, accepts_attention, {run_attention, need_attention}},
         {Op::AddRmsNorm, accepts_add_rms_norm, {run_add_rms_norm, nullptr}},
         {Op::RopeQK, accepts_rope_qk, {run_rope_qk, nullptr}},
+        {Op::MoeFfn, accepts_moe_ffn, {run_moe_ffn, need_moe_ffn}},
     };
     return table;
 }
@@ -201,7 +202,7 @@ void CudaBackend::release() {
     graphs_.clear();
     for (const Pinned& r : pinned_) cudaHostUnregister(r.p);
     pinned_.clear();
-    for (Region* r : {&cublas_ws_, &dequant_, &act_, &attn_partial_, &attn_counters_}) {
+    for (Region* r : {&cublas_ws_, &dequant_, &act_, &attn_partial_, &attn_counters_, &moe_}) {
         pool_.release(r->block);
         *r = Region{};
     }
@@ -419,6 +420,7 @@ void CudaBackend::reserve(const WorkspaceNeeds& needs) {
     grew |= grow(act_, needs.act, false);
     grew |= grow(attn_partial_, needs.attn_partial, false);
     grew |= grow(attn_counters_, needs.attn_counters, true);
+    grew |= grow(moe_, needs.moe, false);
     if (grew) {
         // Recorded graphs point at the old regions.
         graphs_.clear();
@@ -426,6 +428,7 @@ void CudaBackend::reserve(const WorkspaceNeeds& needs) {
         ctx_.ws.act = act_.block.ptr;
         ctx_.ws.attn_partial = static_cast<float*>(attn_partial_.block.ptr);
         ctx_.ws.attn_counters = static_cast<int*>(attn_counters_.block.ptr);
+        ctx_.ws.moe = moe_.block.ptr;
     }
 }
 

@@ -108,7 +108,7 @@ private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     Ctx ctx_;
-    Region cublas_ws_, dequant_, act_, attn_partial_, attn_counters_;
+    Region cublas_ws_, dequant_, act_, attn_partial_, attn_counters_, moe_;
 
     GraphConfig graph_config_;
     GraphCache<CudaGraph> graphs_;

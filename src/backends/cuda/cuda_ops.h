@@ -21,6 +21,7 @@ struct WorkspaceNeeds {
     size_t act = 0;            // one GEMM's activations in f16/bf16
     size_t attn_partial = 0;   // flash-decoding partial results
     size_t attn_counters = 0;  // flash-decoding arrival counters (kept at zero between uses)
+    size_t moe = 0;            // a mixture of experts' routing and hidden rows
     void merge(const WorkspaceNeeds& o);
 };
 
@@ -29,6 +30,7 @@ struct Workspace {
     void* act = nullptr;
     float* attn_partial = nullptr;
     int* attn_counters = nullptr;
+    void* moe = nullptr;
 };
 
 // Which matrix-vector kernel quantized weights use (F32/F16/BF16 have only
@@ -154,6 +156,11 @@ bool can_fuse_rope_store_attention(const Tensor& rope, const Tensor& k_store, co
                                    const Tensor& attn);
 void run_rope_store_attention(const Ctx&, const Tensor& rope, const Tensor& k_store, const Tensor& v_store,
                               const Tensor& attn);
+
+// moe.cu: a mixture of experts' FFN (router, top experts, SwiGLU, weighted sum).
+bool accepts_moe_ffn(const Tensor& node);
+void need_moe_ffn(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
+void run_moe_ffn(const Ctx&, const Tensor&);
 
 // matmul.cu: matrix-vector kernels (one token) with the activation quantized
 // inside the kernel; dequantize + cuBLAS for more tokens.

@@ -80,7 +80,9 @@ inline WView weight_view(const Tensor& t) {
         v.row_bytes = t.nb[1];
         return v;
     }
-    const WeightLayout l = weight_layout(t.type, t.ne[0], t.ne[1]);
+    // Every row of every matrix (a 3-D expert tensor [K, N, E] is N * E
+    // rows), as the upload lays it out (cuda_backend.cpp's layout_of).
+    const WeightLayout l = weight_layout(t.type, t.ne[0], t.ne[1] * t.ne[2] * t.ne[3]);
     v.blocks = l.blocks;
     v.row_bytes = l.row_bytes;
     v.meta = v.data + l.meta_offset;
