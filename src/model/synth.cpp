@@ -85,6 +85,9 @@ void check_shape(const SynthShape& s) {
     if (s.n_head % s.n_head_kv != 0) invalid(what + "n_head is not a multiple of n_head_kv");
     if ((s.n_embd / s.n_head) % 2 != 0) invalid(what + "the head size must be even (rope)");
     if (s.n_layer > 9999) invalid(what + "too many layers");
+    if (s.n_expert < 0 || (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert))) {
+        invalid(what + "experts used must be between 1 and the number of experts");
+    }
 }
 
 std::vector<TensorPlan> plan_tensors(const SynthShape& s, int64_t n_vocab, DType type) {
@@ -105,6 +108,16 @@ std::vector<TensorPlan> plan_tensors(const SynthShape& s, int64_t n_vocab, DType
         plan.push_back(weight(p + "attn_v.weight", s.n_embd, n_embd_kv));
         plan.push_back(weight(p + "attn_output.weight", s.n_embd, s.n_embd));
         plan.push_back(norm(p + "ffn_norm.weight"));
+        if (s.n_expert > 0) {
+            auto experts = [&](std::string name, int64_t cols, int64_t rows) {
+                return TensorPlan{std::move(name), weight_type(type, cols), {cols, rows, s.n_expert}, Init::Weight};
+            };
+            plan.push_back(TensorPlan{p + "ffn_gate_inp.weight", DType::F32, {s.n_embd, s.n_expert}, Init::Weight});
+            plan.push_back(experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff));
+            plan.push_back(experts(p + "ffn_down_exps.weight", s.n_ff, s.n_embd));
+            plan.push_back(experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff));
+            continue;
+        }
         plan.push_back(weight(p + "ffn_gate.weight", s.n_embd, s.n_ff));
         plan.push_back(weight(p + "ffn_down.weight", s.n_ff, s.n_embd));
         plan.push_back(weight(p + "ffn_up.weight", s.n_embd, s.n_ff));
@@ -123,6 +136,7 @@ const std::vector<SynthShape>& synth_shapes() {
         {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 2048, 10000.0f, 1e-5f},
         {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f},
         {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0f, 1e-5f},
+        {"mixtral-8x7b", 4096, 32, 32, 8, 14336, 32768, 1000000.0f, 1e-5f, 8, 2},
     };
     return shapes;
 }
@@ -141,7 +155,8 @@ int64_t synth_parameter_count(const SynthShape& s, int64_t n_vocab) {
     const int64_t per_layer = 2 * s.n_embd                        // norms
                               + 2 * s.n_embd * s.n_embd           // q, output
                               + 2 * s.n_embd * n_embd_kv          // k, v
-                              + 3 * s.n_embd * s.n_ff;            // gate, up, down
+                              + 3 * s.n_embd * s.n_ff * std::max<int64_t>(s.n_expert, 1)  // gate, up, down
+                              + s.n_embd * s.n_expert;            // the router
     return 2 * n_vocab * s.n_embd + s.n_layer * per_layer + s.n_embd;
 }
 
@@ -179,6 +194,10 @@ void write_synthetic_model(const SynthOptions& o) {
     w.set("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
     w.set("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
     w.set("llama.rope.freq_base", s.rope_base);
+    if (s.n_expert > 0) {
+        w.set("llama.expert_count", static_cast<uint32_t>(s.n_expert));
+        w.set("llama.expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    }
     for (const auto& [key, value] : vocab->metadata()) {
         if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
     }
@@ -190,7 +209,7 @@ void write_synthetic_model(const SynthOptions& o) {
         const uint64_t seed = o.seed;
         w.add_tensor(t.name, t.type, t.shape, [&t, i, seed, n_threads](uint8_t* dst, size_t) {
             const int64_t cols = t.shape[0];
-            const int64_t rows = t.shape.size() > 1 ? t.shape[1] : 1;
+            const int64_t rows = t.shape.size() > 1 ? t.shape[1] * (t.shape.size() > 2 ? t.shape[2] : 1) : 1;
             const size_t row_bytes = dtype_row_size(t.type, cols);
             parallel_for(rows, n_threads, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));

@@ -15,6 +15,12 @@
 //   blk.N.ffn_down.weight     [n_ff, n_embd]
 //   output_norm.weight        [n_embd]            f32
 //   output.weight             [n_embd, n_vocab]   (untied)
+// A mixture of experts (n_expert > 0, Mixtral's layout) has instead of the
+// three ffn_* matrices
+//   blk.N.ffn_gate_inp.weight  [n_embd, n_expert]        f32 (the router)
+//   blk.N.ffn_gate_exps.weight [n_embd, n_ff, n_expert]  requested type (so are up, down)
+//   blk.N.ffn_up_exps.weight   [n_embd, n_ff, n_expert]
+//   blk.N.ffn_down_exps.weight [n_ff, n_embd, n_expert]
 // A 2-D weight whose rows do not split into the requested type's blocks (a
 // K-quant with n_embd 576) takes a fallback type with 32-element blocks.
 #pragma once
@@ -38,9 +44,12 @@ struct SynthShape {
     int64_t n_ctx = 0;  // written as llama.context_length
     float rope_base = 10000.0f;
     float rms_eps = 1e-5f;
+    int64_t n_expert = 0;       // experts per layer (0: a dense FFN); n_ff is then each one's width
+    int64_t n_expert_used = 0;  // experts per token
 };
 
-// The published shapes: smollm2-135m, tinyllama-1.1b, llama2-7b, llama3-8b.
+// The published shapes: smollm2-135m, tinyllama-1.1b, llama2-7b, llama3-8b,
+// and mixtral-8x7b (a mixture of 8 experts, 2 per token).
 const std::vector<SynthShape>& synth_shapes();
 // The shape called `name`; throws Error(InvalidArgument) listing the names.
 const SynthShape& synth_shape(std::string_view name);

@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "lantern/error.h"
+#include "lantern/lantern.h"
 #include "model/synth.h"
 #include "quant/quant.h"
 #include "test_util.h"
@@ -224,8 +225,42 @@ TEST(Synth, RejectsBadOptions) {
     EXPECT_FALSE(fs::exists(out.path));
 }
 
+// A mixture of experts: Mixtral's layout and keys, and a model that runs.
+TEST(Synth, MixtureOfExperts) {
+    TempFile out("synth-moe.gguf");
+    SynthOptions o = tiny_options(DType::Q4_K, out.path);
+    o.shape.n_expert = 4;
+    o.shape.n_expert_used = 2;
+    write_synthetic_model(o);
+    auto f = gguf::File::open(out.path.string());
+    EXPECT_EQ(f->get_int("llama.expert_count"), 4);
+    EXPECT_EQ(f->get_int("llama.expert_used_count"), 2);
+    EXPECT_EQ(f->find_tensor("blk.1.ffn_gate_inp.weight")->type, DType::F32);
+    EXPECT_EQ(f->find_tensor("blk.1.ffn_down_exps.weight")->shape, (std::vector<int64_t>{512, 256, 4}));
+    EXPECT_EQ(f->find_tensor("blk.1.ffn_up_exps.weight")->type, DType::Q4_K);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_gate.weight"), nullptr);
+    int64_t params = 0;
+    for (const gguf::TensorInfo& t : f->tensors()) params += t.n_elements();
+    EXPECT_EQ(params, synth_parameter_count(o.shape, 32000));
+    // Every expert's rows are random, not the first expert's repeated.
+    const std::vector<float> v = tensor_values(*f->find_tensor("blk.0.ffn_up_exps.weight"));
+    EXPECT_NE(std::vector<float>(v.begin(), v.begin() + 256), std::vector<float>(v.begin() + 512 * 256, v.begin() + 513 * 256));
+    ModelParams mp;
+    mp.n_threads = 2;
+    auto model = Model::load(out.path.string(), mp);
+    Context ctx(*model, ContextParams{.n_ctx = 32});
+    Batch b;
+    for (int i = 0; i < 4; ++i) b.add(100 + i, i, 0, i == 3);
+    ctx.decode(b);
+    for (int v = 0; v < model->n_vocab(); ++v) ASSERT_TRUE(std::isfinite(ctx.logits(0)[v]));
+    o.shape.n_expert_used = 5;
+    EXPECT_THROW(write_synthetic_model(o), Error);
+}
+
 TEST(Synth, PublishedShapes) {
-    EXPECT_EQ(synth_shapes().size(), 4u);
+    EXPECT_EQ(synth_shapes().size(), 5u);
+    // Mixtral 8x7B: 46.7B.
+    EXPECT_EQ(synth_parameter_count(synth_shape("mixtral-8x7b"), 32000), 46702792704);
     const SynthShape& l2 = synth_shape("llama2-7b");
     EXPECT_EQ(l2.n_ff, 11008);
     // Llama 2 7B's published parameter count.
