@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backends/backend.h"
+#include "backends/cuda/cuda_error.h"
 #include "backends/cuda/weight_layout.h"
 
 namespace lantern::cuda {
@@ -161,6 +162,17 @@ cudaError_t launch(const Ctx& ctx, void (*kernel)(KArgs...), dim3 grid, dim3 blo
     cfg.attrs = attr;
     cfg.numAttrs = ctx.pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Lets `kernel` use up to max_smem bytes of shared memory in all (the
+// dynamic limit excludes its static shared memory).
+template <class Kernel>
+void raise_smem_limit(Kernel kernel, int max_smem) {
+    cudaFuncAttributes attr{};
+    check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes");
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               max_smem - static_cast<int>(attr.sharedSizeBytes)),
+          "cudaFuncSetAttribute (shared memory limit)");
 }
 
 // 1-D launch size: ceil(n / per) blocks.

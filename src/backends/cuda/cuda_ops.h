@@ -161,6 +161,9 @@ void run_rope_store_attention(const Ctx&, const Tensor& rope, const Tensor& k_st
 bool accepts_moe_ffn(const Tensor& node);
 void need_moe_ffn(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
 void run_moe_ffn(const Ctx&, const Tensor&);
+// Once per device: the shared-memory limit of the MoE kernels that stage
+// their activations (moe.cu).
+void init_moe_kernels(int max_smem);
 
 // matmul.cu: matrix-vector kernels (one token) with the activation quantized
 // inside the kernel; dequantize + cuBLAS for more tokens.

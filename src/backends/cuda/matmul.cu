@@ -130,6 +130,7 @@ void init_matmul_kernels(int max_smem) {
     mv::init_matvec_general(max_smem);
     mv::init_matvec_streamed(max_smem);
     mv::init_matvec_bulk(max_smem);
+    init_moe_kernels(max_smem);
 }
 
 bool accepts_mul_mat(const Tensor& node) {

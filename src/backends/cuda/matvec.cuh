@@ -467,16 +467,6 @@ __device__ __forceinline__ Slot slot_of(const MvParams& p, int64_t item, int s) 
 }
 
 
-// Lets `kernel` use up to max_smem bytes of shared memory in all (the
-// dynamic limit excludes its static shared memory).
-template <class Kernel>
-void raise_smem_limit(Kernel kernel, int max_smem) {
-    cudaFuncAttributes attr{};
-    check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes (matrix-vector kernel)");
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               max_smem - static_cast<int>(attr.sharedSizeBytes)),
-          "cudaFuncSetAttribute (matrix-vector kernel)");
-}
 
 // One token's product through the general kernel (row pairs, every weight
 // type) or the streamed one (quantized types): matvec_general.cu and
