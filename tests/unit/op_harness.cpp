@@ -55,20 +55,34 @@ Tensor* CaseLeaves::leaf(DType type, std::initializer_list<int64_t> ne, const ch
     return t;
 }
 
-Tensor* CaseLeaves::repeated_weight(DType type, int64_t K, int64_t N, const char* name) {
+namespace {
+
+// A weight of shape ne whose row r is row pick(r) of 64 random rows.
+template <class Pick>
+Tensor* from_64_rows(CaseLeaves& b, DType type, std::initializer_list<int64_t> ne, const char* name, Pick&& pick) {
     OpCase rows;
-    CaseLeaves rb{rows, std::mt19937(rng())};
-    const Tensor* proto = rb.leaf(type, {K, 64}, "rows");
+    CaseLeaves rb{rows, std::mt19937(b.rng())};
+    const Tensor* proto = rb.leaf(type, {*ne.begin(), 64}, "rows");
     const std::vector<uint8_t>& pattern = rows.leaves.back().second;
     const size_t row = proto->row_bytes();
-    Tensor* t = c.graph.new_tensor(type, {K, N}, name);
+    Tensor* t = b.c.graph.new_tensor(type, ne, name);
     t->flags |= kTensorWeight;
     std::vector<uint8_t> bytes(t->nbytes());
-    for (int64_t r = 0; r < N; ++r) {
-        std::memcpy(bytes.data() + static_cast<size_t>(r) * row, pattern.data() + static_cast<size_t>(r % 64) * row, row);
+    for (int64_t r = 0; r < t->n_rows(); ++r) {
+        std::memcpy(bytes.data() + static_cast<size_t>(r) * row, pattern.data() + static_cast<size_t>(pick(r)) * row, row);
     }
-    c.leaves.emplace_back(t, std::move(bytes));
+    b.c.leaves.emplace_back(t, std::move(bytes));
     return t;
+}
+
+}  // namespace
+
+Tensor* CaseLeaves::repeated_weight(DType type, int64_t K, int64_t N, const char* name) {
+    return from_64_rows(*this, type, {K, N}, name, [](int64_t r) { return r % 64; });
+}
+
+Tensor* CaseLeaves::picked_rows_weight(DType type, std::initializer_list<int64_t> ne, const char* name) {
+    return from_64_rows(*this, type, ne, name, [this](int64_t) { return uniform_int(0, 63); });
 }
 
 Tensor* CaseLeaves::ints(const std::vector<int32_t>& v, const char* name) {
@@ -284,9 +298,12 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
             const int64_t D = 256, F = 256, E = 6;
             Tensor* x = b.leaf(DType::F32, {D, T}, "x");
             Tensor* router = b.weight(DType::F32, {D, E}, "router");
-            Tensor* gate = b.weight(t, {D, F, E}, "gate_exps");
-            Tensor* up = b.weight(t, {D, F, E}, "up_exps");
-            Tensor* down = b.weight(t, {F, D, E}, "down_exps");
+            // Rows picked from 64 quantized ones: quantizing every row of
+            // three 3-D tensors per case made each op test (which builds
+            // every case) take half a minute under qemu.
+            Tensor* gate = b.picked_rows_weight(t, {D, F, E}, "gate_exps");
+            Tensor* up = b.picked_rows_weight(t, {D, F, E}, "up_exps");
+            Tensor* down = b.picked_rows_weight(t, {F, D, E}, "down_exps");
             c->outputs.push_back(c->graph.moe_ffn(x, router, gate, up, down, 2, t != DType::F16));
             add(std::move(c));
         }

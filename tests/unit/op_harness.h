@@ -45,6 +45,9 @@ struct CaseLeaves {
     // A [K, N] weight of 64 random rows repeated (benchmarks: N rows
     // without quantizing N rows).
     Tensor* repeated_weight(DType type, int64_t K, int64_t N, const char* name);
+    // A weight of any shape whose rows are each one of 64 random rows, picked
+    // at random: distinct rows (and experts) at the cost of quantizing 64.
+    Tensor* picked_rows_weight(DType type, std::initializer_list<int64_t> ne, const char* name);
     Tensor* ints(const std::vector<int32_t>& v, const char* name);
     int32_t uniform_int(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng); }
 };
