@@ -266,8 +266,8 @@ private:
         for (int i = 0; i < m; ++i) out.insert(out.end(), item.begin(), item.end());
         if (n < 0) {
             const Element x = one(item);
-            const uint32_t id = helper({});
-            rules_[id] = {{x, ref(id)}, {}};
+            const auto id = static_cast<uint32_t>(names_.size());  // the helper's own id: x id | ""
+            helper({{x, ref(id)}, {}});
             out.push_back(ref(id));
             return out;
         }
