@@ -16,6 +16,7 @@ void add_synth_command(CLI::App& app) {
         std::string output;
         uint64_t seed = 1;
         int threads = 0;
+        int64_t layers = 0;
     };
     auto o = std::make_shared<Options>();
     CLI::App* cmd = app.add_subcommand("synth", "write a synthetic llama model with random weights");
@@ -26,10 +27,13 @@ void add_synth_command(CLI::App& app) {
     cmd->add_option("--vocab", o->vocab, "GGUF whose vocabulary to copy")->required();
     cmd->add_option("-o,--output", o->output, "output GGUF file")->required();
     cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+    cmd->add_option("--layers", o->layers, "layers (default: the shape's; fewer make a quicker file of the same layer shape)")
+        ->check(CLI::Range(int64_t{1}, int64_t{9999}));
     cmd->add_option("-t,--threads", o->threads, "threads (default: all)");
     cmd->callback([o] {
         SynthOptions s;
         s.shape = synth_shape(o->shape);
+        if (o->layers > 0) s.shape.n_layer = o->layers;
         const std::optional<DType> t = dtype_from_name(o->type);
         if (!t) throw Error(ErrorCode::InvalidArgument, "unknown tensor type '" + o->type + "'");
         s.type = *t;

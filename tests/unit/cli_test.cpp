@@ -401,6 +401,27 @@ TEST(Cli, QuantizeMixtureOfExperts) {
     std::remove(out.c_str());
 }
 
+// --layers: a shape's layers cut to a few (quick files of a large model's
+// layer shape, for kernel benchmarks); the model runs.
+TEST(Cli, SynthWithFewerLayers) {
+    const std::string out = temp_path("synth-2-layers.gguf").string();
+    const std::string vocab = (testdata_dir() / "vocab/ggml-vocab-llama-spm.gguf").string();
+    CliOutput o = run_lantern("synth --shape smollm2-135m --layers 2 --type q8_0 -t 2 --vocab " + shell_quote(vocab) +
+                              " -o " + shell_quote(out));
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    {
+        const auto f = gguf::File::open(out);
+        EXPECT_EQ(f->get_int("llama.block_count"), 2);
+        EXPECT_NE(f->find_tensor("blk.1.ffn_down.weight"), nullptr);
+        EXPECT_EQ(f->find_tensor("blk.2.ffn_down.weight"), nullptr);
+    }
+    o = run_lantern("run -m " + shell_quote(out) + " -n 4 --temp 0 -t 2 -p hello");
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    o = run_lantern("synth --shape smollm2-135m --layers 0 --vocab " + shell_quote(vocab) + " -o " + shell_quote(out));
+    EXPECT_NE(o.exit_code, 0);
+    std::remove(out.c_str());
+}
+
 TEST(Cli, QuantizeRefusesBadRequestsAndLeavesNoFile) {
     const std::string in = default_model_path().string(), out = temp_path("refused.gguf").string();
     for (const std::string& args : {"-m " + shell_quote(in) + " -o " + shell_quote(in) + " --type q8_0",

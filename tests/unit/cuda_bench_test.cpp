@@ -109,6 +109,30 @@ std::unique_ptr<OpCase> layer_launch_case(DType t, bool gate_up, bool norm, int 
     }
     return c;
 }
+
+// Mixtral's MoE FFN (D 4096, F 14336, 8 experts, 2 per token), `copies`
+// layers with their own weights and activations, T tokens each. bytes:
+// what one token's two experts and the router read; flops: the experts'
+// products for all T tokens.
+std::unique_ptr<OpCase> moe_case(DType t, int64_t T, int copies) {
+    auto c = std::make_unique<OpCase>();
+    const int64_t D = 4096, F = 14336, E = 8, k = 2;
+    c->name = std::string("moe ") + dtype_name(t) + " T" + std::to_string(T);
+    CaseLeaves b{*c, std::mt19937(7)};
+    for (int i = 0; i < copies; ++i) {
+        Tensor* x = b.leaf(DType::F32, {D, T}, "x");
+        Tensor* router = b.weight(DType::F32, {D, E}, "router");
+        Tensor* gate = b.picked_rows_weight(t, {D, F, E}, "gate_exps");
+        Tensor* up = b.picked_rows_weight(t, {D, F, E}, "up_exps");
+        Tensor* down = b.picked_rows_weight(t, {F, D, E}, "down_exps");
+        c->outputs.push_back(c->graph.moe_ffn(x, router, gate, up, down, static_cast<int>(k), true));
+        c->bytes += static_cast<double>(router->nbytes()) +
+                    static_cast<double>(k) * static_cast<double>(gate->nbytes() + up->nbytes() + down->nbytes()) /
+                        static_cast<double>(E);
+        c->flops += 2.0 * static_cast<double>(T * k * 3 * D * F);
+    }
+    return c;
+}
 #endif
 
 TEST(CudaOpBench, MatVecBandwidth) {
@@ -170,6 +194,27 @@ TEST(CudaOpBench, MatVecBandwidth) {
         if (!bench_selected(c->name)) continue;
         const CaseResult r = run_case(*c, *gpu, 10);
         ASSERT_TRUE(r.supported);
+        std::printf("[ bench ] %-22s %10.3f %10.1f\n", c->name.c_str(), r.seconds_per_run / 2 * 1e3,
+                    c->flops / r.seconds_per_run / 1e12);
+    }
+    // The MoE FFN: a decode step's launches, then a prompt's grouped GEMMs
+    // (as a prompt step: recorded steps take the per-pair kernels).
+    std::printf("[ bench ] %-22s %10s %10s %8s\n", "MoE FFN (Mixtral)", "us/layer", "GB/s", "of copy");
+    for (DType t : {DType::Q4_0, DType::Q4_K}) {
+        auto c = moe_case(t, 1, 4);
+        if (!bench_selected(c->name)) continue;
+        const CaseResult r = run_case(*c, *gpu, 20);
+        ASSERT_TRUE(r.supported) << c->name;
+        const double gbs = c->bytes / r.seconds_per_run / 1e9;
+        std::printf("[ bench ] %-22s %10.2f %10.0f %7.0f%%\n", c->name.c_str(), r.seconds_per_run / 4 * 1e6, gbs,
+                    100.0 * gbs * 1e9 / copy);
+    }
+    std::printf("[ bench ] %-22s %10s %10s\n", "MoE FFN prompt", "ms/layer", "TFLOP/s");
+    for (int64_t T : {16, 512}) {
+        auto c = moe_case(DType::Q4_0, T, 2);
+        if (!bench_selected(c->name)) continue;
+        const CaseResult r = run_case(*c, *gpu, 5, ComputeHints{.prefill = true});
+        ASSERT_TRUE(r.supported) << c->name;
         std::printf("[ bench ] %-22s %10.3f %10.1f\n", c->name.c_str(), r.seconds_per_run / 2 * 1e3,
                     c->flops / r.seconds_per_run / 1e12);
     }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "core/half.h"
 #include "quant/quant.h"
@@ -308,6 +309,28 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
             add(std::move(c));
         }
     }
+    // Prompts that GPU backends may run as one GEMM per expert: bf16
+    // weights, and a quantization mix's types (Q6_K down) over 8 experts,
+    // some of which no token picks.
+    for (const auto& [gt, dt, T, E] : {std::tuple{DType::BF16, DType::BF16, int64_t{24}, int64_t{6}},
+                                       std::tuple{DType::Q4_K, DType::Q6_K, int64_t{16}, int64_t{8}}}) {
+        auto c = new_case(std::string("moe_ffn_") + dtype_name(gt) + "_" + dtype_name(dt) + "_T" + std::to_string(T) +
+                              "_E" + std::to_string(E),
+                          5e-4);
+        CaseLeaves b{*c, std::mt19937(++k)};
+        const int64_t D = 256, F = 256;
+        Tensor* x = b.leaf(DType::F32, {D, T}, "x", 0.0f, 1.0f);
+        Tensor* router = b.weight(DType::F32, {D, E}, "router");
+        // Positive activations and all-negative router rows: the last two
+        // experts are never picked.
+        auto* rw = reinterpret_cast<float*>(c->leaves.back().second.data());
+        for (int64_t i = (E - 2) * D; i < E * D; ++i) rw[i] = -0.5f;
+        Tensor* gate = b.picked_rows_weight(gt, {D, F, E}, "gate_exps");
+        Tensor* up = b.picked_rows_weight(gt, {D, F, E}, "up_exps");
+        Tensor* down = b.picked_rows_weight(dt, {F, D, E}, "down_exps");
+        c->outputs.push_back(c->graph.moe_ffn(x, router, gate, up, down, 2, true));
+        add(std::move(c));
+    }
     return cases;
 }
 
@@ -341,7 +364,7 @@ double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
     return den > 0 ? num / den : num;
 }
 
-CaseResult run_case(OpCase& c, Backend& backend, int timing_runs) {
+CaseResult run_case(OpCase& c, Backend& backend, int timing_runs, ComputeHints hints) {
     CaseResult r;
     const std::vector<Tensor*>& nodes = c.graph.nodes();
     for (const Tensor* n : nodes) {
@@ -412,7 +435,7 @@ CaseResult run_case(OpCase& c, Backend& backend, int timing_runs) {
         }
     };
     upload();
-    backend.compute(nodes, ComputeHints{});
+    backend.compute(nodes, hints);
     backend.synchronize();
 
     for (Tensor* o : c.outputs) {
@@ -437,10 +460,10 @@ CaseResult run_case(OpCase& c, Backend& backend, int timing_runs) {
     }
 
     if (timing_runs > 0) {
-        backend.compute(nodes, ComputeHints{});  // warm-up
+        backend.compute(nodes, hints);  // warm-up
         backend.synchronize();
         const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < timing_runs; ++i) backend.compute(nodes, ComputeHints{});
+        for (int i = 0; i < timing_runs; ++i) backend.compute(nodes, hints);
         backend.synchronize();
         r.seconds_per_run = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / timing_runs;
     }

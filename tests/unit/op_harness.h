@@ -71,7 +71,9 @@ struct CaseResult {
 // Runs the case on `backend` (weights through upload_weight). When the
 // backend lacks a node, supported is false and nothing runs. `timing_runs`
 // > 0 repeats the compute that many times and reports the mean time.
-CaseResult run_case(OpCase& c, Backend& backend, int timing_runs = 0);
+// `hints`: what compute() is told (prefill: a prompt step, which GPU
+// backends run without recording it unless asked to).
+CaseResult run_case(OpCase& c, Backend& backend, int timing_runs = 0, ComputeHints hints = {});
 
 // sum((a - ref)^2) / sum(ref^2); infinity when either holds a NaN or the
 // sizes differ.

@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/cuda_registry.h"
+#include "backends/cuda/moe.cuh"
 #include "backends/cuda/weight_layout.h"
 #include "backends/op_table.h"
 #include "lantern/error.h"
@@ -123,6 +124,8 @@ void CudaBackend::init() {
         throw Error(ErrorCode::Backend, "cuda: cublasSetWorkspace failed");
     }
     check(cudaMallocHost(reinterpret_cast<void**>(&staging_), kStagingBytes), "cudaMallocHost");
+    check(cudaMallocHost(reinterpret_cast<void**>(&ctx_.host_moe), (moe::kMaxExperts + 1) * sizeof(int32_t)),
+          "cudaMallocHost");
     init_matmul_kernels(static_cast<int>(prop.sharedMemPerBlockOptin));
 
     ctx_.stream = stream_;
@@ -138,6 +141,7 @@ void CudaBackend::init() {
     ctx_.pdl = env_not_off("LANTERN_CUDA_PDL");
     ctx_.bulk = env_not_off("LANTERN_CUDA_BULK");
     ctx_.runs = env_not_off("LANTERN_CUDA_RUNS");
+    ctx_.moe_gemm = env_not_off("LANTERN_CUDA_MOE_GEMM");
     if (const auto n = env_count("LANTERN_CUDA_BALANCE", "a number of rounds (0: off)")) {
         ctx_.balance_rounds = static_cast<int>(*n);
     }
@@ -208,6 +212,8 @@ void CudaBackend::release() {
     }
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (staging_ != nullptr) cudaFreeHost(staging_);
+    if (ctx_.host_moe != nullptr) cudaFreeHost(ctx_.host_moe);
+    ctx_.host_moe = nullptr;
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     cublas_ = nullptr;
     staging_ = nullptr;

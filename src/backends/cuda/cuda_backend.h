@@ -17,7 +17,7 @@
 // Environment: LANTERN_GRAPHS / LANTERN_GRAPHS_PREFILL / LANTERN_GRAPH_CACHE_SIZE
 // (graph_cache.h); LANTERN_CUDA_SYNC=1 synchronises after every launch and
 // names the failing op (graphs off); LANTERN_CUDA_PDL=0 launches kernels
-// without programmatic dependent launch.
+// without programmatic dependent launch. README lists the LANTERN_CUDA_* tuning switches.
 #pragma once
 
 #include <cublas_v2.h>

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backends/backend.h"
+#include "backends/cuda/weight_layout.h"
 
 namespace lantern::cuda {
 
@@ -64,7 +65,13 @@ struct Ctx {
     // bytes than this skip the prologue's L2 prefetch (matvec_stream.cu;
     // LANTERN_CUDA_PREFETCH_MB=N, 0: never skip).
     int64_t prefetch_limit = int64_t{8} << 20;
+    // MoE prompts as grouped GEMMs when they qualify (moe_prompt.cu;
+    // LANTERN_CUDA_MOE_GEMM=0: the per-pair kernels always).
+    bool moe_gemm = true;
     Workspace ws;
+    // Page-locked host memory for the MoE prompt path's pair counts per
+    // expert (moe_prompt.cu; moe::kMaxExperts + 1 ints).
+    int32_t* host_moe = nullptr;
 };
 
 // A recorded step's inputs (inputs.cu): n copies of size[i] bytes from
@@ -170,6 +177,14 @@ void init_moe_kernels(int max_smem);
 bool accepts_mul_mat(const Tensor& node);
 void need_mul_mat(const Tensor& node, int sm_count, WorkspaceNeeds& needs);
 void run_mul_mat(const Ctx&, const Tensor&);
+// The prompt path's two steps, shared with the MoE prompt path (moe_prompt.cu):
+// rows [0, n) of the quantized weight w (type t) as f16, row-major [n][w.K],
+// at out; and C = A B^T in cuBLAS's terms: C [N, M] f32 (column j at
+// C + j ldc) from A [N][K] and B [M][K] of type ab (rows lda and ldb
+// elements apart), f16/bf16 on tensor cores, f32 in f32.
+void dequant_f16(const Ctx&, DType t, const WView& w, int64_t n, void* out, const Tensor& node);
+void gemm_nt(const Ctx&, int64_t N, int64_t M, int64_t K, cudaDataType_t ab, const void* A, int64_t lda,
+             const void* B, int64_t ldb, float* C, int64_t ldc, const Tensor& node);
 // Whether MulMats a and b can share one matrix-vector launch (same
 // activation, same weight type and K, one token each).
 bool can_group_mul_mat(const Tensor& a, const Tensor& b);

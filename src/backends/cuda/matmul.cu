@@ -77,30 +77,21 @@ void run_gemm(const Ctx& ctx, const Tensor& node) {
     const Tensor& w = *node.src[0];
     const Tensor& x = *node.src[1];
     const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
-    const float alpha = 1.0f, beta = 0.0f;
-    const int ldc = static_cast<int>(node.nb[1] / sizeof(float));
+    const int64_t ldc = static_cast<int64_t>(node.nb[1] / sizeof(float));
     float* C = ptr<float>(node);
     if (w.type == DType::F32) {
-        check(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                           static_cast<int>(K), &alpha, tensor_address(w), CUDA_R_32F, static_cast<int>(w.nb[1] / 4),
-                           tensor_address(x), CUDA_R_32F, static_cast<int>(x.nb[1] / 4), &beta, C, CUDA_R_32F, ldc,
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-              "cublasGemmEx", node);
+        gemm_nt(ctx, N, M, K, CUDA_R_32F, tensor_address(w), static_cast<int64_t>(w.nb[1] / 4), tensor_address(x),
+                static_cast<int64_t>(x.nb[1] / 4), C, ldc, node);
         return;
     }
     const bool bf = w.type == DType::BF16;
     const void* A = tensor_address(w);
-    int lda = static_cast<int>(K);
+    int64_t lda = K;
     if (!is_plain(w.type)) {
-        const WView v = weight_view(w);
-        __half* deq = static_cast<__half*>(ctx.ws.dequant);
-        dispatch_quant(w.type, [&]<DType T>() {
-            check(launch(ctx, k_dequant_f16<T>, dim3(blocks_for(N * (K / 16), 256)), dim3(256), 0, v, N, deq),
-                  "k_dequant_f16", node);
-        });
-        A = deq;
+        dequant_f16(ctx, w.type, weight_view(w), N, ctx.ws.dequant, node);
+        A = ctx.ws.dequant;
     } else {
-        lda = static_cast<int>(w.nb[1] / 2);
+        lda = static_cast<int64_t>(w.nb[1] / 2);
     }
     const unsigned grid = blocks_for(K * M, 256);
     const uint8_t* xp = static_cast<const uint8_t*>(tensor_address(x));
@@ -113,11 +104,7 @@ void run_gemm(const Ctx& ctx, const Tensor& node) {
                      static_cast<__half*>(ctx.ws.act)),
               "k_convert_act", node);
     }
-    const cudaDataType_t ab = bf ? CUDA_R_16BF : CUDA_R_16F;
-    check(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                       static_cast<int>(K), &alpha, A, ab, lda, ctx.ws.act, ab, static_cast<int>(K), &beta, C,
-                       CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmEx", node);
+    gemm_nt(ctx, N, M, K, bf ? CUDA_R_16BF : CUDA_R_16F, A, lda, ctx.ws.act, K, C, ldc, node);
 }
 
 bool same_view(const Tensor& a, const Tensor& b) {
@@ -125,6 +112,23 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+void dequant_f16(const Ctx& ctx, DType t, const WView& w, int64_t n, void* out, const Tensor& node) {
+    dispatch_quant(t, [&]<DType T>() {
+        check(launch(ctx, k_dequant_f16<T>, dim3(blocks_for(n * (w.K / 16), 256)), dim3(256), 0, w, n,
+                     static_cast<__half*>(out)),
+              "k_dequant_f16", node);
+    });
+}
+
+void gemm_nt(const Ctx& ctx, int64_t N, int64_t M, int64_t K, cudaDataType_t ab, const void* A, int64_t lda,
+             const void* B, int64_t ldb, float* C, int64_t ldc, const Tensor& node) {
+    const float alpha = 1.0f, beta = 0.0f;
+    check(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                       static_cast<int>(K), &alpha, A, ab, static_cast<int>(lda), B, ab, static_cast<int>(ldb), &beta, C,
+                       CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx", node);
+}
 
 void init_matmul_kernels(int max_smem) {
     mv::init_matvec_general(max_smem);

@@ -3,31 +3,29 @@
 // decode step replays whichever experts the next token picks:
 //   k_moe_route  a block per token: router logits, softmax, the n_used
 //                largest (ties to the lower index), their weights
-//   k_moe_up     a warp per (token, expert slot, hidden row):
-//                silu(gate . x) * (up . x)
-//   k_moe_down   a warp per (token, output row): the slots' down rows .
+//   k_moe_up     per (token, expert slot): silu(gate . x) * (up . x) for
+//                every hidden row
+//   k_moe_down   per token: each output row's down rows of its slots .
 //                hidden, added by weight
-// Weights are read a block at a time (qblocks.cuh) and summed in floats,
-// several blocks' loads in flight per lane: every device type, not the
-// streamed matrix-vector kernels' speed (bench/RESULTS.md has the figures).
+// The expert launches' warps stream their rows with the next stage's loads
+// in flight (below). Prompts with enough pairs per expert take grouped
+// GEMMs after the routing instead (moe_prompt.cu).
+// Weights are read a block at a time (qblocks.cuh) and summed in floats:
+// every device type, not the streamed matrix-vector kernels' dp4a.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/moe.cuh"
 #include "backends/cuda/quant_unpack.cuh"
 
 namespace lantern::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kMaxExperts = 1024;
-constexpr int kMaxUsed = 32;
-
-struct MoeDims {
-    int64_t D, F, E, T;
-    int k;
-    bool norm;
-};
+using moe::align256;
+using moe::kMaxExperts;
+using moe::kMaxUsed;
+using MoeDims = moe::Dims;
 
 // Values 16 g .. 16 g + 15 of a plain-typed row, as floats.
 template <DType T>
@@ -54,35 +52,17 @@ __device__ __forceinline__ void plain16(const WView& w, int64_t row, int64_t g, 
     }
 }
 
-__device__ __forceinline__ float dot16(const float (&v)[16], const float* __restrict__ x) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float4 a = *reinterpret_cast<const float4*>(x + 4 * i);
-        acc += v[4 * i] * a.x + v[4 * i + 1] * a.y + v[4 * i + 2] * a.z + v[4 * i + 3] * a.w;
-    }
-    return acc;
-}
-
-constexpr int kAhead = 4;  // units per lane whose loads are issued before their sums
-
-// What a lane holds of kAhead units of a row: quantized blocks (32 values
-// each) or plain groups (16 values each, as floats).
-template <DType T>
-struct Ahead {
-    QBlk k[kAhead];
-};
-template <>
-struct Ahead<DType::F32> {
-    float v[kAhead][16];
-};
-template <>
-struct Ahead<DType::F16> {
-    float v[kAhead][16];
-};
-template <>
-struct Ahead<DType::BF16> {
-    float v[kAhead][16];
+// An activation row as the sums read it, in quads (float4): quad i of unit
+// u (units of 16 or 32 values: 4 or 8 quads) at q[i * si + u * su]. In
+// global memory the row is as it is (si 1, su quads per unit). Staged in
+// shared memory it is transposed (si units, su 1): the lanes of a warp
+// take consecutive units, so their reads of one quad are consecutive; as
+// the row lies, they are 64 or 128 bytes apart and every shared read
+// replays 8 ways on the same banks (the first kernels' shared-memory pipe
+// was 92% busy at 13% of DRAM bandwidth).
+struct XRow {
+    const float4* q;
+    int64_t si, su;
 };
 
 template <DType T>
@@ -91,9 +71,46 @@ constexpr int64_t unit_values() {
 }
 
 template <DType T>
-__device__ __forceinline__ void load_ahead(const WView& w, int64_t row, int64_t u0, int64_t units, Ahead<T>& a) {
+__device__ __forceinline__ XRow global_row(const float* x) {
+    return {reinterpret_cast<const float4*>(x), 1, unit_values<T>() / 4};
+}
+
+// The 16 values v . quads i0 .. i0 + 3 of unit u.
+__device__ __forceinline__ float dot16(const float (&v)[16], const XRow& x, int64_t u, int i0) {
+    float acc = 0.0f;
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
+    for (int i = 0; i < 4; ++i) {
+        const float4 a = x.q[(i0 + i) * x.si + u * x.su];
+        acc += v[4 * i] * a.x + v[4 * i + 1] * a.y + v[4 * i + 2] * a.z + v[4 * i + 3] * a.w;
+    }
+    return acc;
+}
+
+// What a lane holds of A units of a row whose loads are issued before
+// their sums: quantized blocks (32 values each) or plain groups (16 values
+// each, as floats).
+template <DType T, int A>
+struct Ahead {
+    QBlk k[A];
+};
+template <int A>
+struct Ahead<DType::F32, A> {
+    float v[A][16];
+};
+template <int A>
+struct Ahead<DType::F16, A> {
+    float v[A][16];
+};
+template <int A>
+struct Ahead<DType::BF16, A> {
+    float v[A][16];
+};
+
+// Units u0, u0 + 32, ... (A of them, those below `units`) of a row.
+template <DType T, int A>
+__device__ __forceinline__ void load_ahead(const WView& w, int64_t row, int64_t u0, int64_t units, Ahead<T, A>& a) {
+#pragma unroll
+    for (int u = 0; u < A; ++u) {
         const int64_t unit = u0 + 32 * u;
         if (unit >= units) continue;
         if constexpr (is_plain(T)) {
@@ -104,45 +121,33 @@ __device__ __forceinline__ void load_ahead(const WView& w, int64_t row, int64_t 
     }
 }
 
-template <DType T>
-__device__ __forceinline__ float sum_ahead(const Ahead<T>& a, int64_t u0, int64_t units, const float* __restrict__ x) {
+template <DType T, int A>
+__device__ __forceinline__ float sum_ahead(const Ahead<T, A>& a, int64_t u0, int64_t units, const XRow& x) {
     float acc = 0.0f;
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
+    for (int u = 0; u < A; ++u) {
         const int64_t unit = u0 + 32 * u;
         if (unit >= units) continue;
         if constexpr (is_plain(T)) {
-            acc += dot16(a.v[u], x + 16 * unit);
+            acc += dot16(a.v[u], x, unit, 0);
         } else {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 float v[16];
                 group_values(group16<T>(a.k[u], h), v);
-                acc += dot16(v, x + 32 * unit + 16 * h);
+                acc += dot16(v, x, unit, 4 * h);
             }
         }
     }
     return acc;
 }
 
-// Row ra of wa . xa and row rb of wb . xb (when Two), summed over the warp:
-// each lane takes every 32nd unit of a row, kAhead of them (of both rows)
-// loaded before any is summed, so that a warp keeps its loads in flight
-// together (one load at a time per lane held these launches to a tenth of
-// the bandwidth). xa, xb: 16-byte aligned.
-template <DType T, bool Two>
-__device__ __forceinline__ float2 rows_dot(const WView& wa, int64_t ra, const float* __restrict__ xa, const WView& wb,
-                                           int64_t rb, const float* __restrict__ xb, int lane) {
-    const int64_t units = wa.K / unit_values<T>();
-    float sa = 0.0f, sb = 0.0f;
-    for (int64_t u0 = lane; u0 < units; u0 += 32 * kAhead) {
-        Ahead<T> a, b;
-        load_ahead<T>(wa, ra, u0, units, a);
-        if constexpr (Two) load_ahead<T>(wb, rb, u0, units, b);
-        sa += sum_ahead<T>(a, u0, units, xa);
-        if constexpr (Two) sb += sum_ahead<T>(b, u0, units, xb);
-    }
-    return make_float2(warp_sum(sa), Two ? warp_sum(sb) : 0.0f);
+// Units a lane loads ahead per stage of the expert launches (two stages
+// held: one in flight while the other is summed). The router launch takes
+// one at a time: its 1,024 threads' registers hold no more without spilling.
+template <DType T>
+constexpr int stage_units() {
+    return is_plain(T) ? 1 : 2;
 }
 
 constexpr int kRouteWarps = 32;
@@ -159,31 +164,24 @@ __global__ void __launch_bounds__(kRouteWarps * 32) k_moe_route(const uint8_t* x
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int64_t e = threadIdx.x; e < d.E; e += blockDim.x) logits[e] = 0.0f;
     __syncthreads();
-    const float* xr = reinterpret_cast<const float*>(x + t * x_nb1);
+    const XRow xr = global_row<R>(reinterpret_cast<const float*>(x + t * x_nb1));
     const int64_t slices = d.E >= kRouteWarps ? 1 : kRouteWarps / d.E;
     const int64_t unit = unit_values<R>(), units = d.D / unit;
     const int64_t per = (units + slices - 1) / slices;
     for (int64_t item = warp; item < d.E * slices; item += kRouteWarps) {
         const int64_t e = item / slices, first = (item % slices) * per, last = min(units, first + per);
-        WView w = router;  // the slice as a row of its own
-        w.K = (last - first) * unit;
         float acc = 0.0f;
         if (first < last) {
-            if constexpr (is_plain(R)) {
-                w.data += static_cast<size_t>(first) * unit * (R == DType::F32 ? 4 : 2);
-                acc = rows_dot<R, false>(w, e, xr + first * unit, w, e, nullptr, lane).x;
-            } else {
-                // A quantized row's slice starts at block `first`: read it as a
-                // whole row and keep only the slice's units.
-                float part = 0.0f;
-                for (int64_t u0 = first + lane; u0 < last; u0 += 32) {
-                    const QBlk k = qload<R>(q_row(router, e), static_cast<size_t>(router.blocks), static_cast<size_t>(u0));
-                    Ahead<R> a;
-                    a.k[0] = k;
-                    part += sum_ahead<R>(a, 0, 1, xr + 32 * u0);
-                }
-                acc = warp_sum(part);
+            // The slice's units of row e, one at a time per lane (a quantized
+            // row's blocks are addressed from the row's start, so the slice
+            // is units first .. last of the whole row).
+            float part = 0.0f;
+            for (int64_t u0 = first + lane; u0 < last; u0 += 32) {
+                Ahead<R, 1> a;
+                load_ahead<R, 1>(router, e, u0, last, a);
+                part += sum_ahead<R, 1>(a, u0, last, xr);
             }
+            acc = warp_sum(part);
         }
         if (lane == 0) atomicAdd(&logits[e], acc);
     }
@@ -198,7 +196,9 @@ __global__ void __launch_bounds__(kRouteWarps * 32) k_moe_route(const uint8_t* x
     for (int j = 0; j < d.k; ++j) {
         int64_t best = -1;
         for (int64_t e = 0; e < d.E; ++e) {
-            if (logits[e] >= 0.0f && (best < 0 || logits[e] > logits[best])) best = e;
+            // NaN logits (from NaN activations) are taken first, so that an
+            // id is always an expert; the outputs are NaN anyway.
+            if ((logits[e] >= 0.0f || isnan(logits[e])) && (best < 0 || logits[e] > logits[best])) best = e;
         }
         ids[t * d.k + j] = static_cast<int32_t>(best);
         chosen[j] = logits[best] / sum;
@@ -208,58 +208,140 @@ __global__ void __launch_bounds__(kRouteWarps * 32) k_moe_route(const uint8_t* x
     for (int j = 0; j < d.k; ++j) weights[t * d.k + j] = d.norm ? chosen[j] / total : chosen[j];
 }
 
-// Copies n floats from src into shared memory (every thread of the block).
-__device__ __forceinline__ const float* stage(const float* __restrict__ src, int64_t n, float* smem) {
-    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
-        reinterpret_cast<float4*>(smem)[i] = reinterpret_cast<const float4*>(src)[i];
+// Stages `rows` rows of n floats (n a multiple of the unit) from src into
+// shared memory, each transposed (XRow), with every thread of the block;
+// the view of row 0 (row r: q + r * n / 4).
+template <DType T>
+__device__ __forceinline__ XRow stage(const float* __restrict__ src, int64_t n, int64_t rows, float4* smem) {
+    constexpr int64_t Q = unit_values<T>() / 4;
+    const int64_t units = n / unit_values<T>(), quads = n / 4;
+    for (int64_t i = threadIdx.x; i < rows * quads; i += blockDim.x) {
+        const int64_t r = i / quads, q = i % quads;
+        smem[r * quads + (q % Q) * units + q / Q] = reinterpret_cast<const float4*>(src)[i];
     }
     __syncthreads();
-    return smem;
+    return {smem, units, 1};
 }
 
-// S: the block stages its activation in shared memory first (the sums then
-// wait on shared loads, not on global ones; when it fits).
+// Row r of rows of n floats that `first` views (staged or not).
+template <DType T>
+__device__ __forceinline__ XRow row_of(const XRow& first, int64_t n, int64_t r) {
+    return {first.q + r * (n / 4), first.si, first.su};
+}
+
+// The expert launches: one block of kStreamWarps warps per SM (at most 128
+// registers a thread), blockIdx.y the (token, slot) pair (up) or the token
+// (down). Each warp walks its rows (every gridDim.x * kStreamWarps-th) in
+// stages of stage_units<T>() units per lane of two rows, the next stage's
+// loads (possibly the next row's) issued before the current stage's sums,
+// so that a warp keeps loads in flight while it works and each block
+// stages its activation once. (One warp per row pair, every block
+// staging, held the first kernels to 0.45-0.53 TB/s on the H100.)
+// S: the activation staged in shared memory (when it fits).
+constexpr int kStreamWarps = 16;
+constexpr int kStreamThreads = kStreamWarps * 32;
+
 template <DType G, bool S>
-__global__ void __launch_bounds__(kWarps * 32) k_moe_up(const uint8_t* x, size_t x_nb1, const WView gate, const WView up,
-                                                        MoeDims d, const int32_t* ids, float* hidden) {
+__global__ void __launch_bounds__(kStreamThreads, 1) k_moe_up(const uint8_t* x, size_t x_nb1, const WView gate,
+                                                              const WView up, MoeDims d, const int32_t* ids,
+                                                              float* hidden) {
     pdl_enter();
     extern __shared__ float4 smem4[];
+    constexpr int A = stage_units<G>();
     const int64_t p = blockIdx.y;  // the (token, slot) pair
-    const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-    const float* xr = reinterpret_cast<const float*>(x + (p / d.k) * x_nb1);
-    if constexpr (S) xr = stage(xr, d.D, reinterpret_cast<float*>(smem4));
-    if (n >= d.F) return;
+    const float* xp = reinterpret_cast<const float*>(x + (p / d.k) * x_nb1);
+    XRow xr = global_row<G>(xp);
+    if constexpr (S) xr = stage<G>(xp, d.D, 1, smem4);
     const int lane = threadIdx.x % 32;
-    const int64_t row = static_cast<int64_t>(ids[p]) * d.F + n;
-    const float2 gu = rows_dot<G, true>(gate, row, xr, up, row, xr, lane);  // gate and up loads in flight together
-    if (lane == 0) hidden[p * d.F + n] = silu_f(gu.x) * gu.y;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * kStreamWarps;
+    int64_t n = static_cast<int64_t>(blockIdx.x) * kStreamWarps + threadIdx.x / 32;
+    if (n >= d.F) return;
+    const int64_t base = static_cast<int64_t>(ids[p]) * d.F;
+    const int64_t units = d.D / unit_values<G>();
+    int64_t c0 = 0;  // the stage's first unit (lane j takes c0 + j + 32 u)
+    Ahead<G, A> g, u;
+    load_ahead<G, A>(gate, base + n, lane, units, g);
+    load_ahead<G, A>(up, base + n, lane, units, u);
+    float sg = 0.0f, su = 0.0f;
+    for (;;) {
+        int64_t nn = n, nc = c0 + 32 * A;
+        if (nc >= units) nn += stride, nc = 0;
+        const bool more = nn < d.F;
+        Ahead<G, A> g2, u2;
+        if (more) {
+            load_ahead<G, A>(gate, base + nn, nc + lane, units, g2);
+            load_ahead<G, A>(up, base + nn, nc + lane, units, u2);
+        }
+        sg += sum_ahead<G, A>(g, c0 + lane, units, xr);
+        su += sum_ahead<G, A>(u, c0 + lane, units, xr);
+        if (nn != n) {
+            sg = warp_sum(sg);
+            su = warp_sum(su);
+            if (lane == 0) hidden[p * d.F + n] = silu_f(sg) * su;
+            sg = su = 0.0f;
+        }
+        if (!more) break;
+        g = g2, u = u2, n = nn, c0 = nc;
+    }
 }
 
+// Output row n of token t: the sum over its slots j of weight j times down
+// row (expert j, n) . hidden row j, two slots' rows per stage.
 template <DType W, bool S>
-__global__ void __launch_bounds__(kWarps * 32) k_moe_down(const WView down, MoeDims d, const int32_t* ids,
-                                                          const float* weights, const float* hidden, uint8_t* y,
-                                                          size_t y_nb1) {
+__global__ void __launch_bounds__(kStreamThreads, 1) k_moe_down(const WView down, MoeDims d, const int32_t* ids,
+                                                                const float* weights, const float* hidden, uint8_t* y,
+                                                                size_t y_nb1) {
     pdl_enter();
     extern __shared__ float4 smem4[];
+    constexpr int A = stage_units<W>();
     const int64_t t = blockIdx.y;
-    const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-    const float* h = hidden + t * d.k * d.F;  // the token's slots' hidden rows, one after another
-    if constexpr (S) h = stage(h, d.k * d.F, reinterpret_cast<float*>(smem4));
-    if (n >= d.D) return;
+    const float* hp = hidden + t * d.k * d.F;  // the token's slots' hidden rows, one after another
+    XRow h = global_row<W>(hp);
+    if constexpr (S) h = stage<W>(hp, d.F, d.k, smem4);
     const int lane = threadIdx.x % 32;
-    float acc = 0.0f;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * kStreamWarps;
+    int64_t n = static_cast<int64_t>(blockIdx.x) * kStreamWarps + threadIdx.x / 32;
+    if (n >= d.D) return;
+    const int32_t* id = ids + t * d.k;
+    const float* wt = weights + t * d.k;
+    const int64_t units = d.F / unit_values<W>();
+    // Stage (n, slots j and j + 1, units from c0); the second slot only
+    // while j + 1 < k.
     int j = 0;
-    for (; j + 1 < d.k; j += 2) {  // two experts' rows in flight together
-        const int64_t p = t * d.k + j;
-        const float2 s = rows_dot<W, true>(down, static_cast<int64_t>(ids[p]) * d.D + n, h + j * d.F, down,
-                                           static_cast<int64_t>(ids[p + 1]) * d.D + n, h + (j + 1) * d.F, lane);
-        acc += weights[p] * s.x + weights[p + 1] * s.y;
+    int64_t c0 = 0;
+    auto row = [&](int slot, int64_t r) { return static_cast<int64_t>(id[slot]) * d.D + r; };
+    Ahead<W, A> a, b;
+    load_ahead<W, A>(down, row(0, n), lane, units, a);
+    if (d.k > 1) load_ahead<W, A>(down, row(1, n), lane, units, b);
+    float sa = 0.0f, sb = 0.0f, acc = 0.0f;
+    for (;;) {
+        int64_t nn = n, nc = c0 + 32 * A;
+        int nj = j;
+        if (nc >= units) {
+            nc = 0;
+            nj += 2;
+            if (nj >= d.k) nj = 0, nn += stride;
+        }
+        const bool more = nn < d.D;
+        Ahead<W, A> a2, b2;
+        if (more) {
+            load_ahead<W, A>(down, row(nj, nn), nc + lane, units, a2);
+            if (nj + 1 < d.k) load_ahead<W, A>(down, row(nj + 1, nn), nc + lane, units, b2);
+        }
+        sa += sum_ahead<W, A>(a, c0 + lane, units, row_of<W>(h, d.F, j));
+        if (j + 1 < d.k) sb += sum_ahead<W, A>(b, c0 + lane, units, row_of<W>(h, d.F, j + 1));
+        if (nj != j || nn != n) {  // the slots' rows are done: their weighted share, per lane
+            acc += wt[j] * sa + (j + 1 < d.k ? wt[j + 1] * sb : 0.0f);
+            sa = sb = 0.0f;
+        }
+        if (nn != n) {
+            acc = warp_sum(acc);
+            if (lane == 0) reinterpret_cast<float*>(y + t * y_nb1)[n] = acc;
+            acc = 0.0f;
+        }
+        if (!more) break;
+        a = a2, b = b2, n = nn, j = nj, c0 = nc;
     }
-    if (j < d.k) {
-        const int64_t p = t * d.k + j;
-        acc += weights[p] * rows_dot<W, false>(down, static_cast<int64_t>(ids[p]) * d.D + n, h + j * d.F, down, 0, nullptr, lane).x;
-    }
-    if (lane == 0) reinterpret_cast<float*>(y + t * y_nb1)[n] = acc;
 }
 
 bool weight_ok(const Tensor& w) {
@@ -267,14 +349,6 @@ bool weight_ok(const Tensor& w) {
     if (is_plain(w.type)) return w.nb[0] == dtype_type_size(w.type) && w.nb[2] == w.nb[1] * static_cast<size_t>(w.ne[1]);
     return (w.storage_root()->flags & kTensorWeight) != 0 && w.view_src == nullptr;
 }
-
-MoeDims dims_of(const Tensor& node) {
-    return {node.src[0]->ne[0], node.src[2]->ne[1], node.src[1]->ne[1], node.src[0]->ne[1], node.param_i(0),
-            node.param_i(1) != 0};
-}
-
-// ids [P] i32, weights [P] f32, hidden [P, F] f32, each 256-byte aligned.
-size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
 
 }  // namespace
 
@@ -287,50 +361,62 @@ void init_moe_kernels(int max_smem) {
 
 bool accepts_moe_ffn(const Tensor& node) {
     const Tensor& x = *node.src[0];
-    const MoeDims d = dims_of(node);
+    const MoeDims d = moe::dims_of(node);
     return x.type == DType::F32 && x.nb[0] == sizeof(float) && node.type == DType::F32 &&
            node.nb[0] == sizeof(float) && d.E <= kMaxExperts && d.k <= kMaxUsed && weight_ok(*node.src[1]) &&
            weight_ok(*node.src[2]) && weight_ok(*node.src[3]) && weight_ok(*node.src[4]);
 }
 
+// The routing, then the per-pair path's hidden rows [P, F] f32; the
+// prompt path's scratch when it may run (either may: a captured step takes
+// the per-pair kernels).
 void need_moe_ffn(const Tensor& node, int /*sm_count*/, WorkspaceNeeds& needs) {
-    const MoeDims d = dims_of(node);
-    const auto P = static_cast<size_t>(d.T * d.k);
-    const size_t bytes = 2 * align256(P * 4) + align256(P * static_cast<size_t>(d.F) * sizeof(float));
-    needs.moe = std::max(needs.moe, bytes);
+    const MoeDims d = moe::dims_of(node);
+    const auto P = static_cast<size_t>(d.pairs());
+    needs.moe = std::max(needs.moe, moe::routing_bytes(d) + align256(P * static_cast<size_t>(d.F) * sizeof(float)));
+    moe::need_prompt(node, d, needs);
 }
 
 void run_moe_ffn(const Ctx& ctx, const Tensor& node) {
-    const MoeDims d = dims_of(node);
+    const MoeDims d = moe::dims_of(node);
     if (d.T == 0) return;
-    const auto P = static_cast<size_t>(d.T * d.k);
+    const auto P = static_cast<size_t>(d.pairs());
     auto* base = static_cast<uint8_t*>(ctx.ws.moe);
     auto* ids = reinterpret_cast<int32_t*>(base);
     auto* weights = reinterpret_cast<float*>(base + align256(P * 4));
-    auto* hidden = reinterpret_cast<float*>(base + 2 * align256(P * 4));
+    auto* hidden = reinterpret_cast<float*>(base + moe::routing_bytes(d));
     const Tensor& x = *node.src[0];
     const uint8_t* xp = ptr<const uint8_t>(x);
     const WView router = weight_view(*node.src[1]), gate = weight_view(*node.src[2]), up = weight_view(*node.src[3]),
                 down = weight_view(*node.src[4]);
-    const dim3 block(kWarps * 32);
     dispatch_weight(node.src[1]->type, [&]<DType R>() {
         check(launch(ctx, k_moe_route<R>, dim3(static_cast<unsigned>(d.T)), dim3(kRouteWarps * 32), 0, xp, x.nb[1], router, d, ids,
                      weights),
               "k_moe_route", node);
     });
+    if (moe::prompt_path(ctx, node, d)) {
+        moe::run_prompt(ctx, node, d, ids, weights, base + moe::routing_bytes(d));
+        return;
+    }
+    // A block per SM: split between the pairs (up) or the tokens (down).
+    const auto per = [&](int64_t rows, int64_t groups) {
+        const int64_t want = (ctx.sm_count + groups - 1) / groups, most = (rows + kStreamWarps - 1) / kStreamWarps;
+        return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, most)));
+    };
+    const dim3 block(kStreamThreads);
     const size_t up_smem = static_cast<size_t>(d.D) * sizeof(float);
     const size_t down_smem = static_cast<size_t>(d.k * d.F) * sizeof(float);
     dispatch_weight(node.src[2]->type, [&]<DType G>() {
         const bool s = up_smem <= static_cast<size_t>(ctx.max_smem);
-        check(launch(ctx, s ? k_moe_up<G, true> : k_moe_up<G, false>, dim3(blocks_for(d.F, kWarps), static_cast<unsigned>(P)),
-                     block, s ? up_smem : 0, xp, x.nb[1], gate, up, d, static_cast<const int32_t*>(ids), hidden),
+        check(launch(ctx, s ? k_moe_up<G, true> : k_moe_up<G, false>, dim3(per(d.F, P), static_cast<unsigned>(P)), block,
+                     s ? up_smem : 0, xp, x.nb[1], gate, up, d, static_cast<const int32_t*>(ids), hidden),
               "k_moe_up", node);
     });
     dispatch_weight(node.src[4]->type, [&]<DType W>() {
         const bool s = down_smem <= static_cast<size_t>(ctx.max_smem);
-        check(launch(ctx, s ? k_moe_down<W, true> : k_moe_down<W, false>, dim3(blocks_for(d.D, kWarps), static_cast<unsigned>(d.T)),
-                     block, s ? down_smem : 0, down, d, static_cast<const int32_t*>(ids), static_cast<const float*>(weights),
-                     static_cast<const float*>(hidden), ptr<uint8_t>(node), node.nb[1]),
+        check(launch(ctx, s ? k_moe_down<W, true> : k_moe_down<W, false>, dim3(per(d.D, d.T), static_cast<unsigned>(d.T)),
+                     block, s ? down_smem : 0, down, d, static_cast<const int32_t*>(ids),
+                     static_cast<const float*>(weights), static_cast<const float*>(hidden), ptr<uint8_t>(node), node.nb[1]),
               "k_moe_down", node);
     });
 }
