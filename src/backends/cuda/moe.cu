@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_error.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/moe.cuh"
+#include "backends/cuda/matvec.cuh"
 #include "backends/cuda/quant_unpack.cuh"
 
 namespace lantern::cuda {
@@ -237,21 +238,79 @@ __device__ __forceinline__ XRow row_of(const XRow& first, int64_t n, int64_t r) 
 // so that a warp keeps loads in flight while it works and each block
 // stages its activation once. (One warp per row pair, every block
 // staging, held the first kernels to 0.45-0.53 TB/s on the H100.)
-// S: the activation staged in shared memory (when it fits).
 constexpr int kStreamWarps = 16;
 constexpr int kStreamThreads = kStreamWarps * 32;
 
-template <DType G, bool S>
+// How an expert launch reads its activation rows (the token's row for up,
+// the slots' hidden rows for down): staged in shared memory, quantized to
+// 8 bits with the CPU's rounding for the quantized weight types (dp4a
+// sums, as the dense matrix-vector kernels take them: the float sums left
+// these launches bound by instruction issue), as f32 (transposed, XRow)
+// for the plain ones; read from global memory when the rows do not fit.
+enum InMode : int { kInGlobal = 0, kInF32 = 1, kInQ8 = 2 };
+
+// Shared bytes of one row of n values (n % 32 == 0) in each staged mode.
+__host__ __device__ constexpr int64_t q8_row_bytes(int64_t n) { return n + n / 32 * 8 + n / 16 * 4; }
+
+struct XIn {
+    XRow f;
+    mv::Act q;
+};
+
+// Stages `rows` rows of n floats from src (every thread of the block).
+template <DType T, int M>
+__device__ __forceinline__ void stage_rows(const float* src, int64_t n, int64_t rows, uint8_t* smem) {
+    if constexpr (M == kInQ8) {
+        const mv::MvParams none{};  // no fused norm
+        for (int64_t r = 0; r < rows; ++r) {
+            mv::stage_act_q8_as<kStreamWarps>(none, smem + r * q8_row_bytes(n), nullptr, src + r * n, n);
+        }
+    } else if constexpr (M == kInF32) {
+        stage<T>(src, n, rows, reinterpret_cast<float4*>(smem));
+    }
+}
+
+// Row r of the rows of n floats at src, as staged.
+template <DType T, int M>
+__device__ __forceinline__ XIn in_row(const uint8_t* smem, const float* src, int64_t n, int64_t r) {
+    XIn x{};
+    if constexpr (M == kInQ8) {
+        x.q = mv::act_view(smem + r * q8_row_bytes(n), n);
+    } else if constexpr (M == kInF32) {
+        x.f = {reinterpret_cast<const float4*>(smem) + r * (n / 4), n / unit_values<T>(), 1};
+    } else {
+        x.f = global_row<T>(src + r * n);
+    }
+    return x;
+}
+
+template <DType T, int A, int M>
+__device__ __forceinline__ float sum_in(const Ahead<T, A>& a, int64_t u0, int64_t units, const XIn& x) {
+    if constexpr (M == kInQ8) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int u = 0; u < A; ++u) {
+            const int64_t unit = u0 + 32 * u;
+            if (unit < units) acc += qdot<T>(a.k[u], mv::act_blk(x.q, unit));
+        }
+        return acc;
+    } else {
+        return sum_ahead<T, A>(a, u0, units, x.f);
+    }
+}
+
+template <DType G, int M>
 __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_up(const uint8_t* x, size_t x_nb1, const WView gate,
                                                               const WView up, MoeDims d, const int32_t* ids,
                                                               float* hidden) {
     pdl_enter();
     extern __shared__ float4 smem4[];
+    uint8_t* smem = reinterpret_cast<uint8_t*>(smem4);
     constexpr int A = stage_units<G>();
     const int64_t p = blockIdx.y;  // the (token, slot) pair
     const float* xp = reinterpret_cast<const float*>(x + (p / d.k) * x_nb1);
-    XRow xr = global_row<G>(xp);
-    if constexpr (S) xr = stage<G>(xp, d.D, 1, smem4);
+    stage_rows<G, M>(xp, d.D, 1, smem);
+    const XIn xr = in_row<G, M>(smem, xp, d.D, 0);
     const int lane = threadIdx.x % 32;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * kStreamWarps;
     int64_t n = static_cast<int64_t>(blockIdx.x) * kStreamWarps + threadIdx.x / 32;
@@ -272,8 +331,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_up(const uint8_t* x, 
             load_ahead<G, A>(gate, base + nn, nc + lane, units, g2);
             load_ahead<G, A>(up, base + nn, nc + lane, units, u2);
         }
-        sg += sum_ahead<G, A>(g, c0 + lane, units, xr);
-        su += sum_ahead<G, A>(u, c0 + lane, units, xr);
+        sg += sum_in<G, A, M>(g, c0 + lane, units, xr);
+        su += sum_in<G, A, M>(u, c0 + lane, units, xr);
         if (nn != n) {
             sg = warp_sum(sg);
             su = warp_sum(su);
@@ -287,17 +346,17 @@ __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_up(const uint8_t* x, 
 
 // Output row n of token t: the sum over its slots j of weight j times down
 // row (expert j, n) . hidden row j, two slots' rows per stage.
-template <DType W, bool S>
+template <DType W, int M>
 __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_down(const WView down, MoeDims d, const int32_t* ids,
                                                                 const float* weights, const float* hidden, uint8_t* y,
                                                                 size_t y_nb1) {
     pdl_enter();
     extern __shared__ float4 smem4[];
+    uint8_t* smem = reinterpret_cast<uint8_t*>(smem4);
     constexpr int A = stage_units<W>();
     const int64_t t = blockIdx.y;
     const float* hp = hidden + t * d.k * d.F;  // the token's slots' hidden rows, one after another
-    XRow h = global_row<W>(hp);
-    if constexpr (S) h = stage<W>(hp, d.F, d.k, smem4);
+    stage_rows<W, M>(hp, d.F, d.k, smem);
     const int lane = threadIdx.x % 32;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * kStreamWarps;
     int64_t n = static_cast<int64_t>(blockIdx.x) * kStreamWarps + threadIdx.x / 32;
@@ -328,8 +387,8 @@ __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_down(const WView down
             load_ahead<W, A>(down, row(nj, nn), nc + lane, units, a2);
             if (nj + 1 < d.k) load_ahead<W, A>(down, row(nj + 1, nn), nc + lane, units, b2);
         }
-        sa += sum_ahead<W, A>(a, c0 + lane, units, row_of<W>(h, d.F, j));
-        if (j + 1 < d.k) sb += sum_ahead<W, A>(b, c0 + lane, units, row_of<W>(h, d.F, j + 1));
+        sa += sum_in<W, A, M>(a, c0 + lane, units, in_row<W, M>(smem, hp, d.F, j));
+        if (j + 1 < d.k) sb += sum_in<W, A, M>(b, c0 + lane, units, in_row<W, M>(smem, hp, d.F, j + 1));
         if (nj != j || nn != n) {  // the slots' rows are done: their weighted share, per lane
             acc += wt[j] * sa + (j + 1 < d.k ? wt[j + 1] * sb : 0.0f);
             sa = sb = 0.0f;
@@ -344,6 +403,25 @@ __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_down(const WView down
     }
 }
 
+// The staged mode for `rows` rows of n values of weight type T within
+// max_smem bytes, and its shared bytes.
+template <DType T>
+std::pair<int, size_t> in_mode(int64_t n, int64_t rows, int max_smem) {
+    const auto bytes = static_cast<size_t>(rows * (is_plain(T) ? n * 4 : q8_row_bytes(n)));
+    if (bytes > static_cast<size_t>(max_smem)) return {kInGlobal, 0};
+    return {is_plain(T) ? kInF32 : kInQ8, bytes};
+}
+
+// The expert launches of weight type T in its staged mode, or the global one.
+template <DType T>
+auto up_kernel(int m) {
+    return m == kInGlobal ? k_moe_up<T, kInGlobal> : k_moe_up<T, is_plain(T) ? kInF32 : kInQ8>;
+}
+template <DType T>
+auto down_kernel(int m) {
+    return m == kInGlobal ? k_moe_down<T, kInGlobal> : k_moe_down<T, is_plain(T) ? kInF32 : kInQ8>;
+}
+
 bool weight_ok(const Tensor& w) {
     if (!is_device_weight_type(w.type) || w.ne[0] % 32 != 0 || w.ne[3] != 1) return false;
     if (is_plain(w.type)) return w.nb[0] == dtype_type_size(w.type) && w.nb[2] == w.nb[1] * static_cast<size_t>(w.ne[1]);
@@ -354,8 +432,8 @@ bool weight_ok(const Tensor& w) {
 
 void init_moe_kernels(int max_smem) {
     for_each_weight([&]<DType T>() {
-        raise_smem_limit(k_moe_up<T, true>, max_smem);
-        raise_smem_limit(k_moe_down<T, true>, max_smem);
+        raise_smem_limit(up_kernel<T>(kInQ8), max_smem);
+        raise_smem_limit(down_kernel<T>(kInQ8), max_smem);
     });
 }
 
@@ -404,19 +482,17 @@ void run_moe_ffn(const Ctx& ctx, const Tensor& node) {
         return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, most)));
     };
     const dim3 block(kStreamThreads);
-    const size_t up_smem = static_cast<size_t>(d.D) * sizeof(float);
-    const size_t down_smem = static_cast<size_t>(d.k * d.F) * sizeof(float);
     dispatch_weight(node.src[2]->type, [&]<DType G>() {
-        const bool s = up_smem <= static_cast<size_t>(ctx.max_smem);
-        check(launch(ctx, s ? k_moe_up<G, true> : k_moe_up<G, false>, dim3(per(d.F, P), static_cast<unsigned>(P)), block,
-                     s ? up_smem : 0, xp, x.nb[1], gate, up, d, static_cast<const int32_t*>(ids), hidden),
+        const auto [m, smem] = in_mode<G>(d.D, 1, ctx.max_smem);
+        check(launch(ctx, up_kernel<G>(m), dim3(per(d.F, P), static_cast<unsigned>(P)), block, smem, xp, x.nb[1], gate,
+                     up, d, static_cast<const int32_t*>(ids), hidden),
               "k_moe_up", node);
     });
     dispatch_weight(node.src[4]->type, [&]<DType W>() {
-        const bool s = down_smem <= static_cast<size_t>(ctx.max_smem);
-        check(launch(ctx, s ? k_moe_down<W, true> : k_moe_down<W, false>, dim3(per(d.D, d.T), static_cast<unsigned>(d.T)),
-                     block, s ? down_smem : 0, down, d, static_cast<const int32_t*>(ids),
-                     static_cast<const float*>(weights), static_cast<const float*>(hidden), ptr<uint8_t>(node), node.nb[1]),
+        const auto [m, smem] = in_mode<W>(d.F, d.k, ctx.max_smem);
+        check(launch(ctx, down_kernel<W>(m), dim3(per(d.D, d.T), static_cast<unsigned>(d.T)), block, smem, down, d,
+                     static_cast<const int32_t*>(ids), static_cast<const float*>(weights),
+                     static_cast<const float*>(hidden), ptr<uint8_t>(node), node.nb[1]),
               "k_moe_down", node);
     });
 }
