@@ -54,8 +54,7 @@ struct CaseLeaves {
 
 // Every op, with several shapes and types. Deterministic in `seed`.
 std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed);
-// Whether the case's graph has a node of `op` (a backend without a kernel
-// for it leaves the case to the CPU: the OpenCL backend and Op::MoeFfn).
+// Whether the case's graph has a node of `op`.
 bool uses_op(const OpCase& c, Op op);
 // The names of make_op_cases(seed), in order (computed once per seed; for
 // naming parameterised tests without building every case per name).

@@ -33,6 +33,7 @@ const OpTable<OpRun>& op_table() {
         {Op::Attention, attention_accepts, {run_attention, needs<ProgramId::Attention>}},
         {Op::AddRmsNorm, add_rms_norm_accepts, {run_add_rms_norm, needs<ProgramId::Norm>}},
         {Op::RopeQK, rope_qk_accepts, {run_rope_qk, needs<ProgramId::Rope>}},
+        {Op::MoeFfn, moe_ffn_accepts, {run_moe_ffn, moe_ffn_ready}},
     };
     return table;
 }
@@ -52,6 +53,7 @@ void dispatch_nodes(Dispatch& d, const std::vector<Tensor*>& nodes) {
     // the 8-bit form.
     for (const Tensor* n : nodes) {
         if (n->op == Op::MulMat && is_block32(n->src[0]->type)) d.want_q8(act_key(*n->src[1]));
+        if (n->op == Op::MoeFfn && is_block32(n->src[2]->type)) d.want_q8(act_key(*n->src[0]));
     }
     const size_t count = nodes.size();
     const bool fuse = d.backend().fusion();

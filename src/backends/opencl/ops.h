@@ -68,6 +68,12 @@ void run_attention(Dispatch& d, const Tensor& node);
 bool rope_attention_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn);
 void run_rope_attention(Dispatch& d, const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn);
 
+// ---- ops_moe.cpp: a mixture of experts' FFN (router, top experts, SwiGLU,
+// weighted sum), routed on the device.
+bool moe_ffn_accepts(const Tensor& node);
+bool moe_ffn_ready(ProgramCache& programs, const Tensor& node);
+void run_moe_ffn(Dispatch& d, const Tensor& node);
+
 // ---- ops_matmul.cpp
 bool get_rows_accepts(const Tensor& node);
 bool mul_mat_accepts(const Tensor& node);

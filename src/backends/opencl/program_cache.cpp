@@ -16,7 +16,7 @@ namespace lantern::ocl {
 namespace {
 
 constexpr const char* kFiles[kProgramCount] = {"elementwise", "norm", "rope", "attention", "quant",
-                                               "matvec", "matmul", "matmul_nv"};
+                                               "matvec", "matmul", "matmul_nv", "moe"};
 
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
     for (unsigned char c : s) {

@@ -36,7 +36,7 @@
 namespace lantern::ocl {
 
 // One program per kernel file (kernels/<name>.cl).
-enum class ProgramId : uint8_t { Elementwise, Norm, Rope, Attention, Quant, Matvec, Matmul, MatmulNv, Count };
+enum class ProgramId : uint8_t { Elementwise, Norm, Rope, Attention, Quant, Matvec, Matmul, MatmulNv, Moe, Count };
 constexpr size_t kProgramCount = static_cast<size_t>(ProgramId::Count);
 const char* program_file(ProgramId id);
 
