@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "cuda_test_util.h"
 
@@ -110,14 +111,15 @@ std::unique_ptr<OpCase> layer_launch_case(DType t, bool gate_up, bool norm, int 
     return c;
 }
 
-// Mixtral's MoE FFN (D 4096, F 14336, 8 experts, 2 per token), `copies`
-// layers with their own weights and activations, T tokens each. bytes:
-// what one token's two experts and the router read; flops: the experts'
+// A MoE FFN, `copies` layers with their own weights and activations, T
+// tokens each: Mixtral's (D 4096, F 14336, 8 experts, 2 per token) or with
+// `small`, Qwen3-30B-A3B's (D 2048, F 768, 128 experts, 8 per token). bytes:
+// what one token's experts and the router read; flops: the experts'
 // products for all T tokens.
-std::unique_ptr<OpCase> moe_case(DType t, int64_t T, int copies) {
+std::unique_ptr<OpCase> moe_case(DType t, int64_t T, int copies, bool small = false) {
     auto c = std::make_unique<OpCase>();
-    const int64_t D = 4096, F = 14336, E = 8, k = 2;
-    c->name = std::string("moe ") + dtype_name(t) + " T" + std::to_string(T);
+    const int64_t D = small ? 2048 : 4096, F = small ? 768 : 14336, E = small ? 128 : 8, k = small ? 8 : 2;
+    c->name = std::string("moe ") + (small ? "128x768 " : "") + dtype_name(t) + " T" + std::to_string(T);
     CaseLeaves b{*c, std::mt19937(7)};
     for (int i = 0; i < copies; ++i) {
         Tensor* x = b.leaf(DType::F32, {D, T}, "x");
@@ -199,9 +201,9 @@ TEST(CudaOpBench, MatVecBandwidth) {
     }
     // The MoE FFN: a decode step's launches, then a prompt's grouped GEMMs
     // (as a prompt step: recorded steps take the per-pair kernels).
-    std::printf("[ bench ] %-22s %10s %10s %8s\n", "MoE FFN (Mixtral)", "us/layer", "GB/s", "of copy");
-    for (DType t : {DType::Q4_0, DType::Q4_K}) {
-        auto c = moe_case(t, 1, 4);
+    std::printf("[ bench ] %-22s %10s %10s %8s\n", "MoE FFN", "us/layer", "GB/s", "of copy");
+    for (auto [t, small] : {std::pair{DType::Q4_0, false}, std::pair{DType::Q4_K, false}, std::pair{DType::Q4_K, true}}) {
+        auto c = moe_case(t, 1, 4, small);
         if (!bench_selected(c->name)) continue;
         const CaseResult r = run_case(*c, *gpu, 20);
         ASSERT_TRUE(r.supported) << c->name;

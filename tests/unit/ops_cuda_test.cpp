@@ -14,6 +14,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "cuda_test_util.h"
 #include "op_harness.h"
+#include "test_util.h"
 
 namespace lantern::test {
 namespace {
@@ -450,6 +451,35 @@ TEST(CudaBackend, RecordedStepCopiesItsInputs) {
     EXPECT_EQ(gpu->stats().graph_captures - before.graph_captures, 2u);
     step(9.0f, true);
     step(-3.0f, true);
+}
+
+// LANTERN_GRAPHS_PREFILL records prompt steps, but not those with a
+// mixture of experts' grouped GEMMs (they wait on the host for the count
+// of pairs per expert, which a recording cannot): those run as they come,
+// through the GEMMs. A dense prompt step is still recorded.
+TEST(CudaBackend, MoePromptStepsRunUnrecordedUnderPrefillGraphs) {
+    if (cuda_backend() == nullptr) GTEST_SKIP() << "no CUDA device";
+    ScopedEnv prefill("LANTERN_GRAPHS_PREFILL", "1");
+    std::unique_ptr<Backend> gpu;
+    for (const BackendFactory& f : gpu_backend_factories()) {
+        if (std::string(f.name) == "cuda") gpu = f.create(0);
+    }
+    ASSERT_NE(gpu, nullptr);
+    auto cases = make_op_cases(kSeed);
+    auto named = [&](const std::string& name) -> OpCase& {
+        for (auto& c : cases) {
+            if (c->name == name) return *c;
+        }
+        throw std::runtime_error("no case " + name);
+    };
+    const ComputeHints prompt{.prefill = true};
+    BackendStats before = gpu->stats();
+    expect_matches_cpu(named("moe_ffn_q4_K_T24"), *gpu, prompt);
+    EXPECT_EQ(gpu->stats().graph_captures, before.graph_captures);
+    EXPECT_EQ(gpu->stats().eager_steps, before.eager_steps + 1);
+    before = gpu->stats();
+    expect_matches_cpu(named("mul_mat_f16_512x37x5"), *gpu, prompt);
+    EXPECT_EQ(gpu->stats().graph_captures, before.graph_captures + 1);
 }
 
 class CudaExtraOps : public ::testing::TestWithParam<size_t> {};

@@ -460,7 +460,16 @@ void CudaBackend::run(const std::vector<Launch>& launches) {
 void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) {
     if (nodes.empty()) return;
     check(cudaSetDevice(device_), "cudaSetDevice");
-    const bool record = graph_config_.wants(hints) && !debug_sync_;
+    bool record = graph_config_.wants(hints) && !debug_sync_;
+    if (record && hints.prefill) {
+        // A mixture of experts' prompt GEMMs wait on the host for their
+        // counts per expert, which a recording cannot: such a prompt step
+        // runs as it comes even under LANTERN_GRAPHS_PREFILL (recorded, it
+        // would take the per-pair kernels, many times slower).
+        for (const Tensor* n : nodes) {
+            if (n->op == Op::MoeFfn && moe::prompt_wanted(ctx_, *n)) record = false;
+        }
+    }
     if (!record) {
         flush_writes();  // first: the copies run while the host plans the step
         plan(nodes);

@@ -33,8 +33,9 @@ inline size_t routing_bytes(const Dims& d) { return 2 * align256(static_cast<siz
 
 // moe_prompt.cu. Whether the node's step runs as grouped GEMMs: enough
 // pairs per expert that dequantizing each expert once beats reading its
-// rows once per pair, and a stream not being captured (the host waits for
-// the count of pairs per expert).
+// rows once per pair (prompt_wanted), and a stream not being captured (the
+// host waits for the count of pairs per expert).
+bool prompt_wanted(const Ctx& ctx, const Tensor& node);
 bool prompt_path(const Ctx& ctx, const Tensor& node, const Dims& d);
 // The prompt path's scratch after the routing (bytes) and its dequantized
 // weight (in ctx.ws.dequant).

@@ -8,9 +8,10 @@
 // Each expert's weights are read once per step, not once per pair as the
 // per-pair kernels read them.
 //
-// A stream being captured cannot wait for the counts, so a captured prompt
-// step (LANTERN_GRAPHS_PREFILL) takes the per-pair kernels: its results
-// agree with this path's within the op tolerances, not bit for bit.
+// A stream being captured cannot wait for the counts: the backend runs
+// such prompt steps unrecorded even under LANTERN_GRAPHS_PREFILL, and a
+// capture that still reaches here (a caller's) takes the per-pair kernels,
+// whose results agree with this path's within the op tolerances.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -188,9 +189,14 @@ Scratch carve(uint8_t* base, const Tensor& node, const Dims& d) {
 
 }  // namespace
 
-bool prompt_path(const Ctx& ctx, const Tensor& node, const Dims& d) {
+bool prompt_wanted(const Ctx& ctx, const Tensor& node) {
+    const Dims d = dims_of(node);
     if (!ctx.moe_gemm || d.T < kMinTokens || d.pairs() < 2 * d.E || ctx.host_moe == nullptr) return false;
-    if (act_of(node.src[2]->type) != act_of(node.src[3]->type)) return false;  // one gathered activation for both
+    return act_of(node.src[2]->type) == act_of(node.src[3]->type);  // one gathered activation for both
+}
+
+bool prompt_path(const Ctx& ctx, const Tensor& node, const Dims& d) {
+    if (d.T < kMinTokens || !prompt_wanted(ctx, node)) return false;
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     return cudaStreamIsCapturing(ctx.stream, &st) == cudaSuccess && st == cudaStreamCaptureStatusNone;
 }
