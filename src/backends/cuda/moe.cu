@@ -1,8 +1,9 @@
-// Mixture-of-experts feed-forward (Op::MoeFfn) on the device, in three
+// Mixture-of-experts feed-forward (Op::MoeFfn) on the device, in four
 // launches that read the routing from device memory, so that a captured
 // decode step replays whichever experts the next token picks:
-//   k_moe_route  a block per token: router logits, softmax, the n_used
-//                largest (ties to the lower index), their weights
+//   k_moe_logits a warp per (token, expert): the router's logits
+//   k_moe_topk   a block per token: softmax, the n_used largest (ties to
+//                the lower index), their weights
 //   k_moe_up     per (token, expert slot): silu(gate . x) * (up . x) for
 //                every hidden row
 //   k_moe_down   per token: each output row's down rows of its slots .
@@ -151,62 +152,98 @@ constexpr int stage_units() {
     return is_plain(T) ? 1 : 2;
 }
 
-constexpr int kRouteWarps = 32;
+// The routing, in two launches. k_moe_logits: a warp per (token, expert,
+// slice of moe::kRouteSlice values) of the router, spread over the SMs (one
+// block per token held Qwen3-30B-A3B's 1 MB router on one SM), each lane
+// one batch of loads: f32 rows four float4 of consecutive floats, other
+// types units (load_ahead). The slices' partial sums go to memory; the
+// next launch adds them in order (no atomics: the same sums every run).
+constexpr int kLogitWarps = 8;
 
-// One block per token. The router's rows are cut into K-slices so that all
-// kRouteWarps warps have one (a few experts would leave most idle), their
-// sums met in shared memory; then one thread takes the softmax's largest.
 template <DType R>
-__global__ void __launch_bounds__(kRouteWarps * 32) k_moe_route(const uint8_t* x, size_t x_nb1, const WView router,
-                                                                MoeDims d, int32_t* ids, float* weights) {
+__global__ void __launch_bounds__(kLogitWarps * 32) k_moe_logits(const uint8_t* x, size_t x_nb1, const WView router,
+                                                                 MoeDims d, float* parts) {
     pdl_enter();
-    __shared__ float logits[kMaxExperts];
-    const int64_t t = blockIdx.x;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int64_t e = threadIdx.x; e < d.E; e += blockDim.x) logits[e] = 0.0f;
-    __syncthreads();
-    const XRow xr = global_row<R>(reinterpret_cast<const float*>(x + t * x_nb1));
-    const int64_t slices = d.E >= kRouteWarps ? 1 : kRouteWarps / d.E;
-    const int64_t unit = unit_values<R>(), units = d.D / unit;
-    const int64_t per = (units + slices - 1) / slices;
-    for (int64_t item = warp; item < d.E * slices; item += kRouteWarps) {
-        const int64_t e = item / slices, first = (item % slices) * per, last = min(units, first + per);
-        float acc = 0.0f;
-        if (first < last) {
-            // The slice's units of row e, one at a time per lane (a quantized
-            // row's blocks are addressed from the row's start, so the slice
-            // is units first .. last of the whole row).
-            float part = 0.0f;
-            for (int64_t u0 = first + lane; u0 < last; u0 += 32) {
-                Ahead<R, 1> a;
-                load_ahead<R, 1>(router, e, u0, last, a);
-                part += sum_ahead<R, 1>(a, u0, last, xr);
-            }
-            acc = warp_sum(part);
+    const int64_t S = moe::route_slices(d);
+    const int64_t t = blockIdx.y, item = static_cast<int64_t>(blockIdx.x) * kLogitWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (item >= d.E * S) return;
+    const int64_t e = item / S, slice = item % S;
+    const float* xr = reinterpret_cast<const float*>(x + t * x_nb1);
+    float acc = 0.0f;
+    if constexpr (R == DType::F32) {
+        const uint8_t* row = router.data + static_cast<size_t>(e) * router.row_bytes;
+        const int64_t n4 = min(d.D, (slice + 1) * moe::kRouteSlice) / 4;
+        uint4 w[4];
+        float4 a[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {  // the slice's 128 float4, four per lane, loads first
+            const int64_t i = slice * (moe::kRouteSlice / 4) + lane + 32 * u;
+            w[u] = i < n4 ? ld_u128(row + 16 * i) : make_uint4(0, 0, 0, 0);
+            a[u] = i < n4 ? reinterpret_cast<const float4*>(xr)[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
-        if (lane == 0) atomicAdd(&logits[e], acc);
-    }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    float m = logits[0];
-    for (int64_t e = 1; e < d.E; ++e) m = fmaxf(m, logits[e]);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < d.E; ++e) sum += logits[e] = expf(logits[e] - m);
-    float chosen[kMaxUsed];
-    float total = 0.0f;
-    for (int j = 0; j < d.k; ++j) {
-        int64_t best = -1;
-        for (int64_t e = 0; e < d.E; ++e) {
-            // NaN logits (from NaN activations) are taken first, so that an
-            // id is always an expert; the outputs are NaN anyway.
-            if ((logits[e] >= 0.0f || isnan(logits[e])) && (best < 0 || logits[e] > logits[best])) best = e;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            acc += __uint_as_float(w[u].x) * a[u].x + __uint_as_float(w[u].y) * a[u].y +
+                   __uint_as_float(w[u].z) * a[u].z + __uint_as_float(w[u].w) * a[u].w;
         }
-        ids[t * d.k + j] = static_cast<int32_t>(best);
-        chosen[j] = logits[best] / sum;
-        total += chosen[j];
-        logits[best] = -1.0f;  // taken
+    } else {
+        const XRow xg = global_row<R>(xr);
+        constexpr int64_t per = moe::kRouteSlice / unit_values<R>();
+        const int64_t last = min(d.D / unit_values<R>(), (slice + 1) * per);
+        for (int64_t u0 = slice * per + lane; u0 < last; u0 += 32 * 2) {
+            Ahead<R, 2> a;
+            load_ahead<R, 2>(router, e, u0, last, a);
+            acc += sum_ahead<R, 2>(a, u0, last, xg);
+        }
     }
-    for (int j = 0; j < d.k; ++j) weights[t * d.k + j] = d.norm ? chosen[j] / total : chosen[j];
+    acc = warp_sum(acc);
+    if (lane == 0) parts[(t * d.E + e) * S + slice] = acc;
+}
+
+// k_moe_topk: a block per token, a thread per expert (E <= 1,024): its
+// logit (the slices added in order), softmax, and its rank among the
+// weights (greater ones, and equal ones of lower index, before it): the
+// k ranked first are the chosen, renormalised when asked. (One thread
+// walking the experts k times took tens of microseconds at 128 experts.)
+__global__ void __launch_bounds__(1024) k_moe_topk(const float* parts, MoeDims d, int32_t* ids, float* weights) {
+    pdl_enter();
+    __shared__ float scratch[32];
+    __shared__ float ws[moe::kMaxExperts];
+    const int64_t t = blockIdx.x, S = moe::route_slices(d);
+    const int tid = threadIdx.x;
+    const bool expert = tid < d.E;
+    float v = -INFINITY;
+    if (expert) {
+        v = 0.0f;
+        for (int64_t s = 0; s < S; ++s) v += parts[(t * d.E + tid) * S + s];
+    }
+    const float m = block_max(v, scratch);
+    const float ex = expert ? expf(v - m) : 0.0f;
+    const float sum = block_sum(ex, scratch);
+    // NaN weights (NaN activations) rank after every number, so that the
+    // chosen are always experts.
+    const float key = isnan(ex) ? -1.0f : ex;
+    if (expert) ws[tid] = key;
+    __syncthreads();
+    if (expert) {
+        int rank = 0;
+        for (int e = 0; e < d.E; ++e) {
+            const float o = ws[e];  // the same address in every thread: a broadcast
+            rank += (o > key || (o == key && e < tid)) ? 1 : 0;
+        }
+        if (rank < d.k) {
+            ids[t * d.k + rank] = tid;
+            weights[t * d.k + rank] = ex / sum;
+        }
+    }
+    if (!d.norm) return;
+    __syncthreads();  // the block's global writes are visible to it after the barrier
+    if (tid == 0) {
+        float total = 0.0f;
+        for (int j = 0; j < d.k; ++j) total += weights[t * d.k + j];
+        for (int j = 0; j < d.k; ++j) weights[t * d.k + j] /= total;
+    }
 }
 
 // Stages `rows` rows of n floats (n a multiple of the unit) from src into
@@ -467,11 +504,15 @@ void run_moe_ffn(const Ctx& ctx, const Tensor& node) {
     const uint8_t* xp = ptr<const uint8_t>(x);
     const WView router = weight_view(*node.src[1]), gate = weight_view(*node.src[2]), up = weight_view(*node.src[3]),
                 down = weight_view(*node.src[4]);
+    auto* logits = reinterpret_cast<float*>(base + 2 * align256(P * 4));
     dispatch_weight(node.src[1]->type, [&]<DType R>() {
-        check(launch(ctx, k_moe_route<R>, dim3(static_cast<unsigned>(d.T)), dim3(kRouteWarps * 32), 0, xp, x.nb[1], router, d, ids,
-                     weights),
-              "k_moe_route", node);
+        check(launch(ctx, k_moe_logits<R>, dim3(blocks_for(d.E * moe::route_slices(d), kLogitWarps), static_cast<unsigned>(d.T)),
+                     dim3(kLogitWarps * 32), 0, xp, x.nb[1], router, d, logits),
+              "k_moe_logits", node);
     });
+    check(launch(ctx, k_moe_topk, dim3(static_cast<unsigned>(d.T)), dim3(static_cast<unsigned>((d.E + 31) / 32 * 32)), 0,
+                 static_cast<const float*>(logits), d, ids, weights),
+          "k_moe_topk", node);
     if (moe::prompt_path(ctx, node, d)) {
         moe::run_prompt(ctx, node, d, ids, weights, base + moe::routing_bytes(d));
         return;

@@ -27,9 +27,17 @@ inline Dims dims_of(const Tensor& node) {
 
 inline size_t align256(size_t n) { return (n + 255) & ~size_t{255}; }
 
+// The router's rows are summed in slices of this many values (moe.cu).
+constexpr int64_t kRouteSlice = 512;
+inline __host__ __device__ int64_t route_slices(const Dims& d) { return (d.D + kRouteSlice - 1) / kRouteSlice; }
+
 // The workspace opens with the routing: ids [P] i32 (each pair's expert),
-// weights [P] f32; each path's own scratch follows at routing_bytes().
-inline size_t routing_bytes(const Dims& d) { return 2 * align256(static_cast<size_t>(d.pairs()) * 4); }
+// weights [P] f32, the router's slices' sums [T, E, slices] f32; each
+// path's own scratch follows at routing_bytes().
+inline size_t routing_bytes(const Dims& d) {
+    return 2 * align256(static_cast<size_t>(d.pairs()) * 4) +
+           align256(static_cast<size_t>(d.T * d.E * route_slices(d)) * 4);
+}
 
 // moe_prompt.cu. Whether the node's step runs as grouped GEMMs: enough
 // pairs per expert that dequantizing each expert once beats reading its
