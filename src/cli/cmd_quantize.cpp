@@ -19,7 +19,7 @@ void add_quantize_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("quantize", "write a model with its weight matrices in another type");
     cmd->add_option("-m,--model", o->input, "input GGUF (F32/F16/BF16 or already quantized)")->required();
     cmd->add_option("-o,--output", o->output, "output GGUF")->required();
-    cmd->add_option("--type", o->type, "type of the weight matrices: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K, f16, bf16, or "
+    cmd->add_option("--type", o->type, "type of the weight matrices: q4_0, q4_1, q5_0, q5_1, q8_0, q2_K .. q6_K, iq4_nl, iq4_xs, f16, bf16, or "
                    "llama.cpp's mixes q4_K_M, q5_K_M")
         ->required();
     cmd->add_option("--output-type", o->output_type, "type of output.weight (default: --type; llama.cpp's mixes use q6_K)");

@@ -18,6 +18,8 @@ std::optional<uint32_t> llama_file_type(DType t) {
         case DType::Q4_K: return 15;  // Q4_K_M
         case DType::Q5_K: return 17;  // Q5_K_M
         case DType::Q6_K: return 18;
+        case DType::IQ4_NL: return 25;
+        case DType::IQ4_XS: return 30;
         case DType::BF16: return 32;
         default: return std::nullopt;
     }
@@ -32,6 +34,7 @@ DType fallback_type(DType t) {
         case DType::Q4_K: return DType::Q5_0;
         case DType::Q5_K: return DType::Q5_1;
         case DType::Q6_K: return DType::Q8_0;
+        case DType::IQ4_XS: return DType::IQ4_NL;
         default: return t;
     }
 }

@@ -113,6 +113,24 @@ struct BlockQ8_K {
     int16_t bsums[kQKK / 16];
 };
 
+// The non-linear 4-bit types: a quant indexes kIQ4Values (iq4.h), not an
+// even grid. IQ4_NL: value[j] = d * kIQ4Values[q[j]], nibbles as Q4_0.
+struct BlockIQ4_NL {
+    uint16_t d;
+    uint8_t qs[kQK / 2];
+};
+
+// IQ4_XS: eight blocks of 32 sharing d; block b (elements 32b .. 32b + 31)
+// has the 6-bit scale ls = (scales_l[b / 2] >> 4 (b % 2)) & 0xF |
+// ((scales_h >> 2b) & 3) << 4 and value = d * (ls - 32) * kIQ4Values[q],
+// its nibbles at qs[16b .. 16b + 15] as Q4_0's.
+struct BlockIQ4_XS {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[kQKK / 64];
+    uint8_t qs[kQKK / 2];
+};
+
 // The structs alias file bytes directly, and the kernels read multi-byte
 // fields (fp16 scales, Q5's qh, packed scale words) as native integers.
 static_assert(std::endian::native == std::endian::little, "GGUF blocks are little endian");
@@ -122,6 +140,7 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 static_assert(alignof(BlockQ4_0) == 2, "blocks are packed arrays of 16-bit fields");
 
 // Block struct of each quantized DType, for templates.
@@ -138,5 +157,7 @@ template <> struct BlockOf<DType::Q4_K> { using type = BlockQ4_K; };
 template <> struct BlockOf<DType::Q5_K> { using type = BlockQ5_K; };
 template <> struct BlockOf<DType::Q6_K> { using type = BlockQ6_K; };
 template <> struct BlockOf<DType::Q8_K> { using type = BlockQ8_K; };
+template <> struct BlockOf<DType::IQ4_NL> { using type = BlockIQ4_NL; };
+template <> struct BlockOf<DType::IQ4_XS> { using type = BlockIQ4_XS; };
 
 }  // namespace lantern::quant

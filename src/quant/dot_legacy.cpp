@@ -208,5 +208,6 @@ const DotKernel kDotQ4_1 = dot_kernel<Q4_1>();
 const DotKernel kDotQ5_0 = dot_kernel<Q5_0>();
 const DotKernel kDotQ5_1 = dot_kernel<Q5_1>();
 const DotKernel kDotQ8_0 = dot_kernel<Q8_0>();
+const DotKernel kDotIQ4_NL = dot_kernel<IQ4_NL>();
 
 }  // namespace lantern::quant

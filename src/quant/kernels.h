@@ -71,6 +71,14 @@ void quantize_q4_K_ref(const float* src, void* dst, int64_t n);
 void quantize_q5_K_ref(const float* src, void* dst, int64_t n);
 void quantize_q6_K_ref(const float* src, void* dst, int64_t n);
 
+// ---- quant_iq4.cpp and dot_iq4.cpp (IQ4_NL's tile is dot_legacy.cpp's) -------
+void dequant_iq4_nl(const void* src, float* dst, int64_t n);
+void dequant_iq4_xs(const void* src, float* dst, int64_t n);
+void quantize_iq4_nl_ref(const float* src, void* dst, int64_t n);
+void quantize_iq4_xs_ref(const float* src, void* dst, int64_t n);
+extern const DotKernel kDotIQ4_NL;  // x Q8_0
+extern const DotKernel kDotIQ4_XS;  // x Q8_K
+
 // ---- dot_k.cpp --------------------------------------------------------------
 extern const DotKernel kDotQ2_K;  // x Q8_K
 extern const DotKernel kDotQ3_K;  // x Q8_K

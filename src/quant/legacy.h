@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "quant/blocks.h"
+#include "quant/iq4.h"
 #include "quant/simd.h"
 
 namespace lantern::quant::legacy {
@@ -125,6 +126,23 @@ struct Q8_0 {
         for (int i = 0; i < kPieces; ++i) q[i] = b[i]->qs;
         return simd::load_pieces(q);
     }
+#endif
+};
+
+// IQ4_NL: Q4_0's layout with each nibble an index into iq4::kValues (signed
+// values, like Q8_0's quants).
+struct IQ4_NL {
+    using Block = BlockIQ4_NL;
+    using Act = BlockQ8_0;
+    static constexpr int kOffset = 0;
+    static constexpr bool kHasMin = false;
+    static constexpr bool kSigned = true;
+    static void unpack(const Block& b, int* u) {
+        unpack_nibbles(b.qs, u);
+        for (int j = 0; j < kQK; ++j) u[j] = iq4::kValues[u[j]];
+    }
+#if LANTERN_SIMD_WIDTH
+    static simd::VI load(Pieces<Block> b) { return simd::lut16(iq4::kValues, load_nibbles<Block>(b)); }
 #endif
 };
 

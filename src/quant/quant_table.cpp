@@ -33,8 +33,8 @@ struct Entry {
 // Built on first use (not at static initialization, so type_ops works from
 // any other static initializer). Weight types without a vectorised quantizer
 // use the reference one for both: they are quantized offline, not per token.
-const std::array<Entry, 15>& table() {
-    static const std::array<Entry, 15> kTable = {{
+const std::array<Entry, 17>& table() {
+    static const std::array<Entry, 17> kTable = {{
         {DType::F32, ops(f32_to_float, f32_from_float, f32_from_float, DType::F32, &kDotF32)},
         {DType::F16, ops(f16_to_float, f16_from_float, f16_from_float_ref, DType::F32, &kDotF16)},
         {DType::BF16, ops(bf16_to_float, bf16_from_float, bf16_from_float_ref, DType::F32, &kDotBF16)},
@@ -50,6 +50,8 @@ const std::array<Entry, 15>& table() {
         {DType::Q5_K, ops(dequant_q5_K, quantize_q5_K_ref, quantize_q5_K_ref, DType::Q8_K, &kDotQ5_K)},
         {DType::Q6_K, ops(dequant_q6_K, quantize_q6_K_ref, quantize_q6_K_ref, DType::Q8_K, &kDotQ6_K)},
         {DType::Q8_K, ops(dequant_q8_K, quantize_q8_K, quantize_q8_K_ref, DType::Q8_K, nullptr)},
+        {DType::IQ4_NL, ops(dequant_iq4_nl, quantize_iq4_nl_ref, quantize_iq4_nl_ref, DType::Q8_0, &kDotIQ4_NL)},
+        {DType::IQ4_XS, ops(dequant_iq4_xs, quantize_iq4_xs_ref, quantize_iq4_xs_ref, DType::Q8_K, &kDotIQ4_XS)},
     }};
     return kTable;
 }

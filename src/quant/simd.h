@@ -127,6 +127,10 @@ inline VI load_nibble_pieces(const void* const (&p)[kPieces]) {
     const VI shift = _mm512_set_epi32(4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0);
     return _mm512_and_si512(_mm512_srlv_epi32(both, shift), _mm512_set1_epi8(0x0F));
 }
+// Bytes idx (each 0..15) looked up in a 16-byte table (16-byte aligned).
+inline VI lut16(const int8_t* table, VI idx) {
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(table))), idx);
+}
 // Byte j of piece i = (bit j of the little-endian uint32 at p[i]) ? value : 0.
 inline VI bit_pieces(const void* const (&p)[kPieces], int8_t value) {
     uint32_t lo, hi;
@@ -236,6 +240,9 @@ inline VI load_nibble_pieces(const void* const (&p)[kPieces]) {
     const VI both = _mm256_broadcastsi128_si256(_mm_loadu_si128(static_cast<const __m128i*>(p[0])));
     const VI shift = _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0);
     return _mm256_and_si256(_mm256_srlv_epi32(both, shift), _mm256_set1_epi8(0x0F));
+}
+inline VI lut16(const int8_t* table, VI idx) {
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table))), idx);
 }
 inline VI bit_pieces(const void* const (&p)[kPieces], int8_t value) {
     uint32_t bits;

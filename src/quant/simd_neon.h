@@ -138,6 +138,11 @@ inline VI load_nibble_pieces(const void* const (&p)[kPieces]) {
     const uint8x16_t x = vld1q_u8(static_cast<const uint8_t*>(p[0]));
     return {neon::i32(vandq_u8(x, vdupq_n_u8(0x0F))), neon::i32(vshrq_n_u8(x, 4))};
 }
+// Bytes idx (each 0..15) looked up in a 16-byte table.
+inline VI lut16(const int8_t* table, VI idx) {
+    const int8x16_t t = vld1q_s8(table);
+    return {neon::i32(vqtbl1q_s8(t, neon::u8(idx.lo))), neon::i32(vqtbl1q_s8(t, neon::u8(idx.hi)))};
+}
 // Byte j = (bit j of the little-endian uint32 at p[0]) ? value : 0.
 inline VI bit_pieces(const void* const (&p)[kPieces], int8_t value) {
     uint32_t bits;

@@ -22,10 +22,11 @@ namespace {
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                               DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                            DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1, DType::Q2_K,
-                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K};
+                           DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K,
+                           DType::IQ4_NL, DType::IQ4_XS};
 
 std::string type_name(const testing::TestParamInfo<DType>& info) { return dtype_name(info.param); }
 
@@ -115,11 +116,11 @@ TEST(QuantTable, TypesWithoutKernelsAreUnsupported) {
     float out[256];
     uint8_t in[256] = {};
     try {
-        dequantize_row(DType::IQ4_XS, in, out, 256);
+        dequantize_row(DType::IQ3_S, in, out, 256);
         FAIL() << "expected an Unsupported error";
     } catch (const Error& e) {
         EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-        EXPECT_NE(std::string(e.what()).find("iq4_xs"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("iq3_s"), std::string::npos) << e.what();
     }
     EXPECT_THROW(quantize_row(DType::IQ1_S, out, in, 256), Error);
 }
@@ -137,6 +138,10 @@ TEST(QuantTable, BlockLayoutsMatchDTypeTable) {
     EXPECT_EQ(dtype_type_size(DType::Q5_K), sizeof(BlockQ5_K));
     EXPECT_EQ(dtype_type_size(DType::Q6_K), sizeof(BlockQ6_K));
     EXPECT_EQ(dtype_type_size(DType::Q8_K), sizeof(BlockQ8_K));
+    EXPECT_EQ(dtype_type_size(DType::IQ4_NL), sizeof(BlockIQ4_NL));
+    EXPECT_EQ(dtype_type_size(DType::IQ4_XS), sizeof(BlockIQ4_XS));
+    EXPECT_EQ(dtype_block_size(DType::IQ4_NL), kQK);
+    EXPECT_EQ(dtype_block_size(DType::IQ4_XS), kQKK);
     for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1}) {
         EXPECT_EQ(dtype_block_size(t), kQK);
     }
@@ -160,6 +165,7 @@ double error_bound(DType t) {
         case DType::Q5_0: return 0.05;
         case DType::Q5_1: case DType::Q5_K: return 0.043;
         case DType::Q4_0: return 0.10;
+        case DType::IQ4_NL: case DType::IQ4_XS: return 0.086;
         case DType::Q4_1: case DType::Q4_K: return 0.09;
         case DType::Q3_K: return 0.165;
         case DType::Q2_K: return 0.30;
