@@ -303,18 +303,21 @@ TEST_F(Server, LogitBiasForcesAndBansTokens) {
 }
 
 // response_format json_object: the reply is one JSON object, ended by the
-// model once it is closed.
+// model once it is closed. (The prompt asks for a small object: asked the
+// capital question in one sentence, the greedy reply of the AVX2 kernels
+// lists keys until max_tokens, while the AVX-512 ones' closed early.)
 TEST_F(Server, JsonObjectResponseFormat) {
-    const json user = {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}};
-    const json r = post("/v1/chat/completions", {{"messages", user}, {"temperature", 0}, {"max_tokens", 96},
+    const json ask = {
+        {{"role", "user"}, {"content", "Give the capital of France as a JSON object with the key \"capital\"."}}};
+    const json r = post("/v1/chat/completions", {{"messages", ask}, {"temperature", 0}, {"max_tokens", 96},
                                                  {"response_format", {{"type", "json_object"}}}});
     const std::string content = r["choices"][0]["message"]["content"];
     EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << content;
     const json parsed = json::parse(content, nullptr, false);
     ASSERT_FALSE(parsed.is_discarded()) << content;
     EXPECT_TRUE(parsed.is_object()) << content;
-    // Without it the same request gets prose (ChatCompletionGolden).
     EXPECT_NE(parsed.dump().find("Paris"), std::string::npos) << content;
+    const json user = {{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}};
     int status = 0;
     for (const json& f : {json{{"type", "json_schema"}, {"json_schema", json::object()}}, json{{"type", "yaml"}},
                           json("json")}) {
