@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "backends/backend.h"
@@ -122,6 +123,18 @@ __device__ __forceinline__ float gelu_tanh_f(float x) {
     const float k = 0.7978845608028654f;
     const float u = k * (x + 0.044715f * x * x * x);
     return 0.5f * x * (1.0f + tanhf(u));
+}
+
+// v as a GEMM operand: float, __half or __nv_bfloat16 (rounded to nearest).
+template <class H>
+__device__ __forceinline__ H to_act(float v) {
+    if constexpr (std::is_same_v<H, float>) {
+        return v;
+    } else if constexpr (std::is_same_v<H, __half>) {
+        return __float2half_rn(v);
+    } else {
+        return __float2bfloat16_rn(v);
+    }
 }
 
 // Programmatic dependent launch (Hopper). Kernels are launched so that the

@@ -24,7 +24,6 @@
 // they are), the activations converted, and cuBLAS multiplies on tensor cores.
 #include <algorithm>
 #include <limits>
-#include <type_traits>
 
 #include "backends/cuda/matvec.cuh"
 
@@ -59,12 +58,7 @@ __global__ void k_convert_act(const uint8_t* __restrict__ x, size_t nb1, int64_t
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= K * M) return;
     const int64_t m = i / K, k = i % K;
-    const float v = reinterpret_cast<const float*>(x + m * nb1)[k];
-    if constexpr (std::is_same_v<H, __half>) {
-        out[i] = __float2half_rn(v);
-    } else {
-        out[i] = __float2bfloat16_rn(v);
-    }
+    out[i] = to_act<H>(reinterpret_cast<const float*>(x + m * nb1)[k]);
 }
 
 bool use_matvec(const Tensor& node) {

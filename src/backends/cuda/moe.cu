@@ -513,7 +513,7 @@ void run_moe_ffn(const Ctx& ctx, const Tensor& node) {
     check(launch(ctx, k_moe_topk, dim3(static_cast<unsigned>(d.T)), dim3(static_cast<unsigned>((d.E + 31) / 32 * 32)), 0,
                  static_cast<const float*>(logits), d, ids, weights),
           "k_moe_topk", node);
-    if (moe::prompt_path(ctx, node, d)) {
+    if (moe::prompt_path(ctx, node)) {
         moe::run_prompt(ctx, node, d, ids, weights, base + moe::routing_bytes(d));
         return;
     }

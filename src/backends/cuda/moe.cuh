@@ -44,7 +44,7 @@ inline size_t routing_bytes(const Dims& d) {
 // rows once per pair (prompt_wanted), and a stream not being captured (the
 // host waits for the count of pairs per expert).
 bool prompt_wanted(const Ctx& ctx, const Tensor& node);
-bool prompt_path(const Ctx& ctx, const Tensor& node, const Dims& d);
+bool prompt_path(const Ctx& ctx, const Tensor& node);
 // The prompt path's scratch after the routing (bytes) and its dequantized
 // weight (in ctx.ws.dequant).
 void need_prompt(const Tensor& node, const Dims& d, WorkspaceNeeds& needs);

@@ -15,8 +15,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 #include "backends/cuda/moe.cuh"
 #include "backends/cuda/quant_unpack.cuh"
 
@@ -77,17 +75,6 @@ __global__ void __launch_bounds__(kSortThreads) k_moe_sort(const int32_t* ids, i
         }
         __syncthreads();
         for (int e = threadIdx.x; e <= E; e += blockDim.x) offsets[e] = next[e];
-    }
-}
-
-template <class H>
-__device__ __forceinline__ H to_act(float v) {
-    if constexpr (std::is_same_v<H, float>) {
-        return v;
-    } else if constexpr (std::is_same_v<H, __half>) {
-        return __float2half_rn(v);
-    } else {
-        return __float2bfloat16_rn(v);
     }
 }
 
@@ -195,8 +182,8 @@ bool prompt_wanted(const Ctx& ctx, const Tensor& node) {
     return act_of(node.src[2]->type) == act_of(node.src[3]->type);  // one gathered activation for both
 }
 
-bool prompt_path(const Ctx& ctx, const Tensor& node, const Dims& d) {
-    if (d.T < kMinTokens || !prompt_wanted(ctx, node)) return false;
+bool prompt_path(const Ctx& ctx, const Tensor& node) {
+    if (!prompt_wanted(ctx, node)) return false;
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     return cudaStreamIsCapturing(ctx.stream, &st) == cudaSuccess && st == cudaStreamCaptureStatusNone;
 }

@@ -22,8 +22,6 @@ bool experts_ok(const Tensor& w) {
     return plain_type(w.type) && w.nb[0] == dtype_type_size(w.type) && w.nb[2] == w.nb[1] * static_cast<size_t>(w.ne[1]);
 }
 
-// The type as the kernels' names spell it ("q4_K").
-std::string tag(DType t) { return dtype_name(t); }
 
 // (buffer, qs, qh, sc) of a repacked weight.
 void planes(Args& a, const Tensor& w) {
@@ -32,6 +30,19 @@ void planes(Args& a, const Tensor& w) {
 }
 
 size_t round256(size_t n) { return (n + 255) / 256 * 256; }
+
+// `rows` rows of K f32 values (nb1 bytes apart, at mem + offset) quantized
+// to 8-bit blocks in scratch memory.
+Q8Act quantize_rows(Dispatch& d, cl_mem mem, size_t offset, size_t nb1, int64_t K, int64_t rows) {
+    const size_t q_bytes = round256(static_cast<size_t>(K * rows));
+    const OpenClBackend::Scratch s = d.scratch(q_bytes + static_cast<size_t>(K / 32 * rows) * 8);
+    const Q8Act q{s.mem, s.offset, s.offset + q_bytes};
+    cl_kernel k = d.kernel(ProgramId::Quant, "quantize_q8");
+    Args(k).mem(mem).u64(offset).u64(nb1).mem(q.mem).u64(q.q).u64(q.ds).i32(K);
+    const size_t g[2] = {static_cast<size_t>(K / 32), static_cast<size_t>(rows)};
+    d.launch(k, 2, g, nullptr);
+    return q;
+}
 
 }  // namespace
 
@@ -79,16 +90,9 @@ void run_moe_ffn(Dispatch& d, const Tensor& node) {
     if (is_block32(gate.type)) {
         // The token rows' 8-bit blocks (made by their producer when it could).
         Q8Act q = q8_input(d, x);
-        if (q.norm != nullptr) q = Q8Act{};  // blocks still to be scaled: not for these kernels
-        if (q.mem == nullptr) {
-            const OpenClBackend::Scratch qs = d.scratch(round256(static_cast<size_t>(D * T)) + static_cast<size_t>(D / 32 * T) * 8);
-            q = Q8Act{qs.mem, qs.offset, qs.offset + round256(static_cast<size_t>(D * T))};
-            cl_kernel qk = d.kernel(ProgramId::Quant, "quantize_q8");
-            Args(qk).tensor(x).u64(x.nb[1]).mem(q.mem).u64(q.q).u64(q.ds).i32(D);
-            const size_t g[2] = {static_cast<size_t>(D / 32), static_cast<size_t>(T)};
-            d.launch(qk, 2, g, nullptr);
-        }
-        cl_kernel upk = d.kernel(ProgramId::Moe, ("moe_up_" + tag(gate.type)).c_str());
+        // Blocks still to be scaled by a norm are not for these kernels.
+        if (q.norm != nullptr) q = quantize_rows(d, mem_of(x), x.offset, x.nb[1], D, T);
+        cl_kernel upk = d.kernel(ProgramId::Moe, (std::string("moe_up_") + dtype_name(gate.type)).c_str());
         Args a(upk);
         planes(a, gate);
         planes(a, up);
@@ -97,17 +101,12 @@ void run_moe_ffn(Dispatch& d, const Tensor& node) {
         d.launch(upk, 2, ug.data(), local);
 
         // The hidden rows' 8-bit blocks, then down.
-        const OpenClBackend::Scratch hq = d.scratch(round256(static_cast<size_t>(F * P)) + static_cast<size_t>(F / 32 * P) * 8);
-        const size_t hq_q = hq.offset, hq_ds = hq.offset + round256(static_cast<size_t>(F * P));
-        cl_kernel qk = d.kernel(ProgramId::Quant, "quantize_q8");
-        Args(qk).mem(s.mem).u64(s.offset + h_at).u64(static_cast<uint64_t>(F) * 4).mem(hq.mem).u64(hq_q).u64(hq_ds).i32(F);
-        const size_t qg[2] = {static_cast<size_t>(F / 32), static_cast<size_t>(P)};
-        d.launch(qk, 2, qg, nullptr);
+        const Q8Act hq = quantize_rows(d, s.mem, s.offset + h_at, static_cast<size_t>(F) * 4, F, P);
 
-        cl_kernel dk = d.kernel(ProgramId::Moe, ("moe_down_" + tag(down.type)).c_str());
+        cl_kernel dk = d.kernel(ProgramId::Moe, (std::string("moe_down_") + dtype_name(down.type)).c_str());
         Args b(dk);
         planes(b, down);
-        b.mem(hq.mem).u64(hq_q).u64(hq_ds).mem(s.mem).u64(s.offset + ids_at).u64(s.offset + w_at).i32(D).i32(F).i32(k)
+        b.mem(hq.mem).u64(hq.q).u64(hq.ds).mem(s.mem).u64(s.offset + ids_at).u64(s.offset + w_at).i32(D).i32(F).i32(k)
             .tensor(node).u64(node.nb[1]);
         const auto dg = grid(D, T);
         d.launch(dk, 2, dg.data(), local);
