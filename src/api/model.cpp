@@ -216,6 +216,19 @@ std::string Model::detokenize(const std::vector<int32_t>& tokens, bool render_sp
 }
 
 bool Model::is_end_of_generation(int32_t token) const { return impl_->tokenizer->is_eog(token); }
+
+SharedTokenTexts Model::Impl::token_texts() const {
+    std::call_once(token_texts_once, [this] {
+        const auto n = static_cast<size_t>(tokenizer->n_vocab());
+        TokenTexts t{std::vector<std::string>(n), std::vector<bool>(n)};
+        for (size_t i = 0; i < n; ++i) {
+            t.pieces[i] = tokenizer->token_to_piece(static_cast<int32_t>(i), false);
+            t.eog[i] = tokenizer->is_eog(static_cast<int32_t>(i));
+        }
+        token_texts_ = std::make_shared<const TokenTexts>(std::move(t));
+    });
+    return token_texts_;
+}
 int32_t Model::bos_token() const { return impl_->tokenizer->bos(); }
 int32_t Model::eos_token() const { return impl_->tokenizer->eos(); }
 

@@ -17,6 +17,7 @@
 #include "model/arch.h"
 #include "model/hparams.h"
 #include "model/weights.h"
+#include "sampling/token_texts.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lantern {
@@ -46,6 +47,13 @@ struct Model::Impl {
 
     ModelInfo info;
     bool vocab_only = false;
+
+    // Every token's text and end flag, made on the first call and shared
+    // by every sampler after it (thread-safe: the server's requests ask
+    // from several threads).
+    SharedTokenTexts token_texts() const;
+    mutable std::once_flag token_texts_once;
+    mutable SharedTokenTexts token_texts_;
 
     // Builds one step's graph with the architecture's builder (model/arch.h).
     Tensor* build(Graph& g, const KvCache& kv, const StepInputs& in) const {

@@ -3,6 +3,7 @@
 // sampling/grammar_constraint.h) when asked for.
 #include <optional>
 
+#include "api/model_impl.h"
 #include "lantern/lantern.h"
 #include "sampling/grammar_constraint.h"
 #include "sampling/json_constraint.h"
@@ -17,21 +18,6 @@ struct Sampler::Impl {
 };
 
 namespace {
-
-struct Vocabulary {
-    std::vector<std::string> pieces;
-    std::vector<bool> eog;
-};
-
-Vocabulary vocabulary(const Model& model) {
-    const auto n = static_cast<size_t>(model.n_vocab());
-    Vocabulary v{std::vector<std::string>(n), std::vector<bool>(n)};
-    for (size_t t = 0; t < n; ++t) {
-        v.pieces[t] = model.token_to_piece(static_cast<int32_t>(t));
-        v.eog[t] = model.is_end_of_generation(static_cast<int32_t>(t));
-    }
-    return v;
-}
 
 bool json_output(const SamplerParams& params) { return params.json_object || !params.json_schema.empty(); }
 
@@ -71,13 +57,13 @@ Sampler::Sampler(const SamplerParams& params, const Model& model)
     check_constraints(params);
     if (!constrained(params) && !dry_breakers(params)) return;
     auto grammar = params.grammar.empty() ? nullptr : Grammar::parse(params.grammar);
-    Vocabulary v = vocabulary(model);
-    if (dry_breakers(params)) impl_->sampler.set_pieces(v.pieces);
+    SharedTokenTexts texts = model.impl().token_texts();
+    if (dry_breakers(params)) impl_->sampler.set_pieces(texts->pieces);
     if (!constrained(params)) return;
     if (grammar) {
-        impl_->grammar.emplace(std::move(v.pieces), std::move(v.eog), std::move(grammar));
+        impl_->grammar.emplace(std::move(texts), std::move(grammar));
     } else {
-        impl_->json.emplace(std::move(v.pieces), std::move(v.eog), params.json_prefixes,
+        impl_->json.emplace(std::move(texts), params.json_prefixes,
                             params.json_schema.empty() ? nullptr : JsonSchema::parse(params.json_schema));
     }
 }

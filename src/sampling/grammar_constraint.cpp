@@ -134,10 +134,9 @@ bool GrammarState::complete() const { return more_ == 0 && !stacks_.empty() && s
 
 bool GrammarState::can_continue() const { return more_ != 0 || (!stacks_.empty() && !stacks_.back().empty()); }
 
-GrammarConstraint::GrammarConstraint(std::vector<std::string> pieces, std::vector<bool> eog,
-                                     std::shared_ptr<const Grammar> grammar)
-    : pieces_(std::move(pieces)), eog_(std::move(eog)), grammar_(std::move(grammar)), state_(grammar_) {
-    if (pieces_.empty() || eog_.size() != pieces_.size()) {
+GrammarConstraint::GrammarConstraint(SharedTokenTexts texts, std::shared_ptr<const Grammar> grammar)
+    : texts_(std::move(texts)), grammar_(std::move(grammar)), state_(grammar_) {
+    if (!texts_ || texts_->pieces.empty() || texts_->eog.size() != texts_->pieces.size()) {
         throw Error(ErrorCode::InvalidArgument, "grammar constraint: one piece and one end flag per token");
     }
     refresh_first_bytes();
@@ -148,9 +147,9 @@ void GrammarConstraint::refresh_first_bytes() {
 }
 
 bool GrammarConstraint::allows(int32_t token) const {
-    if (token < 0 || static_cast<size_t>(token) >= pieces_.size()) return false;
-    if (eog_[static_cast<size_t>(token)]) return state_.complete();
-    const std::string& piece = pieces_[static_cast<size_t>(token)];
+    if (token < 0 || static_cast<size_t>(token) >= texts_->pieces.size()) return false;
+    if (texts_->eog[static_cast<size_t>(token)]) return state_.complete();
+    const std::string& piece = texts_->pieces[static_cast<size_t>(token)];
     if (piece.empty() || !first_byte_[static_cast<unsigned char>(piece[0])]) return false;
     GrammarState s = state_;
     for (const char c : piece) {
@@ -160,8 +159,8 @@ bool GrammarConstraint::allows(int32_t token) const {
 }
 
 void GrammarConstraint::advance(int32_t token) {
-    if (eog_[static_cast<size_t>(token)]) return;
-    state_.feed(pieces_[static_cast<size_t>(token)]);
+    if (texts_->eog[static_cast<size_t>(token)]) return;
+    state_.feed(texts_->pieces[static_cast<size_t>(token)]);
     refresh_first_bytes();
 }
 
@@ -172,7 +171,7 @@ void GrammarConstraint::reset() {
 
 int32_t GrammarConstraint::sample(TokenSampler& sampler, const float* logits) {
     const int32_t t = draw_allowed(
-        sampler, logits, [this](int32_t token) { return allows(token); }, eog_, masked_, "grammar");
+        sampler, logits, [this](int32_t token) { return allows(token); }, texts_->eog, masked_, "grammar");
     advance(t);
     return t;
 }

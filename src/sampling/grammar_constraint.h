@@ -31,6 +31,7 @@
 
 #include "sampling/grammar.h"
 #include "sampling/sampler.h"
+#include "sampling/token_texts.h"
 
 namespace lantern {
 
@@ -74,8 +75,10 @@ private:
 
 class GrammarConstraint {
 public:
-    // pieces[t]: token t's text; eog[t]: t ends generation.
-    GrammarConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::shared_ptr<const Grammar> grammar);
+    // texts: every token's text and end flag (shared, not copied).
+    GrammarConstraint(SharedTokenTexts texts, std::shared_ptr<const Grammar> grammar);
+    GrammarConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::shared_ptr<const Grammar> grammar)
+        : GrammarConstraint(share_token_texts(std::move(pieces), std::move(eog)), std::move(grammar)) {}
 
     bool allows(int32_t token) const;
     // Records a token that allows() accepted.
@@ -91,8 +94,7 @@ public:
 private:
     void refresh_first_bytes();
 
-    std::vector<std::string> pieces_;
-    std::vector<bool> eog_;
+    SharedTokenTexts texts_;
     std::shared_ptr<const Grammar> grammar_;
     GrammarState state_;
     std::array<bool, 256> first_byte_{};  // the bytes state_ takes

@@ -174,11 +174,12 @@ bool JsonState::step(unsigned char c) {
     }
 }
 
-JsonConstraint::JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes,
+JsonConstraint::JsonConstraint(SharedTokenTexts texts, std::vector<std::string> prefixes,
                                std::shared_ptr<const JsonSchema> schema)
-    : pieces_(std::move(pieces)), eog_(std::move(eog)), prefixes_(std::move(prefixes)), schema_(std::move(schema)) {
+    : texts_(std::move(texts)), prefixes_(std::move(prefixes)),
+      schema_(std::move(schema)) {
     if (schema_) schema_state_.emplace(schema_);
-    if (pieces_.empty() || eog_.size() != pieces_.size()) {
+    if (!texts_ || texts_->pieces.empty() || texts_->eog.size() != texts_->pieces.size()) {
         throw Error(ErrorCode::InvalidArgument, "JSON constraint: one piece and one end flag per token");
     }
     for (const std::string& p : prefixes_) {
@@ -205,9 +206,9 @@ bool JsonConstraint::prefix_allows(const std::string& piece) const {
 }
 
 bool JsonConstraint::allows(int32_t token) const {
-    if (token < 0 || static_cast<size_t>(token) >= pieces_.size()) return false;
-    if (eog_[static_cast<size_t>(token)]) return complete();
-    const std::string& piece = pieces_[static_cast<size_t>(token)];
+    if (token < 0 || static_cast<size_t>(token) >= texts_->pieces.size()) return false;
+    if (texts_->eog[static_cast<size_t>(token)]) return complete();
+    const std::string& piece = texts_->pieces[static_cast<size_t>(token)];
     if (piece.empty() || !prefix_allows(piece)) return false;
     if (schema_state_) {
         SchemaState s = *schema_state_;
@@ -218,8 +219,8 @@ bool JsonConstraint::allows(int32_t token) const {
 }
 
 void JsonConstraint::advance(int32_t token) {
-    if (eog_[static_cast<size_t>(token)]) return;
-    const std::string& piece = pieces_[static_cast<size_t>(token)];
+    if (texts_->eog[static_cast<size_t>(token)]) return;
+    const std::string& piece = texts_->pieces[static_cast<size_t>(token)];
     if (schema_state_) {
         schema_state_->feed(piece);
     } else {
@@ -230,7 +231,7 @@ void JsonConstraint::advance(int32_t token) {
 
 int32_t JsonConstraint::sample(TokenSampler& sampler, const float* logits) {
     const int32_t t = draw_allowed(
-        sampler, logits, [this](int32_t token) { return allows(token); }, eog_, masked_, "JSON constraint");
+        sampler, logits, [this](int32_t token) { return allows(token); }, texts_->eog, masked_, "JSON constraint");
     advance(t);
     return t;
 }

@@ -26,6 +26,7 @@
 
 #include "sampling/json_schema.h"
 #include "sampling/sampler.h"
+#include "sampling/token_texts.h"
 
 namespace lantern {
 
@@ -86,10 +87,13 @@ private:
 
 class JsonConstraint {
 public:
-    // pieces[t]: token t's text; eog[t]: t ends generation. Throws
+    // texts: every token's text and end flag (shared, not copied). Throws
     // Error(InvalidArgument) for a prefix that is not the start of a JSON object.
-    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes = {},
+    JsonConstraint(SharedTokenTexts texts, std::vector<std::string> prefixes = {},
                    std::shared_ptr<const JsonSchema> schema = nullptr);
+    JsonConstraint(std::vector<std::string> pieces, std::vector<bool> eog, std::vector<std::string> prefixes = {},
+                   std::shared_ptr<const JsonSchema> schema = nullptr)
+        : JsonConstraint(share_token_texts(std::move(pieces), std::move(eog)), std::move(prefixes), std::move(schema)) {}
 
     bool allows(int32_t token) const;
     // Records a token that allows() accepted.
@@ -111,8 +115,7 @@ private:
     // start of one, or one is its start.
     bool prefix_allows(const std::string& piece) const;
 
-    std::vector<std::string> pieces_;
-    std::vector<bool> eog_;
+    SharedTokenTexts texts_;
     std::vector<std::string> prefixes_;
     size_t longest_prefix_ = 0;
     std::string head_;  // the output's first bytes, while a prefix may still reject one
