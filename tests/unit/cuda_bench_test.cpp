@@ -158,7 +158,7 @@ TEST(CudaOpBench, MatVecBandwidth) {
     std::printf("[ bench ] %-22s %10s %10s %8s\n", "matrix-vector", "us/matvec", "GB/s", "of copy");
     double q4_large = 0;
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                    DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
+                    DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::F16, DType::BF16}) {
         for (Shape s : {Shape{4096, 4096}, Shape{4096, 11008}, Shape{11008, 4096}, Shape{4096, 32000}}) {
             if (!bench_selected(std::string(dtype_name(t)) + " " + std::to_string(s.K) + "x" + std::to_string(s.N))) {
                 continue;

@@ -25,7 +25,8 @@ std::unique_ptr<OpCase> new_case(std::string name, double tol) {
 }
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                              DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                              DType::IQ4_NL, DType::IQ4_XS};
 
 }  // namespace
 
@@ -310,10 +311,11 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         }
     }
     // Prompts that GPU backends may run as one GEMM per expert: bf16
-    // weights, and a quantization mix's types (Q6_K down) over 8 experts,
-    // some of which no token picks.
+    // weights, and quantization mixes' types (Q6_K down; the IQ4 types) over
+    // 8 experts, some of which no token picks.
     for (const auto& [gt, dt, T, E] : {std::tuple{DType::BF16, DType::BF16, int64_t{24}, int64_t{6}},
-                                       std::tuple{DType::Q4_K, DType::Q6_K, int64_t{16}, int64_t{8}}}) {
+                                       std::tuple{DType::Q4_K, DType::Q6_K, int64_t{16}, int64_t{8}},
+                                       std::tuple{DType::IQ4_XS, DType::IQ4_NL, int64_t{16}, int64_t{8}}}) {
         auto c = new_case(std::string("moe_ffn_") + dtype_name(gt) + "_" + dtype_name(dt) + "_T" + std::to_string(T) +
                               "_E" + std::to_string(E),
                           5e-4);

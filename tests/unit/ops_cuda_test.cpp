@@ -1,5 +1,5 @@
 // Every op on the CUDA backend against the CPU backend (the common harness's
-// cases, the OpenCL backend's tolerances), and the cases the harness does not
+// cases, compared as the OpenCL backend's are: gpu_compare.h), and the cases the harness does not
 // reach: the prompt attention kernel, flash-decoding with several splits,
 // matrix-vector shapes with several blocks per lane for every weight type,
 // and the fused launches (Q/K/V, gate/up/SiLU, RoPE + KV writes).
@@ -13,6 +13,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "cuda_test_util.h"
+#include "gpu_compare.h"
 #include "op_harness.h"
 #include "test_util.h"
 
@@ -20,24 +21,6 @@ namespace lantern::test {
 namespace {
 
 constexpr uint32_t kSeed = 1234;
-
-void expect_matches_cpu(OpCase& c, Backend& gpu, ComputeHints hints = {}) {
-    SCOPED_TRACE(c.name + (hints.prefill ? " (as a prompt step)" : ""));
-    CpuBackend cpu(2);
-    const CaseResult want = run_case(c, cpu);
-    const CaseResult got = run_case(c, gpu, 0, hints);
-    ASSERT_TRUE(want.supported);
-    ASSERT_TRUE(got.supported) << c.name << " is not supported by the CUDA backend";
-    EXPECT_TRUE(got.guards_intact) << c.name << " wrote outside its output";
-    ASSERT_EQ(got.outputs.size(), want.outputs.size());
-    for (size_t i = 0; i < got.outputs.size(); ++i) {
-        const double e = nmse(got.outputs[i], want.outputs[i]);
-        EXPECT_LE(e, c.tolerance) << c.name << " output " << i;
-        double mag = 0;
-        for (float v : want.outputs[i]) mag += std::abs(v);
-        EXPECT_GT(mag, 0.0) << c.name;
-    }
-}
 
 class CudaOps : public ::testing::TestWithParam<size_t> {};
 
@@ -47,11 +30,11 @@ TEST_P(CudaOps, MatchesCpu) {
     auto cases = make_op_cases(kSeed);
     ASSERT_LT(GetParam(), cases.size());
     OpCase& c = *cases[GetParam()];
-    expect_matches_cpu(c, *gpu);
+    expect_matches_cpu(c, *gpu, "recorded");
     // A recorded step (above) cannot wait on the host, so MoE prompts take
     // their grouped GEMMs (moe_prompt.cu) only in a prompt step run as it
     // comes: the same case once more that way.
-    if (uses_op(c, Op::MoeFfn)) expect_matches_cpu(c, *gpu, ComputeHints{.prefill = true});
+    if (uses_op(c, Op::MoeFfn)) expect_matches_cpu(c, *gpu, "as a prompt step", ComputeHints{.prefill = true});
 }
 
 // Case names, made once (building the cases quantizes their weights).
@@ -249,7 +232,8 @@ const std::vector<Extra>& extras() {
         for (const auto& [name, fn] : attn) f.push_back({name, fn});
         uint32_t seed = 100;
         for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                        DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                        DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                        DType::IQ4_XS}) {
             const std::string ty = dtype_name(t);
             const uint32_t s1 = ++seed, s2 = ++seed;
             f.push_back({"mul_mat_" + ty + "_5120x300x1", [t, s1] { return matvec_case(t, 5120, 300, 1, s1); }});
@@ -259,7 +243,7 @@ const std::vector<Extra>& extras() {
         // (4096 x 4000); 576-wide rows pad their meta rows; an odd row count
         // (1536 x 301); a 256-wide K-quant row has 8 blocks.
         for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
             const std::string ty = dtype_name(t);
             const uint32_t s1 = ++seed, s2 = ++seed;
             const int64_t narrow = dtype_block_size(t) == 256 ? 256 : 576;
@@ -274,7 +258,7 @@ const std::vector<Extra>& extras() {
         // gate/up/SiLU pairs; odd row counts leave pairs without rows. Q3_K:
         // d words passed by shuffle within groups of 8 and 16 lanes (Q4_K
         // keeps 32 lanes a pair); Q2_K: run items of 8 and 16 lanes.
-        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q3_K, DType::Q2_K}) {
+        for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q3_K, DType::Q2_K, DType::IQ4_XS}) {
             const std::string ty = dtype_name(t);
             const int64_t narrow = dtype_block_size(t) == 256 ? 512 : 576;
             const uint32_t s1 = ++seed, s2 = ++seed, s3 = ++seed;
@@ -474,11 +458,11 @@ TEST(CudaBackend, MoePromptStepsRunUnrecordedUnderPrefillGraphs) {
     };
     const ComputeHints prompt{.prefill = true};
     BackendStats before = gpu->stats();
-    expect_matches_cpu(named("moe_ffn_q4_K_T24"), *gpu, prompt);
+    expect_matches_cpu(named("moe_ffn_q4_K_T24"), *gpu, "as a prompt step", prompt);
     EXPECT_EQ(gpu->stats().graph_captures, before.graph_captures);
     EXPECT_EQ(gpu->stats().eager_steps, before.eager_steps + 1);
     before = gpu->stats();
-    expect_matches_cpu(named("mul_mat_f16_512x37x5"), *gpu, prompt);
+    expect_matches_cpu(named("mul_mat_f16_512x37x5"), *gpu, "as a prompt step", prompt);
     EXPECT_EQ(gpu->stats().graph_captures, before.graph_captures + 1);
 }
 
@@ -491,7 +475,7 @@ TEST_P(CudaExtraOps, MatchesCpu) {
     const Extra& e = extras()[GetParam()];
     auto c = e.make();
     EXPECT_EQ(c->name, e.name);
-    expect_matches_cpu(*c, *gpu);
+    expect_matches_cpu(*c, *gpu, "recorded");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaExtraOps, ::testing::Range<size_t>(0, extras().size()),

@@ -27,6 +27,7 @@
 #include "backends/opencl/opencl_registry.h"
 #include "backends/opencl/program_cache.h"
 #include "core/half.h"
+#include "gpu_compare.h"
 #include "op_harness.h"
 #include "quant/quant.h"
 #include "test_util.h"
@@ -44,50 +45,6 @@ const bool kCacheDirSet = [] {
 }();
 
 std::unique_ptr<Backend> opencl() { return make_opencl_backend(0); }
-
-// Whether a case multiplies by (or looks up rows of) K-quant weights.
-bool has_kquant_weights(const OpCase& c) {
-    for (const Tensor* n : c.graph.nodes()) {
-        if ((n->op == Op::MulMat || n->op == Op::GetRows) && is_kquant(n->src[0]->type)) return true;
-        if (n->op == Op::MoeFfn && (is_kquant(n->src[2]->type) || is_kquant(n->src[4]->type))) return true;
-    }
-    return false;
-}
-
-// Compares a case's outputs on `gpu` with the CPU's. With K-quant weights the
-// two differ by design: the CPU quantizes activations in blocks of 256 (Q8_K),
-// the OpenCL kernels in blocks of 32, so there both are measured against the
-// double-precision reference and the OpenCL result must be as close to it as
-// the CPU's (or within the case's tolerance). In the layer cases it is 1.5 to
-// 5 times closer.
-void expect_matches_cpu(OpCase& c, Backend& gpu, const char* mode) {
-    SCOPED_TRACE(std::string(c.name) + " (" + mode + ")");
-    CpuBackend cpu(2);
-    const bool kq = has_kquant_weights(c);
-    const CaseResult want = run_case(c, cpu);
-    const CaseResult got = run_case(c, gpu);
-    ASSERT_TRUE(want.supported);
-    ASSERT_TRUE(got.supported) << c.name << " is not supported by the OpenCL backend";
-    std::vector<std::vector<float>> exact;
-    if (kq) {
-        std::unique_ptr<Backend> ref = make_reference_backend();
-        exact = run_case(c, *ref).outputs;
-        ASSERT_EQ(exact.size(), got.outputs.size());
-    }
-    EXPECT_TRUE(got.guards_intact) << c.name << " wrote outside its output";
-    ASSERT_EQ(got.outputs.size(), want.outputs.size());
-    for (size_t i = 0; i < got.outputs.size(); ++i) {
-        if (kq) {
-            const double bound = std::max(c.tolerance, nmse(want.outputs[i], exact[i]));
-            EXPECT_LE(nmse(got.outputs[i], exact[i]), bound) << c.name << " output " << i << " (against the reference)";
-        } else {
-            EXPECT_LE(nmse(got.outputs[i], want.outputs[i]), c.tolerance) << c.name << " output " << i;
-        }
-        double mag = 0;
-        for (float v : got.outputs[i]) mag += std::abs(v);
-        EXPECT_GT(mag, 0.0) << c.name << " output " << i << " is all zeros";
-    }
-}
 
 class OpenclOps : public ::testing::TestWithParam<size_t> {};
 
@@ -126,9 +83,9 @@ std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) 
     c->tolerance = 5e-4;
     CaseLeaves L{*c, std::mt19937(seed)};
     Graph& g = c->graph;
-    // K-quant rows are whole 256-element super-blocks (the down product's too).
-    const bool kq = is_kquant(wtype);
-    const int64_t D = 256, hd = 64, n_head = 4, n_kv = 2, F = kq ? 512 : 384, n_ctx = 48;
+    // K-quant and IQ4_XS rows are whole 256-element super-blocks (the down product's too).
+    const bool super_blocks = dtype_block_size(wtype) == 256;
+    const int64_t D = 256, hd = 64, n_head = 4, n_kv = 2, F = super_blocks ? 512 : 384, n_ctx = 48;
     Tensor* x = L.leaf(DType::F32, {D, T}, "x");
     Tensor* res = L.leaf(DType::F32, {D, T}, "res");
     Tensor* attn_norm = L.weight(DType::F32, {D}, "attn_norm");
@@ -223,6 +180,13 @@ INSTANTIATE_TEST_SUITE_P(KQuants, OpenclLayer,
                              return std::string(dtype_name(std::get<0>(info.param))) + "_t" +
                                     std::to_string(std::get<1>(info.param));
                          });
+INSTANTIATE_TEST_SUITE_P(IQ4, OpenclLayer,
+                         ::testing::Combine(::testing::Values(DType::IQ4_NL, DType::IQ4_XS),
+                                            ::testing::Values<int64_t>(1, 20)),
+                         [](const auto& info) {
+                             return std::string(dtype_name(std::get<0>(info.param))) + "_t" +
+                                    std::to_string(std::get<1>(info.param));
+                         });
 
 std::unique_ptr<OpCase> matmul_case(DType wtype, int64_t K, int64_t N, int64_t M, uint32_t seed) {
     auto c = std::make_unique<OpCase>();
@@ -244,15 +208,15 @@ TEST(OpenclMma, EmulatedTensorCoreKernelsMatchCpu) {
     auto& ocl = static_cast<ocl::OpenClBackend&>(*gpu);
     ASSERT_TRUE(ocl.programs().available(ocl::ProgramId::MatmulNv));
     uint32_t seed = 5;
-    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) {
+    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL}) {
         for (auto [K, N, M] : {std::tuple<int64_t, int64_t, int64_t>{96, 130, 70}, {256, 64, 9}}) {
             auto c = matmul_case(t, K, N, M, ++seed);
             expect_matches_cpu(*c, *gpu, "mma emulated");
         }
     }
     // The K-quants with one scale per block take them too (the others the
-    // generic tiles: one scale per group of 16).
-    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    // generic tiles: one scale per group of 16), and IQ4_XS.
+    for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
         for (auto [K, N, M] : {std::tuple<int64_t, int64_t, int64_t>{512, 130, 70}, {256, 64, 9}}) {
             auto c = matmul_case(t, K, N, M, ++seed);
             expect_matches_cpu(*c, *gpu, "mma emulated");
@@ -269,7 +233,7 @@ TEST(OpenclMatmul, LargerTilesMatchCpu) {
             expect_matches_cpu(*c, *gpu, "recorded");
         }
     }
-    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
         for (auto [K, N, M] : {std::tuple<int64_t, int64_t, int64_t>{512, 200, 130}, {256, 33, 8}, {1024, 70, 2}}) {
             auto c = matmul_case(t, K, N, M, ++seed);
             expect_matches_cpu(*c, *gpu, "recorded");

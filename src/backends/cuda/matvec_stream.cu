@@ -89,7 +89,9 @@ constexpr int kQBlocksPerSM = 1;  // __launch_bounds__: at most 128 registers
 
 template <DType T>
 constexpr int kQUnits =
-    T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ? 4
+    T == DType::Q4_0 || T == DType::Q4_1 || T == DType::Q2_K || T == DType::Q3_K || T == DType::Q4_K ||
+            T == DType::IQ4_NL || T == DType::IQ4_XS
+        ? 4
     : T == DType::Q8_0 || T == DType::Q6_K                                                          ? 2
                                                                                                     : 3;
 
@@ -116,7 +118,7 @@ constexpr int kQUnits =
 template <DType T, int U, bool Single>
 constexpr bool kPaired = U % 2 == 0 && (T == DType::Q3_K || (T == DType::Q5_K && !Single));
 template <DType T, int U>
-constexpr bool kSharedDm = is_kquant(T) && T != DType::Q2_K && U >= 3 && !kPaired<T, U, false>;
+constexpr bool kSharedDm = is_kq_layout(T) && T != DType::Q2_K && U >= 3 && !kPaired<T, U, false>;
 
 // A paired lane's first block of the stage at b0 (which includes j = b0 % W,
 // as QPos's does): c + 2j, even as nb is.
@@ -580,7 +582,7 @@ void launch_matvec_q(const Ctx& ctx, const MvParams& params, const Tensor& node)
     // The rest gain (H100, same call, GPU time per step): smollm2 Q4_0
     // 397 -> 386 us, tinyllama Q4_0 482 -> 475, Q4_K 510 -> 492; op bench
     // 4096 x 11008 Q2_K 65 -> 68% of the copy, Q3_K 66 -> 69%.
-    const bool single = W * U >= nb && (is_kquant(T) || nb <= 64);
+    const bool single = W * U >= nb && (is_kq_layout(T) || nb <= 64);
     auto full = [&]<int UU>() {
         if (single) {
             go.template operator()<32, UU, false, true>();

@@ -78,7 +78,7 @@ __device__ __forceinline__ QBase qbase(const QRow& r, size_t nb, size_t b0) {
         k.m = opaque(r.m + 4 * nb + 2 * b0);
     }
     if constexpr (T == DType::Q8_0) k.q1 = opaque(r.q + 16 * (nb + b0));
-    if constexpr (is_kquant(T)) {
+    if constexpr (is_kq_layout(T)) {
         constexpr size_t nib = kq_nibble_bytes(T), two = kq_two_bytes(T);
         k.q1 = opaque(r.q + nib * nb + two * b0);
         k.one = opaque(r.q + (nib + two) * nb + kq_one_bytes(T) * b0);
@@ -105,7 +105,7 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
         k.q0 = ld128<L>(r.q + 16 * c);
         k.q1 = ld128<L>(r.q1 + 16 * c);
         k.dm = ld16<L>(r.m + 2 * c);
-    } else if constexpr (T == DType::Q4_0) {
+    } else if constexpr (T == DType::Q4_0 || T == DType::IQ4_NL) {
         k.q0 = ld128<L>(r.q + 16 * c);
         k.dm = ld16<L>(r.m + 2 * c);
     } else if constexpr (T == DType::Q4_1) {
@@ -120,7 +120,7 @@ __device__ __forceinline__ QBlk qload_at(const QBase& r, size_t c) {
         const uint2 m = ld64<L>(r.m + 8 * c);
         k.one = m.x;
         k.dm = m.y;
-    } else {  // K-quants: planes in the order nibbles, two bits, one bit
+    } else {  // K-quants (and IQ4_XS): planes in the order nibbles, two bits, one bit
         if constexpr (kq_nibble_bytes(T) != 0) k.q0 = ld128<L>(r.q + 16 * c);
         if constexpr (kq_two_bytes(T) != 0) k.two = ld64<L>(r.q1 + 8 * c);
         if constexpr (kq_one_bytes(T) != 0) k.one = ld32<L>(r.one + 4 * c);
@@ -160,7 +160,8 @@ __device__ __forceinline__ QBlk qload(const QRow& r, size_t nb, size_t b) {
 }
 
 // Quants of elements 16h + 4j .. 16h + 4j + 3, one per byte, before any
-// offset (Q8_0: signed; the others: unsigned).
+// offset (Q8_0: signed; the others: unsigned; IQ4_NL/IQ4_XS: indices into
+// the table iq4_values maps them by).
 template <DType T>
 __device__ __forceinline__ uint32_t qword(const QBlk& k, int h, int j) {
     const uint32_t w[4] = {k.q0.x, k.q0.y, k.q0.z, k.q0.w};
@@ -184,6 +185,43 @@ __device__ __forceinline__ uint32_t qword(const QBlk& k, int h, int j) {
         if constexpr (T == DType::Q6_K) q |= (((h == 0 ? k.two.x : k.two.y) >> (2 * j)) & kLow2) << 4;
         return q;
     }
+}
+
+// IQ4 table lookups (iq4.h) by byte permutes: iq4_values16(s) gives the
+// values of the four indices in bits 0..15 of s (index e in bits 4e ..
+// 4e + 3) as four signed bytes: two permutes look the indices' low three
+// bits up in each half of the table, a third picks the half by bit 3.
+__device__ __forceinline__ uint32_t iq4_values16(uint32_t s) {
+    // The table's bytes: -127 -104 -83 -65 -49 -35 -22 -10 | 1 13 25 38 53 69 89 113.
+    constexpr uint32_t t0 = 0xBFAD9881u, t1 = 0xF6EADDCFu, t2 = 0x26190D01u, t3 = 0x71594535u;
+    const uint32_t lo = __byte_perm(t0, t1, s & 0x7777u), hi = __byte_perm(t2, t3, s & 0x7777u);
+    return __byte_perm(lo, hi, 0x3210u | ((s >> 1) & 0x4444u));
+}
+
+// Four indices, one per byte (< 16), as their values.
+__device__ __forceinline__ uint32_t iq4_values(uint32_t q) {
+    return iq4_values16(__byte_perm(q | (q >> 4), 0, 0x0020));
+}
+
+// prmt in its default mode, where a selector nibble with bit 3 set gives
+// the selected byte's sign (0x00 or 0xFF) rather than the byte.
+__device__ __forceinline__ uint32_t prmt_signed(uint32_t a, uint32_t b, uint32_t s) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+    return d;
+}
+
+// acc + the dot product of the table values of four indices (bits 0..15
+// of s as iq4_values16 reads them; sx: s ^ 0x8888) with four signed bytes
+// x, in two permutes where the lookup above takes three and two masks: one
+// of the table's low half (T0..T7), which for an index i >= 8 gives the sign
+// of the negative T[i - 8], -1; one of its high half plus one (T8 + 1 ..
+// T15 + 1) by the index with bit 3 flipped, which for i < 8 gives the sign
+// of a positive byte, 0. The two bytes sum to T[i] either way, so two dot
+// products with x add up to the one with the values.
+__device__ __forceinline__ int iq4_dot4(uint32_t s, uint32_t sx, int x, int acc) {
+    constexpr uint32_t lo0 = 0xBFAD9881u, lo1 = 0xF6EADDCFu, hi0 = 0x271A0E02u, hi1 = 0x725A4636u;
+    return __dp4a(static_cast<int>(prmt_signed(lo0, lo1, s)), x, __dp4a(static_cast<int>(prmt_signed(hi0, hi1, sx)), x, acc));
 }
 
 // A block of the activation as the dot product reads it: the 8-bit
@@ -236,6 +274,7 @@ __device__ __forceinline__ float fp16_hi(uint32_t v) { return half_bits_to_float
 //   Q2_K              da * (d * (sc0 v0 + sc1 v1) - dmin * (m0 i0 + m1 i1))
 //   Q3_K              d * da * (sc0 v0 + sc1 v1 - offset * (sc0 i0 + sc1 i1))
 //   Q6_K              d * (da * (sc0 v0 + sc1 v1) - offset * (sc0 s0 + sc1 s1))
+//   IQ4_NL, IQ4_XS    d (* sc) * da * sum table[q] a
 // with v0, v1 the integer sums of each half (q a) and i0, i1 the halves'
 // activation sums. The integer pairs are two-way dot products (__dp2a_lo:
 // a word of two int16 with two bytes) where both fit in 16 bits: Q2_K and
@@ -251,7 +290,24 @@ template <DType T, bool Hi = false>
 __device__ __forceinline__ float qdot(const QBlk& k, const ActBlk& a) {
     const int lo[4] = {a.lo.x, a.lo.y, a.lo.z, a.lo.w};
     const int hi[4] = {a.hi.x, a.hi.y, a.hi.z, a.hi.w};
-    if constexpr (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) {
+    if constexpr (is_iq4(T)) {
+        // Word j's low 16 bits are the indices of elements 4j, 4j + 16,
+        // 4j + 1, 4j + 17 as they lie (byte i: element 4j + i low, 4j + 16 + i
+        // high), its high 16 bits those of 4j + 2, 4j + 18, 4j + 3, 4j + 19:
+        // the activation's bytes are put in that order (two permutes a word,
+        // shared by a stage's rows) rather than the nibbles unpacked.
+        const uint32_t w[4] = {k.q0.x, k.q0.y, k.q0.z, k.q0.w};
+        int v = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint32_t wx = w[j] ^ 0x88888888u;
+            v = iq4_dot4(w[j], wx, static_cast<int>(__byte_perm(lo[j], hi[j], 0x5140)), v);
+            v = iq4_dot4(w[j] >> 16, wx >> 16, static_cast<int>(__byte_perm(lo[j], hi[j], 0x7362)), v);
+        }
+        float d = fp16_lo(k.dm) * a.d;
+        if constexpr (T == DType::IQ4_XS) d *= static_cast<float>(static_cast<int8_t>(k.sc & 0xFFu));
+        return d * static_cast<float>(v);
+    } else if constexpr (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) {
         // A scale per group of 16.
         const int2 v = qsums16<T>(k, a.lo, a.hi);
         const int v0 = v.x, v1 = v.y;
@@ -327,7 +383,7 @@ __device__ __forceinline__ Group16 group16(const QBlk& k, int h) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const uint32_t q = qword<T>(k, h, j);
-        g.q[j] = off != 0 ? __vsub4(q, 0x01010101u * off) : q;
+        g.q[j] = is_iq4(T) ? iq4_values(q) : off != 0 ? __vsub4(q, 0x01010101u * off) : q;
     }
     const float d = fp16_lo(k.dm);
     g.scale = d;
@@ -345,6 +401,7 @@ __device__ __forceinline__ Group16 group16(const QBlk& k, int h) {
     if constexpr (T == DType::Q3_K || T == DType::Q6_K) {
         g.scale = d * static_cast<float>(static_cast<int8_t>((k.sc >> (8 * h)) & 0xFFu));
     }
+    if constexpr (T == DType::IQ4_XS) g.scale = d * static_cast<float>(static_cast<int8_t>(k.sc & 0xFFu));
     return g;
 }
 

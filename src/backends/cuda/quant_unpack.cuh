@@ -40,6 +40,8 @@ __host__ void dispatch_quant(DType t, Fn&& fn) {
         case DType::Q4_K: fn.template operator()<DType::Q4_K>(); break;
         case DType::Q5_K: fn.template operator()<DType::Q5_K>(); break;
         case DType::Q6_K: fn.template operator()<DType::Q6_K>(); break;
+        case DType::IQ4_NL: fn.template operator()<DType::IQ4_NL>(); break;
+        case DType::IQ4_XS: fn.template operator()<DType::IQ4_XS>(); break;
         default: break;
     }
 }
@@ -61,7 +63,7 @@ __host__ void dispatch_weight(DType t, Fn&& fn) {
 template <class Fn>
 __host__ void for_each_quant(Fn&& fn) {
     for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                    DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                    DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
         dispatch_quant(t, fn);
     }
 }

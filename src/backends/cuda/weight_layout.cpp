@@ -4,6 +4,7 @@
 
 #include "quant/bit_planes.h"
 #include "quant/blocks.h"
+#include "quant/iq4.h"
 #include "quant/kquant.h"
 
 namespace lantern::cuda {
@@ -87,47 +88,67 @@ void put_high_plane(uint8_t* o, const uint8_t* qh) {
     put_one_bit(v, o);
 }
 
+// Calls fn(blk, sb, row, meta, dm) for each GGUF super-block of a weight
+// laid out as the K-quants: the block, its index in its row, and the row's
+// payload, scale bytes (two a block) and d/dmin words.
+template <class Block, class Fn>
+void for_superblocks(const WeightLayout& l, const void* gguf, uint8_t* out, Fn&& fn) {
+    const auto* in = static_cast<const Block*>(gguf);
+    const int64_t n_sb = l.K / quant::kQKK;
+    for (int64_t r = 0; r < l.N; ++r) {
+        uint8_t* row = out + static_cast<size_t>(r) * l.row_bytes;
+        uint8_t* meta = out + l.meta_offset + static_cast<size_t>(r) * l.meta_row_bytes;
+        uint8_t* dm = meta + 2 * static_cast<size_t>(l.blocks);
+        for (int64_t sb = 0; sb < n_sb; ++sb) fn(in[r * n_sb + sb], sb, row, meta, dm);
+    }
+}
+
 // A K-quant weight into the planes of weight_layout.h. The quants and
 // scales come from the CPU's unpacker, so the bit layout of each GGUF block
 // is read in one place (kquant.h); d and dmin are copied as their fp16 bits.
 template <DType t, class KQ>
 void repack_kquant(const WeightLayout& l, const void* gguf, uint8_t* out) {
-    const auto* in = static_cast<const typename KQ::Block*>(gguf);
-    const int64_t n_sb = l.K / quant::kQKK;
     constexpr size_t nib = kq_nibble_bytes(t), two = kq_two_bytes(t), one = kq_one_bytes(t);
     quant::kquant::Unpacked u;
-    for (int64_t r = 0; r < l.N; ++r) {
-        uint8_t* row = out + static_cast<size_t>(r) * l.row_bytes;
-        uint8_t* meta = out + l.meta_offset + static_cast<size_t>(r) * l.meta_row_bytes;
-        uint8_t* dm = meta + 2 * static_cast<size_t>(l.blocks);
-        for (int64_t sb = 0; sb < n_sb; ++sb) {
-            const auto& blk = in[r * n_sb + sb];
-            KQ::unpack(blk, u);
-            std::memcpy(dm + sb * kq_dm_bytes(t), &blk.d, 2);
-            if constexpr (t != DType::Q3_K && t != DType::Q6_K) std::memcpy(dm + sb * 4 + 2, &blk.dmin, 2);
-            for (int i = 0; i < 8; ++i) {
-                const int64_t b = sb * 8 + i;
-                const uint8_t* q = u.q + 32 * i;
-                if constexpr (t == DType::Q3_K) {
-                    put_three_bits(q, row + 8 * b, row + two * l.blocks + 4 * b);
-                } else if constexpr (nib == 0) {  // Q2_K: the two bits alone
-                    quant::put_two_bits(q, row + 8 * b);
-                } else {
-                    // The nibble; the rest of each quant goes to the next plane.
-                    uint8_t lo[32], hi[32];
-                    for (int e = 0; e < 32; ++e) {
-                        lo[e] = static_cast<uint8_t>(q[e] & 0xF);
-                        hi[e] = static_cast<uint8_t>(q[e] >> 4);
-                    }
-                    put_nibbles(lo, row + 16 * b);
-                    if constexpr (two != 0) quant::put_two_bits(hi, row + nib * l.blocks + 8 * b);
-                    if constexpr (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);
+    for_superblocks<typename KQ::Block>(l, gguf, out, [&](const auto& blk, int64_t sb, uint8_t* row, uint8_t* meta, uint8_t* dm) {
+        KQ::unpack(blk, u);
+        std::memcpy(dm + sb * kq_dm_bytes(t), &blk.d, 2);
+        if constexpr (t != DType::Q3_K && t != DType::Q6_K) std::memcpy(dm + sb * 4 + 2, &blk.dmin, 2);
+        for (int i = 0; i < 8; ++i) {
+            const int64_t b = sb * 8 + i;
+            const uint8_t* q = u.q + 32 * i;
+            if constexpr (t == DType::Q3_K) {
+                put_three_bits(q, row + 8 * b, row + two * l.blocks + 4 * b);
+            } else if constexpr (nib == 0) {  // Q2_K: the two bits alone
+                quant::put_two_bits(q, row + 8 * b);
+            } else {
+                // The nibble; the rest of each quant goes to the next plane.
+                uint8_t lo[32], hi[32];
+                for (int e = 0; e < 32; ++e) {
+                    lo[e] = static_cast<uint8_t>(q[e] & 0xF);
+                    hi[e] = static_cast<uint8_t>(q[e] >> 4);
                 }
-                // Scale bytes of the block: its two groups of 16.
-                quant::put_scale_bytes<t>(u, blk, i, meta + 2 * b);
+                put_nibbles(lo, row + 16 * b);
+                if constexpr (two != 0) quant::put_two_bits(hi, row + nib * l.blocks + 8 * b);
+                if constexpr (one != 0) put_one_bit(hi, row + nib * l.blocks + 4 * b);
             }
+            // Scale bytes of the block: its two groups of 16.
+            quant::put_scale_bytes<t>(u, blk, i, meta + 2 * b);
         }
-    }
+    });
+}
+
+// IQ4_XS: nibbles as they are (each block's 16 bytes are Q4_0's order),
+// the six-bit scales as signed bytes, d as its fp16 bits.
+void repack_iq4_xs(const WeightLayout& l, const void* gguf, uint8_t* out) {
+    for_superblocks<quant::BlockIQ4_XS>(l, gguf, out, [&](const quant::BlockIQ4_XS& blk, int64_t sb, uint8_t* row,
+                                                          uint8_t* meta, uint8_t* dm) {
+        std::memcpy(row + 128 * sb, blk.qs, 128);
+        std::memcpy(dm + 2 * sb, &blk.d, 2);
+        for (int i = 0; i < 8; ++i) {
+            meta[2 * (sb * 8 + i)] = static_cast<uint8_t>(static_cast<int8_t>(quant::iq4::xs_scale(blk, i)));
+        }
+    });
 }
 
 }  // namespace
@@ -147,6 +168,12 @@ void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out) {
     switch (l.type) {
         case DType::Q4_0:
             for_blocks<BlockQ4_0>(l, gguf, [&](int64_t r, int64_t b, const BlockQ4_0& x) {
+                std::memcpy(payload(r, b), x.qs, 16);
+                std::memcpy(meta_at(r, b), &x.d, 2);
+            });
+            break;
+        case DType::IQ4_NL:
+            for_blocks<BlockIQ4_NL>(l, gguf, [&](int64_t r, int64_t b, const BlockIQ4_NL& x) {
                 std::memcpy(payload(r, b), x.qs, 16);
                 std::memcpy(meta_at(r, b), &x.d, 2);
             });
@@ -187,6 +214,7 @@ void repack_weight(const WeightLayout& l, const void* gguf, uint8_t* out) {
         case DType::Q4_K: repack_kquant<DType::Q4_K, quant::kquant::Q4_K>(l, gguf, out); break;
         case DType::Q5_K: repack_kquant<DType::Q5_K, quant::kquant::Q5_K>(l, gguf, out); break;
         case DType::Q6_K: repack_kquant<DType::Q6_K, quant::kquant::Q6_K>(l, gguf, out); break;
+        case DType::IQ4_XS: repack_iq4_xs(l, gguf, out); break;
         default: break;
     }
 }

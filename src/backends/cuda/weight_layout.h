@@ -38,6 +38,13 @@
 //                            for Q6_K. Q3_K, Q4_K and Q5_K grow by 4 bytes
 //                            per super-block (their 6-bit scales become
 //                            bytes); Q2_K and Q6_K keep their size.
+//   IQ4_NL                   as Q4_0 (its blocks are Q4_0's, with table
+//                            indices for nibbles).
+//   IQ4_XS                   as the K-quants: one plane of nibbles (Q4_0's
+//                            byte order); meta: per block its signed scale
+//                            ls - 32 and a zero byte, then per super-block
+//                            {d}. A value is d * sc * table[q] (iq4.h);
+//                            4 bytes per super-block over the GGUF size.
 //   F32, F16, BF16           unchanged.
 // The meta array starts 256-byte aligned after the payload.
 #pragma once
@@ -51,10 +58,16 @@ namespace lantern::cuda {
 
 constexpr bool is_plain(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 constexpr bool is_q32(DType t) {
-    return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+    return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
+           t == DType::IQ4_NL;
 }
+// The types laid out as the K-quants (bit planes, scale bytes, a d word per
+// super-block).
+constexpr bool is_kq_layout(DType t) { return is_kquant(t) || t == DType::IQ4_XS; }
+// The non-linear types: a quant is an index into iq4.h's table.
+constexpr bool is_iq4(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
 // Every weight type the device kernels read.
-constexpr bool is_device_weight_type(DType t) { return is_plain(t) || is_q32(t) || is_kquant(t); }
+constexpr bool is_device_weight_type(DType t) { return is_plain(t) || is_q32(t) || is_kq_layout(t); }
 
 // Payload bytes per 32-element block (Q*_0/Q*_1/Q8_0).
 constexpr size_t q32_payload(DType t) { return t == DType::Q8_0 ? 32 : 16; }
@@ -64,11 +77,13 @@ constexpr size_t q32_meta(DType t) {
 }
 // K-quant bit planes per 32-element block: bytes of low nibbles, of two-bit
 // fields, of one-bit fields.
-constexpr size_t kq_nibble_bytes(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 16 : 0; }
+constexpr size_t kq_nibble_bytes(DType t) {
+    return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ? 16 : 0;
+}
 constexpr size_t kq_two_bytes(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K ? 8 : 0; }
 constexpr size_t kq_one_bytes(DType t) { return t == DType::Q3_K || t == DType::Q5_K ? 4 : 0; }
-// Bytes of {d, dmin} per super-block (Q3_K and Q6_K have no dmin).
-constexpr size_t kq_dm_bytes(DType t) { return t == DType::Q3_K || t == DType::Q6_K ? 2 : 4; }
+// Bytes of {d, dmin} per super-block (Q3_K, Q6_K and IQ4_XS have no dmin).
+constexpr size_t kq_dm_bytes(DType t) { return t == DType::Q3_K || t == DType::Q6_K || t == DType::IQ4_XS ? 2 : 4; }
 
 struct WeightLayout {
     DType type = DType::F32;

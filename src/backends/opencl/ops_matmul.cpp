@@ -18,24 +18,6 @@ namespace {
 constexpr int64_t kMatvecMaxRows = 8;
 constexpr int64_t kMv8Rows = 32;  // weight rows per work-group of the 2..8-row kernels (MV8_R)
 
-const char* type_tag(DType t) {
-    switch (t) {
-        case DType::Q4_0: return "q4_0";
-        case DType::Q4_1: return "q4_1";
-        case DType::Q5_0: return "q5_0";
-        case DType::Q5_1: return "q5_1";
-        case DType::Q8_0: return "q8_0";
-        case DType::Q2_K: return "q2_K";
-        case DType::Q3_K: return "q3_K";
-        case DType::Q4_K: return "q4_K";
-        case DType::Q5_K: return "q5_K";
-        case DType::Q6_K: return "q6_K";
-        case DType::F16: return "f16";
-        case DType::BF16: return "bf16";
-        default: return "f32";
-    }
-}
-
 // Whether the tensor-core prompt kernels (matmul_nv.cl) take `t`: they are
 // built and take one scale per block.
 bool mma_takes(ProgramCache& p, DType t) { return p.available(ProgramId::MatmulNv) && !has_group16_scales(t); }
@@ -81,7 +63,7 @@ void launch_matvec(Dispatch& d, const std::vector<const Tensor*>& nodes, const T
     const int64_t K = w.ne[0], M = rows_of(x);
     const Q8Act q = is_block32(w.type) ? q8_input(d, x) : Q8Act{};
     const char* kind = add_norm != nullptr ? "mva_" : q.norm != nullptr ? "mvs_" : "mv_";
-    const std::string name = std::string(kind) + type_tag(w.type) + (M == 1 ? "_1" : "_8");
+    const std::string name = std::string(kind) + dtype_name(w.type) + (M == 1 ? "_1" : "_8");
     cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
     Args args(k);
     // Rows per group and group size: the one-row kernels of block-32 weights
@@ -141,7 +123,7 @@ void launch_matmul(Dispatch& d, const Tensor& node) {
     const Q8Act q = q8_input(d, x);
     const QuantLayout lay = quant_layout(w);
     const bool mma = mma_takes(d.programs(), w.type);
-    const std::string name = std::string(mma ? "mm_nv_" : "mm_") + type_tag(w.type);
+    const std::string name = std::string(mma ? "mm_nv_" : "mm_") + dtype_name(w.type);
     cl_kernel k = d.kernel(mma ? ProgramId::MatmulNv : ProgramId::Matmul, name.c_str());
     Args(k).mem(mem_of(w)).u64(w.offset + lay.qs).u64(w.offset + lay.qh).u64(w.offset + lay.sc)
         .mem(q.mem).u64(q.q).u64(q.ds).tensor(node).u64(node.nb[1]).i32(N).i32(K).i32(M);
@@ -184,7 +166,7 @@ void run_get_rows(Dispatch& d, const Tensor& node) {
     cl_kernel k;
     if (is_block32(t.type)) {
         const QuantLayout l = quant_layout(t);
-        k = d.kernel(ProgramId::Quant, (std::string("get_rows_") + type_tag(t.type)).c_str());
+        k = d.kernel(ProgramId::Quant, (std::string("get_rows_") + dtype_name(t.type)).c_str());
         Args(k).mem(mem_of(t)).u64(t.offset + l.qs).u64(t.offset + l.qh).u64(t.offset + l.sc).i32(t.ne[1])
             .tensor(ids).tensor(node).u64(node.nb[1]).i32(K);
     } else {
@@ -249,7 +231,7 @@ void launch_glu(Dispatch& d, const Tensor& gate, const Tensor& up, const Tensor&
     const bool want = N % 32 == 0 && d.wanted(act_key(glu));
     const Q8Act h = want ? d.make_q8(act_key(glu), N, M) : Q8Act{};
     const QuantLayout lg = quant_layout(wg), lu = quant_layout(wu);
-    const std::string name = std::string(q.norm != nullptr ? "mvs_glu_" : "mv_glu_") + type_tag(wg.type) + (M == 1 ? "_1" : "_8");
+    const std::string name = std::string(q.norm != nullptr ? "mvs_glu_" : "mv_glu_") + dtype_name(wg.type) + (M == 1 ? "_1" : "_8");
     cl_kernel k = d.kernel(ProgramId::Matvec, name.c_str());
     Args args(k);
     args.mem(mem_of(wg)).u64(wg.offset + lg.qs).u64(wg.offset + lg.qh).u64(wg.offset + lg.sc)

@@ -4,6 +4,7 @@
 
 #include "quant/bit_planes.h"
 #include "quant/blocks.h"
+#include "quant/iq4.h"
 #include "quant/kquant.h"
 
 namespace lantern::ocl {
@@ -24,7 +25,8 @@ struct GgufBlock {
 
 GgufBlock gguf_block(DType t) {
     switch (t) {
-        case DType::Q4_0: return {18, 2, 0, 2, 16};
+        case DType::Q4_0:
+        case DType::IQ4_NL: return {18, 2, 0, 2, 16};
         case DType::Q4_1: return {20, 4, 0, 4, 16};
         case DType::Q5_0: return {22, 2, 2, 6, 16};
         case DType::Q5_1: return {24, 4, 4, 8, 16};
@@ -32,7 +34,10 @@ GgufBlock gguf_block(DType t) {
     }
 }
 
-// K-quant planes per 32-element block: low bits (qs), high bits (qh).
+// Types whose scales are 20-byte super-block records (the K-quants, IQ4_XS).
+bool has_records(DType t) { return is_kquant(t) || t == DType::IQ4_XS; }
+
+// Their planes per 32-element block: low bits (qs), high bits (qh).
 size_t kq_low_bytes(DType t) { return t == DType::Q2_K || t == DType::Q3_K ? 8 : 16; }
 size_t kq_high_bytes(DType t) { return t == DType::Q6_K ? 8 : t == DType::Q5_K || t == DType::Q3_K ? 4 : 0; }
 constexpr size_t kRecordBytes = 20;  // a super-block's scale bytes, d and dmin
@@ -78,11 +83,26 @@ void repack_kquant(const uint8_t* src, const QuantLayout& l, uint8_t* out) {
     }
 }
 
+// IQ4_XS: the nibbles as they are; the record's scale bytes (ls - 32, 0) and d.
+void repack_iq4_xs(const uint8_t* src, const QuantLayout& l, uint8_t* out) {
+    const auto* in = reinterpret_cast<const quant::BlockIQ4_XS*>(src);
+    for (size_t sb = 0; sb < l.blocks / 8; ++sb) {
+        quant::BlockIQ4_XS blk;
+        std::memcpy(&blk, in + sb, sizeof(blk));
+        uint8_t* rec = out + l.sc + sb * kRecordBytes;
+        std::memcpy(rec + 16, &blk.d, 2);
+        for (int i = 0; i < 8; ++i) {
+            rec[2 * i] = static_cast<uint8_t>(static_cast<int8_t>(quant::iq4::xs_scale(blk, i)));
+            std::memcpy(out + l.qs + (sb * 8 + static_cast<size_t>(i)) * 16, blk.qs + 16 * i, 16);
+        }
+    }
+}
+
 }  // namespace
 
 bool is_block32(DType t) {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0 ||
-           is_kquant(t);
+           t == DType::IQ4_NL || has_records(t);
 }
 
 bool has_group16_scales(DType t) { return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q6_K; }
@@ -91,7 +111,7 @@ QuantLayout quant_layout(const Tensor& w) {
     QuantLayout l;
     l.blocks = static_cast<size_t>(w.n_elements() / 32);
     l.qs = 0;
-    if (is_kquant(w.type)) {
+    if (has_records(w.type)) {
         l.qs_bytes = kq_low_bytes(w.type);
         size_t end = align_up(l.blocks * l.qs_bytes);
         l.qh = end;
@@ -123,6 +143,7 @@ std::vector<uint8_t> repack_weight(const Tensor& w, const void* host) {
         case DType::Q4_K: repack_kquant<DType::Q4_K, quant::kquant::Q4_K>(src, l, out.data()); return out;
         case DType::Q5_K: repack_kquant<DType::Q5_K, quant::kquant::Q5_K>(src, l, out.data()); return out;
         case DType::Q6_K: repack_kquant<DType::Q6_K, quant::kquant::Q6_K>(src, l, out.data()); return out;
+        case DType::IQ4_XS: repack_iq4_xs(src, l, out.data()); return out;
         default: break;
     }
     const GgufBlock g = gguf_block(w.type);

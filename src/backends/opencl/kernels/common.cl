@@ -550,6 +550,82 @@ inline float wdotb_q6_K(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
     return ads.x * (w.dm.x * (float)s.x + w.dm.y * (float)s.y);
 }
 
+// ---- the non-linear 4-bit types, as 32-element blocks (weight_layout.h) -----------------
+// A 4-bit quant indexes a table of 16 signed values (quant/iq4.h); the
+// integer dot products take the value as the weight's signed 8-bit quant.
+// IQ4_NL: value = d * table[q], d per block as Q4_0's; IQ4_XS: value =
+// d * s * table[q], s its block's signed scale (first byte of the block's
+// pair in the K-quant super-block record), d the record's.
+
+// The table, bytes in order: -127 -104 -83 -65 -49 -35 -22 -10 1 13 25 38 53 69 89 113.
+#define LT_IQ4_TABLE ((uint4)(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u))
+
+// iq4_values: four indices (one per byte, each < 16) as their table values.
+// idot_iq4: the integer dot of a block's 16 bytes of nibbles with activations.
+#if LT_NV_PTX
+inline uint byte_perm(uint lo, uint hi, uint sel) {
+    uint d;
+    __asm__("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(lo), "r"(hi), "r"(sel));
+    return d;
+}
+// The values of the four indices in bits 0..15 (index e in bits 4e..4e+3):
+// two byte permutes look their low three bits up in each half of the
+// table, a third picks the half by the fourth bit.
+inline uint iq4_values16(uint s) {
+    const uint4 t = LT_IQ4_TABLE;
+    const uint lo = byte_perm(t.x, t.y, s & 0x7777u), hi = byte_perm(t.z, t.w, s & 0x7777u);
+    return byte_perm(lo, hi, 0x3210u | ((s >> 1) & 0x4444u));
+}
+inline uint iq4_values(uint q) {
+    const uint p = q | (q >> 4);  // bytes 0 and 2: two indices each
+    return iq4_values16((p & 0xFFu) | ((p >> 8) & 0xFF00u));
+}
+// Each 16 bits of a quant word are four indices as they stand: elements
+// j, j + 16, j + 1, j + 17 (byte j: j low, j + 16 high). The activations
+// are put in that order instead (one permute per word, shared by a row slot's rows).
+inline int idot_iq4(uint4 w, uint4 a0, uint4 a1) {
+    const uint q[4] = {w.x, w.y, w.z, w.w}, x[4] = {a0.x, a0.y, a0.z, a0.w}, y[4] = {a1.x, a1.y, a1.z, a1.w};
+    int s = 0;
+    for (int c = 0; c < 4; ++c) {
+        s = dot4_ss(iq4_values16(q[c]), byte_perm(x[c], y[c], 0x5140u), s);
+        s = dot4_ss(iq4_values16(q[c] >> 16), byte_perm(x[c], y[c], 0x7362u), s);
+    }
+    return s;
+}
+#else
+inline uint iq4_values(uint q) { return as_uint(shuffle(as_char16(LT_IQ4_TABLE), as_uchar4(q))); }
+inline int idot_iq4(uint4 w, uint4 a0, uint4 a1) {
+    int s = 0;
+    s = dot4_ss(iq4_values(w.x & 0x0F0F0F0Fu), a0.x, s);
+    s = dot4_ss(iq4_values(w.y & 0x0F0F0F0Fu), a0.y, s);
+    s = dot4_ss(iq4_values(w.z & 0x0F0F0F0Fu), a0.z, s);
+    s = dot4_ss(iq4_values(w.w & 0x0F0F0F0Fu), a0.w, s);
+    s = dot4_ss(iq4_values((w.x >> 4) & 0x0F0F0F0Fu), a1.x, s);
+    s = dot4_ss(iq4_values((w.y >> 4) & 0x0F0F0F0Fu), a1.y, s);
+    s = dot4_ss(iq4_values((w.z >> 4) & 0x0F0F0F0Fu), a1.z, s);
+    s = dot4_ss(iq4_values((w.w >> 4) & 0x0F0F0F0Fu), a1.w, s);
+    return s;
+}
+#endif
+
+inline float2 wscale_iq4_nl(const global ushort* sc, size_t i) { return wscale_q4_0(sc, i); }
+inline float2 wscale_iq4_xs(const global ushort* sc, size_t i) {
+    return (float2)(kq_dmin(sc, i).x * (float)(char)(uchar)(kq_scales(sc, i) & 0xFFu), 0.0f);
+}
+inline uint wword_iq4_nl(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return iq4_values(nibbles_q4(qs, i, k));
+}
+inline uint wword_iq4_xs(const global uchar* qs, const global uint* qh, size_t i, int k) {
+    return iq4_values(nibbles_q4(qs, i, k));
+}
+LT_DEFINE_WLOAD(iq4_nl, 0, 0)
+LT_DEFINE_WLOAD(iq4_xs, 0, 0)
+
+inline float wdotb_iq4_nl(lt_wblk w, uint4 a0, uint4 a1, float2 ads) {
+    return (float)idot_iq4(w.q0, a0, a1) * (w.dm.x * ads.x);
+}
+inline float wdotb_iq4_xs(lt_wblk w, uint4 a0, uint4 a1, float2 ads) { return wdotb_iq4_nl(w, a0, a1, ads); }
+
 #define LT_DEFINE_WDOT(T)                                                                           \
     inline float wdot_##T(const global uchar* qs, const global uint* qh, const global ushort* sc,    \
                           size_t i, uint4 a0, uint4 a1, float2 ads) {                               \
@@ -565,8 +641,10 @@ LT_DEFINE_WDOT(q3_K)
 LT_DEFINE_WDOT(q4_K)
 LT_DEFINE_WDOT(q5_K)
 LT_DEFINE_WDOT(q6_K)
+LT_DEFINE_WDOT(iq4_nl)
+LT_DEFINE_WDOT(iq4_xs)
 
-// The 32-element types' one (d, m) per block for either group of 16.
+// The types with one (d, m) per block, for either group of 16.
 #define LT_DEFINE_WSCALEH(T) \
     inline float2 wscaleh_##T(const global ushort* sc, size_t i, int h) { return wscale_##T(sc, i); }
 LT_DEFINE_WSCALEH(q4_0)
@@ -574,6 +652,8 @@ LT_DEFINE_WSCALEH(q4_1)
 LT_DEFINE_WSCALEH(q5_0)
 LT_DEFINE_WSCALEH(q5_1)
 LT_DEFINE_WSCALEH(q8_0)
+LT_DEFINE_WSCALEH(iq4_nl)
+LT_DEFINE_WSCALEH(iq4_xs)
 
 // Element j (0..31) of block i, dequantized: wdeq_T(qs, qh, sc, i, j).
 #define LT_DEFINE_DEQUANT(T)                                                                        \
@@ -594,6 +674,8 @@ LT_DEFINE_DEQUANT(q3_K)
 LT_DEFINE_DEQUANT(q4_K)
 LT_DEFINE_DEQUANT(q5_K)
 LT_DEFINE_DEQUANT(q6_K)
+LT_DEFINE_DEQUANT(iq4_nl)
+LT_DEFINE_DEQUANT(iq4_xs)
 
 // All 32 elements of block i as 8 words of signed bytes (as wword_T, one load).
 inline void wunpack_q4(const global uchar* qs, size_t i, uint o4, uint* out) {
@@ -631,6 +713,11 @@ inline void wunpack_q8_0(const global uchar* qs, const global uint* qh, size_t i
     out[0] = w0.x; out[1] = w0.y; out[2] = w0.z; out[3] = w0.w;
     out[4] = w1.x; out[5] = w1.y; out[6] = w1.z; out[7] = w1.w;
 }
+inline void wunpack_iq4_nl(const global uchar* qs, const global uint* qh, size_t i, uint* out) {
+    wunpack_q4(qs, i, 0u, out);
+    for (int k = 0; k < 8; ++k) out[k] = iq4_values(out[k]);
+}
+inline void wunpack_iq4_xs(const global uchar* qs, const global uint* qh, size_t i, uint* out) { wunpack_iq4_nl(qs, qh, i, out); }
 
 // ---- rotary position embedding (rope.cl, attention.cl) -----------------------------
 // For pair i of n_rot / 2: theta = pos * inv_freq[i] / ff[i], where the host

@@ -513,6 +513,8 @@ LT_MV_ALL(q3_K)
 LT_MV_ALL(q4_K)
 LT_MV_ALL(q5_K)
 LT_MV_ALL(q6_K)
+LT_MV_ALL(iq4_nl)
+LT_MV_ALL(iq4_xs)
 
 // ---- f32 / f16 / bf16 weights x f32 activations -----------------------------------------
 

@@ -140,6 +140,8 @@ LT_MOE_UP(q3_K)
 LT_MOE_UP(q4_K)
 LT_MOE_UP(q5_K)
 LT_MOE_UP(q6_K)
+LT_MOE_UP(iq4_nl)
+LT_MOE_UP(iq4_xs)
 LT_MOE_DOWN(q4_0)
 LT_MOE_DOWN(q4_1)
 LT_MOE_DOWN(q5_0)
@@ -150,6 +152,8 @@ LT_MOE_DOWN(q3_K)
 LT_MOE_DOWN(q4_K)
 LT_MOE_DOWN(q5_K)
 LT_MOE_DOWN(q6_K)
+LT_MOE_DOWN(iq4_nl)
+LT_MOE_DOWN(iq4_xs)
 
 // Plain experts (f32, f16, bf16: DType ids as load_plain takes them), rows
 // nb1 bytes apart and the experts contiguous; f32 activations.
