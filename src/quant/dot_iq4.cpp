@@ -1,7 +1,8 @@
 // IQ4_XS's dot-product tile against Q8_K activations (IQ4_NL's is
 // dot_legacy.cpp's LegacyTile).
 //
-// Each weight super-block is unpacked once into its 256 table values
+// With one activation row (decoding) on x86 the products come straight from
+// the blocks (dot_direct). Otherwise each weight super-block is unpacked once into its 256 table values
 // (signed bytes, a 16-entry byte shuffle per 16 nibbles) and eight block
 // scales, then multiplied with the NC activation super-blocks: per block
 // of 32 an exact integer dot, times the block's scale, added up in int32
@@ -81,6 +82,35 @@ inline int superblock_dot(const int8_t* q, const int* sc, const int8_t* a) {
 #endif
 }
 
+#if LANTERN_SIMD_X86
+// acc + d_w * d_a * (the super-block's dot), straight from the block (one
+// activation row, decoding): each block's 16 bytes of nibbles become its 32
+// values in one 256-bit shuffle (low nibbles in the low lane, high in the
+// high), so the 256 values are never stored and read back as unpack_xs's
+// are. AVX2, on AVX-512 machines too (a 32-byte block's width).
+inline __m256 dot_direct(const BlockIQ4_XS& w, const BlockQ8_K& a, __m256 acc) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    __m256i isum = _mm256_setzero_si256();
+    for (int b = 0; b < kBlocks; ++b) {
+        const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 16 * b));
+        const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), low);
+        const __m256i v = _mm256_shuffle_epi8(table, nib);
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * b));
+        // As superblock_dot: |v| times y with v's sign.
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(y, v));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(static_cast<short>(iq4::xs_scale(w, b)))));
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(fp16_to_f32(w.d) * a.d), acc);
+}
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+
 struct XsTile {
     template <int NR, int NC>
     static void run(int64_t n, float* s, size_t ldc, const void* x, size_t bx, const void* y, size_t by) {
@@ -89,6 +119,20 @@ struct XsTile {
         const BlockQ8_K* a[NC];
         for (int r = 0; r < NR; ++r) w[r] = row_at<BlockIQ4_XS>(x, bx, r);
         for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
+#if LANTERN_SIMD_X86
+        if constexpr (NC == 1) {
+            __m256 acc[NR];
+            for (__m256& v : acc) v = _mm256_setzero_ps();
+            for (int64_t i = 0; i < nb; ++i) {
+                for (int r = 0; r < NR; ++r) {
+                    prefetch_ahead(w[r] + i, 2 * sizeof(BlockIQ4_XS), sizeof(BlockIQ4_XS));
+                    acc[r] = dot_direct(w[r][i], a[0][i], acc[r]);
+                }
+            }
+            for (int r = 0; r < NR; ++r) s[r] = hsum(acc[r]);
+            return;
+        }
+#endif
         float acc[NR][NC] = {};
         alignas(32) int8_t q[NR][kQKK];
         int sc[NR][kBlocks];
