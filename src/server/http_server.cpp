@@ -405,21 +405,27 @@ void HttpServer::routes() {
                         // tools) the answer held back and the calls.
                         tail = chat_text(index, "", {}, true);
                         std::string finish = r.finish_reason;
+                        const auto i = static_cast<size_t>(index);
+                        std::vector<TokenLogprob>& pending = choices->pending[i];
                         if (req->calls_tools()) {
-                            const auto i = static_cast<size_t>(index);
                             // The answer as the stream split it (chat_text's `all`, whole now).
                             const ChatReply reply = parse_chat_reply(choices->text[i], req->conversation.tools);
                             const std::string& sent = choices->sent[i];
                             if (reply.content.size() > sent.size() && reply.content.compare(0, sent.size(), sent) == 0) {
                                 tail += sse(completion_chunk(*req, index, reply.content.substr(sent.size()), "", id,
-                                                             model_name, created, choices->pending[i]));
+                                                             model_name, created, pending));
+                                pending.clear();
                             }
                             if (!reply.tool_calls.empty()) {
                                 tail += sse(tool_calls_chunk(*req, index, reply.tool_calls, id, model_name, created));
                                 finish = calls_finish_reason(*req, finish);
                             }
                         }
-                        tail += sse(completion_chunk(*req, index, "", finish, id, model_name, created));
+                        // The tokens no delta carried (whitespace the
+                        // reasoning split drops, a tool call's text) keep
+                        // their logprobs: the last chunk has them.
+                        tail += sse(completion_chunk(*req, index, "", finish, id, model_name, created, pending));
+                        pending.clear();
                     } else {
                         tail = sse(completion_chunk(*req, index, "", r.finish_reason, id, model_name, created));
                     }

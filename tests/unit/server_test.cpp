@@ -212,6 +212,44 @@ TEST_F(Server, ChatLogprobsDescribeEachToken) {
     EXPECT_TRUE(chat("Hi", 2)["choices"][0]["logprobs"].is_null());
 }
 
+// A streamed reasoning reply with logprobs: every generated token's entry
+// comes once, also those of text the reasoning split holds back and then
+// drops (whitespace at the end of the block), which go with the last chunk.
+// The grammar makes the reply a <think> block that ends in spaces.
+TEST_F(Server, StreamedReasoningKeepsEveryTokensLogprob) {
+    const json body = {{"messages", {{{"role", "user"}, {"content", "Capital of France?"}}}},
+                       {"temperature", 0},
+                       {"max_tokens", 32},
+                       {"logprobs", true},
+                       {"grammar", "root ::= \"<think>Paris\" [ ]{6}"}};
+    const json whole = post("/v1/chat/completions", body);
+    EXPECT_EQ(whole["choices"][0]["message"]["reasoning_content"], "Paris") << whole;
+    const json& want = whole["choices"][0]["logprobs"]["content"];
+    ASSERT_TRUE(want.is_array()) << whole;
+    json streamed_body = body;
+    streamed_body["stream"] = true;
+    auto res = client().Post("/v1/chat/completions", streamed_body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    json got = json::array();
+    std::string reasoning;
+    for (const json& chunk : sse_events(res->body)) {
+        if (chunk["choices"].empty()) continue;
+        const json& choice = chunk["choices"][0];
+        if (choice["delta"].contains("reasoning_content")) reasoning += choice["delta"]["reasoning_content"].get<std::string>();
+        if (choice["logprobs"].is_object()) {
+            for (const json& t : choice["logprobs"]["content"]) got.push_back(t);
+        }
+    }
+    EXPECT_EQ(reasoning, "Paris");
+    ASSERT_EQ(got.size(), want.size()) << got;
+    std::string text;
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i]["token"], want[i]["token"]) << i;
+        text += got[i]["token"].get<std::string>();
+    }
+    EXPECT_EQ(text, "<think>Paris      ");
+}
+
 // Completions logprobs, streamed and not: the same tokens and values.
 TEST_F(Server, StreamedCompletionLogprobsEqualTheFullOnes) {
     const json body = {{"prompt", "The history of the printing press"}, {"temperature", 0}, {"max_tokens", 10}, {"logprobs", 2}};
