@@ -153,6 +153,10 @@ struct Batch {
     }
 };
 
+// Time and tokens of a context's decode calls. A call counts as generation
+// when it appends one token to each of its sequences right after a token
+// whose logits were asked for (a sampled token fed back); every other call,
+// a one-token prompt included, counts as prompt.
 struct PerfStats {
     double load_ms = 0;
     double prompt_ms = 0;

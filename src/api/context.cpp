@@ -16,6 +16,9 @@ struct Context::Impl {
     KvCache kv;
     std::vector<std::unique_ptr<Buffer>> cache_buffers;
     std::vector<int> seq_len;
+    // Per sequence: its last token's logits were asked for (PerfStats: one
+    // token appended after it is generation).
+    std::vector<uint8_t> ends_in_output;
     std::vector<float> logits;  // pinned (Scheduler::pin_host) while it has storage
     void* logits_pinned = nullptr;
     int n_out = 0;
@@ -161,6 +164,7 @@ Context::Context(Model& model, const ContextParams& params)
     }
     c.place_caches();
     c.seq_len.assign(static_cast<size_t>(c.params.n_seq), 0);
+    c.ends_in_output.assign(static_cast<size_t>(c.params.n_seq), 0);
 
     // Size the compute buffers for the largest pass up front.
     Batch worst;
@@ -220,6 +224,11 @@ void Context::decode(const Batch& b) {
     }
     ComputeHints hints;
     hints.prefill = std::any_of(per_seq.begin(), per_seq.end(), [](int k) { return k > 1; });
+    bool generation = true;
+    for (size_t i = 0; i < n; ++i) {
+        const auto s = static_cast<size_t>(b.seq[i]);
+        generation = generation && per_seq[s] == 1 && c.ends_in_output[s] != 0 && b.pos[i] == c.seq_len[s];
+    }
 
     const auto t0 = std::chrono::steady_clock::now();
     // Floats per output: logits, or the hidden state in embeddings mode.
@@ -241,8 +250,9 @@ void Context::decode(const Batch& b) {
         }
     }
     c.seq_len = len;
+    for (size_t i = 0; i < n; ++i) c.ends_in_output[static_cast<size_t>(b.seq[i])] = b.logits[i];
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (hints.prefill) {
+    if (!generation) {
         c.perf.prompt_ms += ms;
         c.perf.prompt_tokens += static_cast<int64_t>(n);
     } else {
@@ -285,6 +295,7 @@ int Context::n_outputs() const { return impl_->n_out; }
 void Context::clear_sequence(int seq) {
     if (seq < 0 || seq >= impl_->params.n_seq) throw Error(ErrorCode::InvalidArgument, "clear_sequence: bad sequence id");
     impl_->seq_len[static_cast<size_t>(seq)] = 0;
+    impl_->ends_in_output[static_cast<size_t>(seq)] = 0;
 }
 
 int Context::sequence_length(int seq) const {

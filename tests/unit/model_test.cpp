@@ -56,6 +56,29 @@ TEST(DefaultModel, AnswersChatPromptGreedily) {
     EXPECT_EQ(out, want) << m->detokenize(out);
 }
 
+// PerfStats: a one-token prompt is prompt, not generation; a sampled token
+// fed back is generation; a sequence cleared starts a prompt again.
+TEST(DefaultModel, PerfCountsOneTokenPromptsAsPrompt) {
+    auto m = load_default();
+    Context ctx(*m, ContextParams{.n_ctx = 32});
+    auto step = [&](int32_t token, bool logits) {
+        Batch b;
+        b.add(token, ctx.sequence_length(0), 0, logits);
+        ctx.decode(b);
+    };
+    step(m->bos_token(), true);
+    EXPECT_EQ(ctx.perf().prompt_tokens, 1);
+    EXPECT_EQ(ctx.perf().gen_tokens, 0);
+    step(504, true);
+    step(3575, true);
+    EXPECT_EQ(ctx.perf().prompt_tokens, 1);
+    EXPECT_EQ(ctx.perf().gen_tokens, 2);
+    ctx.clear_sequence(0);
+    step(m->bos_token(), true);
+    EXPECT_EQ(ctx.perf().prompt_tokens, 2);
+    EXPECT_EQ(ctx.perf().gen_tokens, 2);
+}
+
 // The token texts that constrained samplers read are made once per model
 // and shared: each JSON, grammar or DRY sampler holds the one table (they
 // were rebuilt per sampler: ~60-80 ms of every constrained server request
