@@ -8,6 +8,7 @@
 #pragma once
 
 #include "backends/cuda/common.cuh"
+#include "quant/iq4.h"
 
 namespace lantern::cuda {
 
@@ -187,14 +188,21 @@ __device__ __forceinline__ uint32_t qword(const QBlk& k, int h, int j) {
     }
 }
 
-// IQ4 table lookups (iq4.h) by byte permutes: iq4_values16(s) gives the
+// The IQ4 table (iq4.h) as byte-permute operands: four values a word,
+// little-endian, from value 4 * i + add on (the high half plus one: iq4_dot4).
+constexpr uint32_t iq4_word(int i, int add = 0) {
+    uint32_t w = 0;
+    for (int b = 0; b < 4; ++b) w |= static_cast<uint32_t>(static_cast<uint8_t>(quant::iq4::kValues[4 * i + b] + add)) << (8 * b);
+    return w;
+}
+constexpr uint32_t kIq4T0 = iq4_word(0), kIq4T1 = iq4_word(1), kIq4T2 = iq4_word(2), kIq4T3 = iq4_word(3);
+
+// IQ4 table lookups by byte permutes: iq4_values16(s) gives the
 // values of the four indices in bits 0..15 of s (index e in bits 4e ..
 // 4e + 3) as four signed bytes: two permutes look the indices' low three
 // bits up in each half of the table, a third picks the half by bit 3.
 __device__ __forceinline__ uint32_t iq4_values16(uint32_t s) {
-    // The table's bytes: -127 -104 -83 -65 -49 -35 -22 -10 | 1 13 25 38 53 69 89 113.
-    constexpr uint32_t t0 = 0xBFAD9881u, t1 = 0xF6EADDCFu, t2 = 0x26190D01u, t3 = 0x71594535u;
-    const uint32_t lo = __byte_perm(t0, t1, s & 0x7777u), hi = __byte_perm(t2, t3, s & 0x7777u);
+    const uint32_t lo = __byte_perm(kIq4T0, kIq4T1, s & 0x7777u), hi = __byte_perm(kIq4T2, kIq4T3, s & 0x7777u);
     return __byte_perm(lo, hi, 0x3210u | ((s >> 1) & 0x4444u));
 }
 
@@ -220,8 +228,9 @@ __device__ __forceinline__ uint32_t prmt_signed(uint32_t a, uint32_t b, uint32_t
 // of a positive byte, 0. The two bytes sum to T[i] either way, so two dot
 // products with x add up to the one with the values.
 __device__ __forceinline__ int iq4_dot4(uint32_t s, uint32_t sx, int x, int acc) {
-    constexpr uint32_t lo0 = 0xBFAD9881u, lo1 = 0xF6EADDCFu, hi0 = 0x271A0E02u, hi1 = 0x725A4636u;
-    return __dp4a(static_cast<int>(prmt_signed(lo0, lo1, s)), x, __dp4a(static_cast<int>(prmt_signed(hi0, hi1, sx)), x, acc));
+    constexpr uint32_t hi0 = iq4_word(2, 1), hi1 = iq4_word(3, 1);
+    return __dp4a(static_cast<int>(prmt_signed(kIq4T0, kIq4T1, s)), x,
+                  __dp4a(static_cast<int>(prmt_signed(hi0, hi1, sx)), x, acc));
 }
 
 // A block of the activation as the dot product reads it: the 8-bit

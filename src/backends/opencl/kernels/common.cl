@@ -616,7 +616,7 @@ inline uint wword_iq4_nl(const global uchar* qs, const global uint* qh, size_t i
     return iq4_values(nibbles_q4(qs, i, k));
 }
 inline uint wword_iq4_xs(const global uchar* qs, const global uint* qh, size_t i, int k) {
-    return iq4_values(nibbles_q4(qs, i, k));
+    return wword_iq4_nl(qs, qh, i, k);
 }
 LT_DEFINE_WLOAD(iq4_nl, 0, 0)
 LT_DEFINE_WLOAD(iq4_xs, 0, 0)
