@@ -1,5 +1,5 @@
-// lantern synth: a llama-architecture GGUF with random weights and a real
-// vocabulary, for benchmarks on any machine (llama.cpp loads it too).
+// lantern synth: a llama-architecture (or qwen3moe) GGUF with random weights
+// and a real vocabulary, for benchmarks on any machine (llama.cpp loads it too).
 #include <cstdio>
 
 #include "cli/common.h"
@@ -19,7 +19,7 @@ void add_synth_command(CLI::App& app) {
         int64_t layers = 0;
     };
     auto o = std::make_shared<Options>();
-    CLI::App* cmd = app.add_subcommand("synth", "write a synthetic llama model with random weights");
+    CLI::App* cmd = app.add_subcommand("synth", "write a synthetic model of a published shape with random weights");
     std::vector<std::string> names;
     for (const SynthShape& s : synth_shapes()) names.push_back(s.name);
     cmd->add_option("--shape", o->shape, "model shape")->required()->check(CLI::IsMember(names));

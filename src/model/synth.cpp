@@ -81,32 +81,41 @@ void check_shape(const SynthShape& s) {
         s.n_ctx <= 0) {
         invalid(what + "every size must be positive");
     }
-    if (s.n_embd % s.n_head != 0) invalid(what + "n_embd is not a multiple of n_head");
+    if (s.head_dim < 0) invalid(what + "head_dim must not be negative");
+    if (s.head_dim == 0 && s.n_embd % s.n_head != 0) invalid(what + "n_embd is not a multiple of n_head");
     if (s.n_head % s.n_head_kv != 0) invalid(what + "n_head is not a multiple of n_head_kv");
-    if ((s.n_embd / s.n_head) % 2 != 0) invalid(what + "the head size must be even (rope)");
+    if (s.head_size() % 2 != 0) invalid(what + "the head size must be even (rope)");
+    if (s.arch != "llama" && s.arch != "qwen3moe") invalid(what + "architecture '" + s.arch + "' (llama or qwen3moe)");
+    if (s.arch == "qwen3moe" && s.n_expert == 0) invalid(what + "qwen3moe needs experts");
     if (s.n_layer > 9999) invalid(what + "too many layers");
     if (s.n_expert < 0 || (s.n_expert > 0 && (s.n_expert_used < 1 || s.n_expert_used > s.n_expert))) {
         invalid(what + "experts used must be between 1 and the number of experts");
     }
 }
 
+bool has_qk_norm(const SynthShape& s) { return s.arch == "qwen3moe"; }
+
 std::vector<TensorPlan> plan_tensors(const SynthShape& s, int64_t n_vocab, DType type) {
-    const int64_t n_embd_kv = s.n_embd / s.n_head * s.n_head_kv;
+    const int64_t n_embd_q = s.head_size() * s.n_head, n_embd_kv = s.head_size() * s.n_head_kv;
     auto weight = [&](std::string name, int64_t cols, int64_t rows) {
         return TensorPlan{std::move(name), weight_type(type, cols), {cols, rows}, Init::Weight};
     };
-    auto norm = [&](std::string name) {
-        return TensorPlan{std::move(name), DType::F32, {s.n_embd}, Init::Norm};
+    auto norm = [&](std::string name, int64_t n = 0) {
+        return TensorPlan{std::move(name), DType::F32, {n > 0 ? n : s.n_embd}, Init::Norm};
     };
     std::vector<TensorPlan> plan;
     plan.push_back(weight("token_embd.weight", s.n_embd, n_vocab));
     for (int64_t il = 0; il < s.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         plan.push_back(norm(p + "attn_norm.weight"));
-        plan.push_back(weight(p + "attn_q.weight", s.n_embd, s.n_embd));
+        plan.push_back(weight(p + "attn_q.weight", s.n_embd, n_embd_q));
         plan.push_back(weight(p + "attn_k.weight", s.n_embd, n_embd_kv));
         plan.push_back(weight(p + "attn_v.weight", s.n_embd, n_embd_kv));
-        plan.push_back(weight(p + "attn_output.weight", s.n_embd, s.n_embd));
+        plan.push_back(weight(p + "attn_output.weight", n_embd_q, s.n_embd));
+        if (has_qk_norm(s)) {
+            plan.push_back(norm(p + "attn_q_norm.weight", s.head_size()));
+            plan.push_back(norm(p + "attn_k_norm.weight", s.head_size()));
+        }
         plan.push_back(norm(p + "ffn_norm.weight"));
         if (s.n_expert > 0) {
             auto experts = [&](std::string name, int64_t cols, int64_t rows) {
@@ -137,6 +146,7 @@ const std::vector<SynthShape>& synth_shapes() {
         {"llama2-7b", 4096, 32, 32, 32, 11008, 4096, 10000.0f, 1e-5f},
         {"llama3-8b", 4096, 32, 32, 8, 14336, 8192, 500000.0f, 1e-5f},
         {"mixtral-8x7b", 4096, 32, 32, 8, 14336, 32768, 1000000.0f, 1e-5f, 8, 2},
+        {"qwen3moe-30b-a3b", 2048, 48, 32, 4, 768, 40960, 1000000.0f, 1e-6f, 128, 8, "qwen3moe", 128},
     };
     return shapes;
 }
@@ -151,9 +161,10 @@ const SynthShape& synth_shape(std::string_view name) {
 }
 
 int64_t synth_parameter_count(const SynthShape& s, int64_t n_vocab) {
-    const int64_t n_embd_kv = s.n_embd / s.n_head * s.n_head_kv;
+    const int64_t n_embd_q = s.head_size() * s.n_head, n_embd_kv = s.head_size() * s.n_head_kv;
     const int64_t per_layer = 2 * s.n_embd                        // norms
-                              + 2 * s.n_embd * s.n_embd           // q, output
+                              + (has_qk_norm(s) ? 2 * s.head_size() : 0)  // per-head Q/K norms
+                              + 2 * s.n_embd * n_embd_q           // q, output
                               + 2 * s.n_embd * n_embd_kv          // k, v
                               + 3 * s.n_embd * s.n_ff * std::max<int64_t>(s.n_expert, 1)  // gate, up, down
                               + s.n_embd * s.n_expert;            // the router
@@ -180,23 +191,29 @@ void write_synthetic_model(const SynthOptions& o) {
     for (const TensorPlan& t : plan) check_quantizer(t.type);
 
     gguf::Writer w;
-    w.set("general.architecture", std::string("llama"));
+    const std::string a = s.arch + ".";
+    w.set("general.architecture", s.arch);
     w.set("general.name", "synthetic " + s.name);
     w.set("general.file_type", *file_type);
     if (dtype_is_quantized(o.type)) w.set("general.quantization_version", uint32_t{2});
-    w.set("llama.vocab_size", static_cast<uint32_t>(n_vocab));
-    w.set("llama.context_length", static_cast<uint32_t>(s.n_ctx));
-    w.set("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-    w.set("llama.block_count", static_cast<uint32_t>(s.n_layer));
-    w.set("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-    w.set("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
-    w.set("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-    w.set("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-    w.set("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
-    w.set("llama.rope.freq_base", s.rope_base);
+    w.set(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+    w.set(a + "context_length", static_cast<uint32_t>(s.n_ctx));
+    w.set(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+    w.set(a + "block_count", static_cast<uint32_t>(s.n_layer));
+    w.set(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w.set(a + "rope.dimension_count", static_cast<uint32_t>(s.head_size()));
+    w.set(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+    w.set(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+    if (s.head_dim > 0) {
+        w.set(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+        w.set(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+    }
+    w.set(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
+    w.set(a + "rope.freq_base", s.rope_base);
     if (s.n_expert > 0) {
-        w.set("llama.expert_count", static_cast<uint32_t>(s.n_expert));
-        w.set("llama.expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+        w.set(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+        w.set(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+        w.set(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff));
     }
     for (const auto& [key, value] : vocab->metadata()) {
         if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);

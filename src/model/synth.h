@@ -1,22 +1,26 @@
-// Synthetic models: llama-architecture GGUF files with random weights and a
-// real vocabulary, for benchmarks and tests without downloading weights.
+// Synthetic models: llama-architecture (or qwen3moe) GGUF files with random
+// weights and a real vocabulary, for benchmarks and tests without
+// downloading weights.
 //
 // The file has the tensors, names and metadata of a llama GGUF as llama.cpp
-// writes them, so both Lantern and llama.cpp load it:
+// writes them, so both Lantern and llama.cpp load it (head_dim: the shape's,
+// or n_embd / n_head; n_embd_q = head_dim * n_head, n_embd_kv = head_dim *
+// n_head_kv):
 //   token_embd.weight         [n_embd, n_vocab]   requested type
 //   blk.N.attn_norm.weight    [n_embd]            f32
-//   blk.N.attn_q.weight       [n_embd, n_embd]    requested type (so are k, v, output, ffn_*)
-//   blk.N.attn_k.weight       [n_embd, n_embd_kv] n_embd_kv = n_embd / n_head * n_head_kv
+//   blk.N.attn_q.weight       [n_embd, n_embd_q]  requested type (so are k, v, output, ffn_*)
+//   blk.N.attn_k.weight       [n_embd, n_embd_kv]
 //   blk.N.attn_v.weight       [n_embd, n_embd_kv]
-//   blk.N.attn_output.weight  [n_embd, n_embd]
+//   blk.N.attn_output.weight  [n_embd_q, n_embd]
+//   blk.N.attn_q_norm.weight  [head_dim]          f32, qwen3moe only (so is attn_k_norm)
 //   blk.N.ffn_norm.weight     [n_embd]            f32
 //   blk.N.ffn_gate.weight     [n_embd, n_ff]
 //   blk.N.ffn_up.weight       [n_embd, n_ff]
 //   blk.N.ffn_down.weight     [n_ff, n_embd]
 //   output_norm.weight        [n_embd]            f32
 //   output.weight             [n_embd, n_vocab]   (untied)
-// A mixture of experts (n_expert > 0, Mixtral's layout) has instead of the
-// three ffn_* matrices
+// A mixture of experts (n_expert > 0, Mixtral's and Qwen3-MoE's layout) has
+// instead of the three ffn_* matrices
 //   blk.N.ffn_gate_inp.weight  [n_embd, n_expert]        f32 (the router)
 //   blk.N.ffn_gate_exps.weight [n_embd, n_ff, n_expert]  requested type (so are up, down)
 //   blk.N.ffn_up_exps.weight   [n_embd, n_ff, n_expert]
@@ -41,15 +45,19 @@ struct SynthShape {
     int64_t n_head = 0;
     int64_t n_head_kv = 0;
     int64_t n_ff = 0;
-    int64_t n_ctx = 0;  // written as llama.context_length
+    int64_t n_ctx = 0;  // written as {arch}.context_length
     float rope_base = 10000.0f;
     float rms_eps = 1e-5f;
     int64_t n_expert = 0;       // experts per layer (0: a dense FFN); n_ff is then each one's width
     int64_t n_expert_used = 0;  // experts per token
+    std::string arch = "llama";  // or qwen3moe (per-head Q/K norms)
+    int64_t head_dim = 0;        // 0: n_embd / n_head
+    int64_t head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
 
 // The published shapes: smollm2-135m, tinyllama-1.1b, llama2-7b, llama3-8b,
-// and mixtral-8x7b (a mixture of 8 experts, 2 per token).
+// mixtral-8x7b (a mixture of 8 experts, 2 per token) and qwen3moe-30b-a3b
+// (Qwen3-30B-A3B: 128 experts of 768, 8 per token, heads of 128).
 const std::vector<SynthShape>& synth_shapes();
 // The shape called `name`; throws Error(InvalidArgument) listing the names.
 const SynthShape& synth_shape(std::string_view name);

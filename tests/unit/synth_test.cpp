@@ -225,6 +225,18 @@ TEST(Synth, RejectsBadOptions) {
     EXPECT_FALSE(fs::exists(out.path));
 }
 
+// The model loads and a 4-token prompt gives finite logits.
+void expect_runs(const fs::path& path) {
+    ModelParams mp;
+    mp.n_threads = 2;
+    auto model = Model::load(path.string(), mp);
+    Context ctx(*model, ContextParams{.n_ctx = 32});
+    Batch b;
+    for (int i = 0; i < 4; ++i) b.add(100 + i, i, 0, i == 3);
+    ctx.decode(b);
+    for (int v = 0; v < model->n_vocab(); ++v) ASSERT_TRUE(std::isfinite(ctx.logits(0)[v])) << path;
+}
+
 // A mixture of experts: Mixtral's layout and keys, and a model that runs.
 TEST(Synth, MixtureOfExperts) {
     TempFile out("synth-moe.gguf");
@@ -245,20 +257,47 @@ TEST(Synth, MixtureOfExperts) {
     // Every expert's rows are random, not the first expert's repeated.
     const std::vector<float> v = tensor_values(*f->find_tensor("blk.0.ffn_up_exps.weight"));
     EXPECT_NE(std::vector<float>(v.begin(), v.begin() + 256), std::vector<float>(v.begin() + 512 * 256, v.begin() + 513 * 256));
-    ModelParams mp;
-    mp.n_threads = 2;
-    auto model = Model::load(out.path.string(), mp);
-    Context ctx(*model, ContextParams{.n_ctx = 32});
-    Batch b;
-    for (int i = 0; i < 4; ++i) b.add(100 + i, i, 0, i == 3);
-    ctx.decode(b);
-    for (int v = 0; v < model->n_vocab(); ++v) ASSERT_TRUE(std::isfinite(ctx.logits(0)[v]));
+    expect_runs(out.path);
     o.shape.n_expert_used = 5;
     EXPECT_THROW(write_synthetic_model(o), Error);
 }
 
+// Qwen3-MoE's layout: heads wider than n_embd / n_head, per-head Q/K norms,
+// the qwen3moe keys; the model loads with those heads and runs.
+TEST(Synth, Qwen3MoeLayout) {
+    TempFile out("synth-qwen3moe.gguf");
+    SynthOptions o = tiny_options(DType::Q8_0, out.path);
+    o.shape.arch = "qwen3moe";
+    o.shape.head_dim = 128;  // 4 heads of 128 on a 256-wide model
+    o.shape.n_ff = 128;
+    o.shape.n_expert = 8;
+    o.shape.n_expert_used = 3;
+    write_synthetic_model(o);
+    auto f = gguf::File::open(out.path.string());
+    EXPECT_EQ(f->get_string("general.architecture"), "qwen3moe");
+    EXPECT_EQ(f->get_int("qwen3moe.attention.key_length"), 128);
+    EXPECT_EQ(f->get_int("qwen3moe.expert_feed_forward_length"), 128);
+    EXPECT_EQ(f->get_int("qwen3moe.expert_used_count"), 3);
+    EXPECT_FALSE(f->get_int("llama.block_count").has_value());
+    EXPECT_EQ(f->find_tensor("blk.1.attn_q.weight")->shape, (std::vector<int64_t>{256, 512}));
+    EXPECT_EQ(f->find_tensor("blk.1.attn_k.weight")->shape, (std::vector<int64_t>{256, 256}));
+    EXPECT_EQ(f->find_tensor("blk.1.attn_output.weight")->shape, (std::vector<int64_t>{512, 256}));
+    EXPECT_EQ(f->find_tensor("blk.0.attn_k_norm.weight")->shape, (std::vector<int64_t>{128}));
+    int64_t params = 0;
+    for (const gguf::TensorInfo& t : f->tensors()) params += t.n_elements();
+    EXPECT_EQ(params, synth_parameter_count(o.shape, 32000));
+    expect_runs(out.path);
+    o.shape.n_expert = 0;
+    o.shape.n_expert_used = 0;
+    EXPECT_THROW(write_synthetic_model(o), Error);  // qwen3moe without experts
+    o.shape.arch = "gpt2";
+    EXPECT_THROW(write_synthetic_model(o), Error);
+}
+
 TEST(Synth, PublishedShapes) {
-    EXPECT_EQ(synth_shapes().size(), 5u);
+    EXPECT_EQ(synth_shapes().size(), 6u);
+    // Qwen3-30B-A3B with its 151,936-token vocabulary: 30.5B (30,532,122,624).
+    EXPECT_EQ(synth_parameter_count(synth_shape("qwen3moe-30b-a3b"), 151936), 30532122624);
     // Mixtral 8x7B: 46.7B.
     EXPECT_EQ(synth_parameter_count(synth_shape("mixtral-8x7b"), 32000), 46702792704);
     const SynthShape& l2 = synth_shape("llama2-7b");

@@ -23,7 +23,6 @@ struct WorkspaceNeeds {
     size_t attn_partial = 0;   // flash-decoding partial results
     size_t attn_counters = 0;  // flash-decoding arrival counters (kept at zero between uses)
     size_t moe = 0;            // a mixture of experts' routing and hidden rows
-    void merge(const WorkspaceNeeds& o);
 };
 
 struct Workspace {

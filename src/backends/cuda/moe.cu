@@ -1,7 +1,7 @@
 // Mixture-of-experts feed-forward (Op::MoeFfn) on the device, in four
 // launches that read the routing from device memory, so that a captured
 // decode step replays whichever experts the next token picks:
-//   k_moe_logits a warp per (token, expert): the router's logits
+//   k_moe_logits a warp per (token, expert, slice): the router's logits
 //   k_moe_topk   a block per token: softmax, the n_used largest (ties to
 //                the lower index), their weights
 //   k_moe_up     per (token, expert slot): silu(gate . x) * (up . x) for
@@ -11,8 +11,8 @@
 // The expert launches' warps stream their rows with the next stage's loads
 // in flight (below). Prompts with enough pairs per expert take grouped
 // GEMMs after the routing instead (moe_prompt.cu).
-// Weights are read a block at a time (qblocks.cuh) and summed in floats:
-// every device type, not the streamed matrix-vector kernels' dp4a.
+// Weights are read a block at a time (qblocks.cuh): quantized ones summed
+// against 8-bit activations by dp4a, plain ones in floats.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_error.h"
@@ -158,6 +158,10 @@ constexpr int stage_units() {
 // one batch of loads: f32 rows four float4 of consecutive floats, other
 // types units (load_ahead). The slices' partial sums go to memory; the
 // next launch adds them in order (no atomics: the same sums every run).
+// (Its last block to finish doing the top k instead, found by an arrival
+// counter, was slower: H100 op bench, Qwen3-30B-A3B-shaped layer 22.4 us
+// against 22.3, Mixtral's 80.9 against 80.5: the fence, the atomic and the
+// reload cost more than the second launch, which starts early.)
 constexpr int kLogitWarps = 8;
 
 template <DType R>
@@ -201,49 +205,86 @@ __global__ void __launch_bounds__(kLogitWarps * 32) k_moe_logits(const uint8_t* 
     if (lane == 0) parts[(t * d.E + e) * S + slice] = acc;
 }
 
-// k_moe_topk: a block per token, a thread per expert (E <= 1,024): its
-// logit (the slices added in order), softmax, and its rank among the
-// weights (greater ones, and equal ones of lower index, before it): the
-// k ranked first are the chosen, renormalised when asked. (One thread
-// walking the experts k times took tens of microseconds at 128 experts.)
-__global__ void __launch_bounds__(1024) k_moe_topk(const float* parts, MoeDims d, int32_t* ids, float* weights) {
-    pdl_enter();
-    __shared__ float scratch[32];
-    __shared__ float ws[moe::kMaxExperts];
-    const int64_t t = blockIdx.x, S = moe::route_slices(d);
-    const int tid = threadIdx.x;
-    const bool expert = tid < d.E;
-    float v = -INFINITY;
-    if (expert) {
-        v = 0.0f;
-        for (int64_t s = 0; s < S; ++s) v += parts[(t * d.E + tid) * S + s];
+// The token's logits: the slices of expert e added in order into ws[e]
+// (shared, E floats), by every thread of the block, each thread's loads
+// four slices at a time, not a round trip per slice. Ends with the block's
+// barrier.
+__device__ __forceinline__ void route_logits(const float* parts, const MoeDims& d, int64_t t, float* ws) {
+    const int64_t S = moe::route_slices(d);
+    for (int64_t e = threadIdx.x; e < d.E; e += blockDim.x) {
+        const float* p = parts + (t * d.E + e) * S;
+        float v = 0.0f;
+        int64_t s = 0;
+        for (; s + 4 <= S; s += 4) {
+            const float a = __ldcg(p + s), b = __ldcg(p + s + 1), c = __ldcg(p + s + 2), f = __ldcg(p + s + 3);
+            v += a;
+            v += b;
+            v += c;
+            v += f;
+        }
+        for (; s < S; ++s) v += __ldcg(p + s);
+        ws[e] = v;
     }
-    const float m = block_max(v, scratch);
-    const float ex = expert ? expf(v - m) : 0.0f;
-    const float sum = block_sum(ex, scratch);
-    // NaN weights (NaN activations) rank after every number, so that the
-    // chosen are always experts.
-    const float key = isnan(ex) ? -1.0f : ex;
-    if (expert) ws[tid] = key;
     __syncthreads();
-    if (expert) {
-        int rank = 0;
-        for (int e = 0; e < d.E; ++e) {
-            const float o = ws[e];  // the same address in every thread: a broadcast
-            rank += (o > key || (o == key && e < tid)) ? 1 : 0;
-        }
-        if (rank < d.k) {
-            ids[t * d.k + rank] = tid;
-            weights[t * d.k + rank] = ex / sum;
-        }
+}
+
+// softmax over the token's logits in ws, then k rounds of the warp's
+// largest weight (ties to the lower index; NaN weights after every number,
+// so that the chosen are always experts), renormalised when asked. Lane j
+// writes the j-th chosen.
+__device__ __forceinline__ void route_topk(const MoeDims& d, int64_t t, float* ws, int32_t* ids, float* weights) {
+    const int lane = threadIdx.x % 32;
+    const int E = static_cast<int>(d.E);
+    float m = -INFINITY;
+    for (int e = lane; e < E; e += 32) m = fmaxf(m, ws[e]);
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int e = lane; e < E; e += 32) {
+        const float ex = expf(ws[e] - m);
+        sum += ex;
+        ws[e] = isnan(ex) ? -1.0f : ex;  // the ranking key; taken: -inf
     }
-    if (!d.norm) return;
-    __syncthreads();  // the block's global writes are visible to it after the barrier
-    if (tid == 0) {
-        float total = 0.0f;
-        for (int j = 0; j < d.k; ++j) total += weights[t * d.k + j];
-        for (int j = 0; j < d.k; ++j) weights[t * d.k + j] /= total;
+    sum = warp_sum(sum);
+    __syncwarp();
+    float total = 0.0f, mine = 0.0f;
+    int mine_id = 0;
+    for (int r = 0; r < d.k; ++r) {
+        float best = -INFINITY;
+        int bi = E;
+        for (int e = lane; e < E; e += 32) {
+            const float o = ws[e];
+            if (o > best) best = o, bi = e;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ob > best || (ob == best && oi < bi)) best = ob, bi = oi;
+        }
+        const float w = best >= 0.0f ? best / sum : NAN;
+        total += w;
+        if (lane == r) mine = w, mine_id = bi;
+        if (bi % 32 == lane) ws[bi] = -INFINITY;
+        __syncwarp();
     }
+    if (lane < d.k) {
+        ids[t * d.k + lane] = mine_id;
+        weights[t * d.k + lane] = d.norm ? mine / total : mine;
+    }
+}
+
+// k_moe_topk: a block of kTopkThreads per token; the logits by the whole
+// block, the choice by its first warp. (A thread per expert ranking each
+// against all, two block reductions and a reread of the chosen weights
+// took 6.3 us for one token of 128 experts: ncu, H100.)
+constexpr int kTopkThreads = 128;
+
+__global__ void __launch_bounds__(kTopkThreads) k_moe_topk(const float* parts, MoeDims d, int32_t* ids,
+                                                         float* weights) {
+    pdl_enter();
+    __shared__ float ws[moe::kMaxExperts];
+    route_logits(parts, d, blockIdx.x, ws);
+    if (threadIdx.x < 32) route_topk(d, blockIdx.x, ws, ids, weights);
 }
 
 // Stages `rows` rows of n floats (n a multiple of the unit) from src into
@@ -298,10 +339,27 @@ struct XIn {
 template <DType T, int M>
 __device__ __forceinline__ void stage_rows(const float* src, int64_t n, int64_t rows, uint8_t* smem) {
     if constexpr (M == kInQ8) {
-        const mv::MvParams none{};  // no fused norm
-        for (int64_t r = 0; r < rows; ++r) {
-            mv::stage_act_q8_as<kStreamWarps>(none, smem + r * q8_row_bytes(n), nullptr, src + r * n, n);
+        // Every row's half-blocks in rounds of a thread each, each round one
+        // L2 round trip: a round per row held the down launch's eight 768-wide
+        // hidden rows (Qwen3-30B-A3B) to eight trips of 48 threads. A row's
+        // half-block count is even, so the lanes that share a block of 32
+        // (quant_half) share a row.
+        const int64_t nh = n / 16, total = rows * nh;
+        const bool vec = (reinterpret_cast<uintptr_t>(src) & 15) == 0;
+        for (int64_t base = 0; base < total; base += kStreamThreads) {
+            if (base + (threadIdx.x & ~31) >= total) break;  // warp-uniform
+            const int64_t i = base + threadIdx.x;
+            const bool valid = i < total;
+            const int64_t r = valid ? i / nh : 0, hb = valid ? i % nh : 0;
+            float v[16];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                mv::to_floats(valid ? mv::load4(src + r * n, 4 * hb + c, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), v,
+                              4 * c);
+            }
+            mv::quant_half<false>(v, hb, valid, n, smem + r * q8_row_bytes(n));
         }
+        __syncthreads();
     } else if constexpr (M == kInF32) {
         stage<T>(src, n, rows, reinterpret_cast<float4*>(smem));
     }
@@ -346,18 +404,23 @@ __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_up(const uint8_t* x, 
     constexpr int A = stage_units<G>();
     const int64_t p = blockIdx.y;  // the (token, slot) pair
     const float* xp = reinterpret_cast<const float*>(x + (p / d.k) * x_nb1);
-    stage_rows<G, M>(xp, d.D, 1, smem);
-    const XIn xr = in_row<G, M>(smem, xp, d.D, 0);
     const int lane = threadIdx.x % 32;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * kStreamWarps;
     int64_t n = static_cast<int64_t>(blockIdx.x) * kStreamWarps + threadIdx.x / 32;
-    if (n >= d.F) return;
+    const bool rows = n < d.F;  // warp-uniform
     const int64_t base = static_cast<int64_t>(ids[p]) * d.F;
     const int64_t units = d.D / unit_values<G>();
     int64_t c0 = 0;  // the stage's first unit (lane j takes c0 + j + 32 u)
+    // The first stage's loads go out before the activation is staged, so
+    // that their round trip and the staging's overlap.
     Ahead<G, A> g, u;
-    load_ahead<G, A>(gate, base + n, lane, units, g);
-    load_ahead<G, A>(up, base + n, lane, units, u);
+    if (rows) {
+        load_ahead<G, A>(gate, base + n, lane, units, g);
+        load_ahead<G, A>(up, base + n, lane, units, u);
+    }
+    stage_rows<G, M>(xp, d.D, 1, smem);
+    const XIn xr = in_row<G, M>(smem, xp, d.D, 0);
+    if (!rows) return;
     float sg = 0.0f, su = 0.0f;
     for (;;) {
         int64_t nn = n, nc = c0 + 32 * A;
@@ -393,22 +456,26 @@ __global__ void __launch_bounds__(kStreamThreads, 1) k_moe_down(const WView down
     constexpr int A = stage_units<W>();
     const int64_t t = blockIdx.y;
     const float* hp = hidden + t * d.k * d.F;  // the token's slots' hidden rows, one after another
-    stage_rows<W, M>(hp, d.F, d.k, smem);
     const int lane = threadIdx.x % 32;
     const int64_t stride = static_cast<int64_t>(gridDim.x) * kStreamWarps;
     int64_t n = static_cast<int64_t>(blockIdx.x) * kStreamWarps + threadIdx.x / 32;
-    if (n >= d.D) return;
+    const bool rows = n < d.D;  // warp-uniform
     const int32_t* id = ids + t * d.k;
     const float* wt = weights + t * d.k;
     const int64_t units = d.F / unit_values<W>();
     // Stage (n, slots j and j + 1, units from c0); the second slot only
-    // while j + 1 < k.
+    // while j + 1 < k. The first one's loads go out before the hidden rows
+    // are staged (as k_moe_up's).
     int j = 0;
     int64_t c0 = 0;
     auto row = [&](int slot, int64_t r) { return static_cast<int64_t>(id[slot]) * d.D + r; };
     Ahead<W, A> a, b;
-    load_ahead<W, A>(down, row(0, n), lane, units, a);
-    if (d.k > 1) load_ahead<W, A>(down, row(1, n), lane, units, b);
+    if (rows) {
+        load_ahead<W, A>(down, row(0, n), lane, units, a);
+        if (d.k > 1) load_ahead<W, A>(down, row(1, n), lane, units, b);
+    }
+    stage_rows<W, M>(hp, d.F, d.k, smem);
+    if (!rows) return;
     float sa = 0.0f, sb = 0.0f, acc = 0.0f;
     for (;;) {
         int64_t nn = n, nc = c0 + 32 * A;
@@ -510,16 +577,19 @@ void run_moe_ffn(const Ctx& ctx, const Tensor& node) {
                      dim3(kLogitWarps * 32), 0, xp, x.nb[1], router, d, logits),
               "k_moe_logits", node);
     });
-    check(launch(ctx, k_moe_topk, dim3(static_cast<unsigned>(d.T)), dim3(static_cast<unsigned>((d.E + 31) / 32 * 32)), 0,
+    check(launch(ctx, k_moe_topk, dim3(static_cast<unsigned>(d.T)), dim3(kTopkThreads), 0,
                  static_cast<const float*>(logits), d, ids, weights),
           "k_moe_topk", node);
     if (moe::prompt_path(ctx, node)) {
         moe::run_prompt(ctx, node, d, ids, weights, base + moe::routing_bytes(d));
         return;
     }
-    // A block per SM: split between the pairs (up) or the tokens (down).
+    // A block per SM, split between the pairs (up) or the tokens (down):
+    // no more blocks than SMs while there are fewer groups than SMs (a
+    // second wave of 4 blocks doubled the up launch of Qwen3-30B-A3B's 8
+    // pairs, 17 blocks each on 132 SMs).
     const auto per = [&](int64_t rows, int64_t groups) {
-        const int64_t want = (ctx.sm_count + groups - 1) / groups, most = (rows + kStreamWarps - 1) / kStreamWarps;
+        const int64_t want = ctx.sm_count / groups, most = (rows + kStreamWarps - 1) / kStreamWarps;
         return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, most)));
     };
     const dim3 block(kStreamThreads);
