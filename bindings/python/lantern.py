@@ -87,6 +87,8 @@ _SIGNATURES = {
     "lantern_sequence_length": (ctypes.c_int, [_p, ctypes.c_int]),
     "lantern_clear_sequence": (ctypes.c_int, [_p, ctypes.c_int]),
     "lantern_context_n_ctx": (ctypes.c_int, [_p]),
+    "lantern_sequence_save_file": (ctypes.c_int, [_p, ctypes.c_int, ctypes.c_char_p, _i32p, ctypes.c_int]),
+    "lantern_sequence_load_file": (ctypes.c_int, [_p, ctypes.c_int, ctypes.c_char_p, _i32p, ctypes.c_int]),
     "lantern_sampler_default_params": (_SamplerParams, []),
     "lantern_sampler_new": (_p, [ctypes.POINTER(_SamplerParams), ctypes.c_int]),
     "lantern_sampler_new_for_model": (_p, [ctypes.POINTER(_SamplerParams), _p]),
@@ -352,6 +354,19 @@ class Context:
 
     def clear_sequence(self, seq=0):
         _check(_library().lantern_clear_sequence(self._handle(), seq))
+
+    def save_sequence(self, path, tokens=None, seq=0):
+        """Writes sequence `seq`'s state (its KV cache, and `tokens`, all it holds, when given) to `path`."""
+        tokens = list(tokens or [])
+        _check(_library().lantern_sequence_save_file(self._handle(), seq, os.fsencode(path), _ids(tokens) if tokens else None,
+                                                     len(tokens)))
+
+    def load_sequence(self, path, seq=0):
+        """Replaces sequence `seq` with a saved state; returns the tokens saved with it ([] if none). To
+        sample after it, decode its last token again at position sequence_length() - 1."""
+        out = (ctypes.c_int32 * self.n_ctx)()  # a state holds at most n_ctx positions
+        n = _check(_library().lantern_sequence_load_file(self._handle(), seq, os.fsencode(path), out, self.n_ctx))
+        return list(out[:n])
 
 
 class Sampler:

@@ -192,6 +192,24 @@ public:
     int n_ctx() const;
     int n_seq() const;
 
+    // A sequence's state: its KV-cache rows (and, if given, its tokens: all
+    // sequence_length(seq) of them, for the caller to match a prompt against)
+    // as bytes, checksummed and marked with the model shape they fit. The
+    // logits of its last token are not part of it: to sample after a load,
+    // decode that token again (at its position, rewinding one).
+    std::vector<uint8_t> save_sequence(int seq, const std::vector<int32_t>& tokens = {}) const;
+    // Replaces what `seq` holds with a saved state (from any context of the
+    // same model, any backend) and returns its tokens (empty if none were
+    // saved). Error(Format) for damaged bytes, Error(InvalidArgument) for a
+    // state of another model shape, Error(ContextFull) for one longer than
+    // n_ctx: all before anything is written, so the sequence keeps what it had.
+    std::vector<int32_t> load_sequence(int seq, const std::vector<uint8_t>& state);
+    // The same through a file (written whole to a temporary name, then
+    // renamed: a failed save leaves an older file intact). Error(Io) when the
+    // file cannot be read or written.
+    void save_sequence_file(int seq, const std::string& path, const std::vector<int32_t>& tokens = {}) const;
+    std::vector<int32_t> load_sequence_file(int seq, const std::string& path);
+
     PerfStats perf() const;
     void reset_perf();
 

@@ -186,6 +186,17 @@ LANTERN_C_API int lantern_n_outputs(const lantern_context *ctx);
 LANTERN_C_API int lantern_sequence_length(const lantern_context *ctx, int seq);
 LANTERN_C_API int lantern_clear_sequence(lantern_context *ctx, int seq);
 LANTERN_C_API int lantern_context_n_ctx(const lantern_context *ctx);
+/* A sequence's state to a file and back (Context::save_sequence_file): its
+ * KV-cache rows, and its tokens when n_tokens > 0 (then all
+ * lantern_sequence_length of them). Load returns how many tokens the file
+ * holds (copied into tokens, at most cap of them) or a negative status; a
+ * refused file (damaged, another model's, longer than the context) leaves
+ * the sequence as it was. To sample after a load, decode its last token
+ * again at its position. */
+LANTERN_C_API int lantern_sequence_save_file(const lantern_context *ctx, int seq, const char *path,
+                                             const int32_t *tokens, int n_tokens);
+LANTERN_C_API int lantern_sequence_load_file(lantern_context *ctx, int seq, const char *path, int32_t *tokens,
+                                             int cap);
 
 /* --- sampling ------------------------------------------------------------- */
 

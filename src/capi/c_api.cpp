@@ -368,6 +368,30 @@ int lantern_clear_sequence(lantern_context* ctx, int seq) {
         });
 }
 
+int lantern_sequence_save_file(const lantern_context* ctx, int seq, const char* path, const int32_t* tokens,
+                               int n_tokens) {
+    return guarded(
+        [&]() -> int {
+            const lantern::Context& c = context_of(ctx);
+            require(path != nullptr, "path is NULL");
+            require(n_tokens >= 0 && (n_tokens == 0 || tokens != nullptr), "tokens is NULL or n_tokens negative");
+            c.save_sequence_file(seq, path, std::vector<int32_t>(tokens, tokens + n_tokens));
+            return LANTERN_OK;
+        });
+}
+
+int lantern_sequence_load_file(lantern_context* ctx, int seq, const char* path, int32_t* tokens, int cap) {
+    return guarded(
+        [&]() -> int {
+            lantern::Context& c = context_of(ctx);
+            require(path != nullptr, "path is NULL");
+            require(cap >= 0 && (cap == 0 || tokens != nullptr), "tokens is NULL or cap negative");
+            const std::vector<int32_t> saved = c.load_sequence_file(seq, path);
+            std::copy_n(saved.begin(), std::min(saved.size(), static_cast<size_t>(cap)), tokens);
+            return static_cast<int>(saved.size());
+        });
+}
+
 int lantern_context_n_ctx(const lantern_context* ctx) {
     return guarded([&] { return context_of(ctx).n_ctx(); });
 }

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +41,8 @@ struct RunOptions {
     std::vector<std::string> logit_bias;       // TOKEN+BIAS / TOKEN-BIAS, as llama.cpp's -l
     std::string draft_model;                   // speculative decoding's draft (cli/speculative.h)
     int n_draft = 5;
+    std::string prompt_cache;  // --prompt-cache: the prompt's state, reused and saved
+    bool prompt_cache_ro = false;
 };
 
 // "15043+1", "15043-0.5", "15043-inf" (a ban): llama.cpp's --logit-bias form.
@@ -171,6 +176,35 @@ void check_speculative(const RunOptions& o) {
     }
 }
 
+// --prompt-cache FILE: a state saved by an earlier run (Context::
+// save_sequence_file) whose tokens begin the prompt is loaded, and only the
+// rest is decoded (the last prompt token always, for its logits). A file
+// that is not a saved state is refused before anything is written to it; a
+// state of another model, or a damaged one, is reported and replaced.
+// Returns how many prompt tokens the cache held.
+size_t load_prompt_cache(const RunOptions& o, Context& ctx, const std::vector<int32_t>& tokens) {
+    const std::string& path = o.prompt_cache;
+    if (!std::filesystem::exists(path)) return 0;
+    char magic[4] = {};
+    std::ifstream(path, std::ios::binary).read(magic, 4);
+    if (std::memcmp(magic, "LNTS", 4) != 0) {
+        throw Error(ErrorCode::InvalidArgument, "--prompt-cache: " + path + " exists and is not a saved prompt state");
+    }
+    std::vector<int32_t> saved;
+    try {
+        saved = ctx.load_sequence_file(0, path);
+    } catch (const Error& e) {
+        std::fprintf(stderr, "prompt cache not used: %s\n", e.what());
+        ctx.clear_sequence(0);
+        return 0;
+    }
+    size_t n = 0;
+    while (n < saved.size() && n < tokens.size() && saved[n] == tokens[n]) ++n;
+    n = std::min(n, tokens.size() - 1);
+    std::fprintf(stderr, "prompt cache: %zu of %zu prompt tokens reused from %s\n", n, tokens.size(), path.c_str());
+    return n;
+}
+
 void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler,
                     Model* draft_model = nullptr) {
     const std::vector<int32_t> tokens = model.tokenize(o.prompt, true, true);
@@ -184,7 +218,13 @@ void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampl
         std::fflush(stdout);
     }
     for (int32_t t : tokens) sampler.accept(t);
-    feed(ctx, tokens);
+    const size_t reused = o.prompt_cache.empty() ? 0 : load_prompt_cache(o, ctx, tokens);
+    Batch b;
+    for (size_t i = reused; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int>(i), 0, i + 1 == tokens.size());
+    ctx.decode(b);
+    if (!o.prompt_cache.empty() && !o.prompt_cache_ro && reused + 1 < tokens.size()) {
+        ctx.save_sequence_file(0, o.prompt_cache, tokens);
+    }
     if (draft_model != nullptr) {
         ContextParams dp;
         dp.n_ctx = ctx.n_ctx();
@@ -362,6 +402,10 @@ void add_run_command(CLI::App& app) {
                     "a small model of the same vocabulary whose guesses the model checks in batches (greedy "
                     "speculative decoding of a completion)");
     cmd->add_option("--draft", o->n_draft, "tokens the draft guesses ahead")->capture_default_str();
+    cmd->add_option("--prompt-cache", o->prompt_cache,
+                    "file of the prompt's state: its longest common start with the prompt is reused, and the "
+                    "state saved after the prompt (completions, not --chat)");
+    cmd->add_flag("--prompt-cache-ro", o->prompt_cache_ro, "use --prompt-cache's file but do not update it");
     cmd->callback([o] {
         if (!o->prompt_file.empty()) o->prompt = read_text_file(o->prompt_file);
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
@@ -390,6 +434,9 @@ void add_run_command(CLI::App& app) {
             check_grammar(o->sampling.grammar);
         }
         if (!o->draft_model.empty()) check_speculative(*o);
+        if (!o->prompt_cache.empty() && (o->chat || o->prompt.empty())) {
+            throw Error(ErrorCode::InvalidArgument, "--prompt-cache works with a completion (-p), not a chat");
+        }
         std::unique_ptr<Model> model = o->model.load();
         std::unique_ptr<Model> draft;
         if (!o->draft_model.empty()) {

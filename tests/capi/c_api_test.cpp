@@ -135,6 +135,39 @@ TEST_F(ModelFixture, DecodeSampleAndContextLimits) {
     lantern_context_free(c);
 }
 
+// A sequence's state through a file: the tokens come back, the loaded
+// sequence gives the saved one's logits, a missing file is an I/O error.
+TEST_F(ModelFixture, SequenceStateThroughAFile) {
+    lantern_context_params cp = lantern_context_default_params();
+    cp.n_ctx = 32;
+    cp.n_seq = 2;
+    lantern_context* c = lantern_context_new(model, &cp);
+    ASSERT_NE(c, nullptr) << lantern_last_error();
+    const std::string text = "Once upon a time";
+    int32_t ids[16];
+    const int n = lantern_tokenize(model, text.data(), text.size(), 0, 0, ids, 16);
+    ASSERT_EQ(lantern_decode(c, ids, nullptr, nullptr, nullptr, n), LANTERN_OK) << lantern_last_error();
+    const std::string path = temp_path("c-seq-state.bin").string();
+    ASSERT_EQ(lantern_sequence_save_file(c, 0, path.c_str(), ids, n), LANTERN_OK) << lantern_last_error();
+    EXPECT_EQ(lantern_sequence_save_file(c, 0, path.c_str(), ids, n - 1), LANTERN_ERR_INVALID_ARGUMENT);
+    int32_t back[16] = {};
+    ASSERT_EQ(lantern_sequence_load_file(c, 1, path.c_str(), back, 16), n) << lantern_last_error();
+    EXPECT_EQ(std::vector<int32_t>(back, back + n), std::vector<int32_t>(ids, ids + n));
+    EXPECT_EQ(lantern_sequence_length(c, 1), n);
+    std::vector<float> l0, l1;
+    for (int s = 0; s < 2; ++s) {
+        int32_t pos = n - 1;
+        ASSERT_EQ(lantern_decode(c, &ids[n - 1], &pos, &s, nullptr, 1), LANTERN_OK) << lantern_last_error();
+        const float* l = lantern_logits(c, 0);
+        (s == 0 ? l0 : l1).assign(l, l + lantern_model_n_vocab(model));
+    }
+    EXPECT_EQ(l0, l1);
+    EXPECT_EQ(lantern_sequence_load_file(c, 0, "/nonexistent/state.bin", back, 16), LANTERN_ERR_IO);
+    EXPECT_EQ(lantern_sequence_length(c, 0), n);
+    std::remove(path.c_str());
+    lantern_context_free(c);
+}
+
 // json_object needs the model's vocabulary; with it, the first token of a
 // reply can only open the object (or be whitespace).
 TEST_F(ModelFixture, JsonObjectSamplerNeedsTheModel) {

@@ -155,6 +155,26 @@ def test_decode_sample_and_bias(lantern, model):
     assert 0 < len(out) < 200
 
 
+def test_sequence_state_file(lantern, model, tmp_path):
+    ids = model.tokenize("Once upon a time, in a small village", add_special=False)
+    ctx = lantern.Context(model, n_ctx=64)
+    ctx.decode(ids)
+    path = tmp_path / "state.bin"
+    ctx.save_sequence(path, ids)
+    ctx.decode([ids[-1]], positions=[len(ids) - 1])
+    want = list(ctx.logits())
+    other = lantern.Context(model, n_ctx=64, n_seq=2)
+    assert other.load_sequence(path, seq=1) == ids
+    assert other.sequence_length(1) == len(ids)
+    other.decode([ids[-1]], seq=1, positions=[len(ids) - 1])
+    assert list(other.logits()) == want
+    path.write_bytes(path.read_bytes()[:-1])  # truncated: refused, the sequence kept
+    with pytest.raises(lantern.LanternError) as e:
+        other.load_sequence(path, seq=0)
+    assert e.value.code == -3 and "checksum" in str(e.value)  # LANTERN_ERR_FORMAT
+    assert other.sequence_length(0) == 0
+
+
 def test_build_and_load_progress(lantern):
     assert lantern.backends()[0] == "cpu"
     assert lantern.cpu_kernels()

@@ -479,5 +479,49 @@ TEST(Cli, CompletionIsSeededAndReproducible) {
     EXPECT_GT(a.out.size(), std::string("Once upon a time").size() + 20);
 }
 
+// --prompt-cache: the second run reuses the first's prompt state and gives
+// the same greedy text; a prompt that shares only a start reuses that start;
+// -ro leaves the file alone; a file that is not a state is never written.
+TEST(Cli, PromptCacheReusesThePromptState) {
+    const std::string cache = temp_path("prompt-cache.bin").string();
+    std::filesystem::remove(cache);
+    const std::string prompt = "Once upon a time, in a small village by the sea, there lived an old fisherman who";
+    const std::string args = "run -n 12 --temp 0 --prompt-cache " + shell_quote(cache) + " -p ";
+    const CliOutput fresh = run_lantern("run -n 12 --temp 0 -p " + shell_quote(prompt));
+    const CliOutput first = run_lantern(args + shell_quote(prompt));
+    ASSERT_EQ(first.exit_code, 0) << first.err;
+    EXPECT_EQ(first.err.find("prompt cache:"), std::string::npos) << first.err;
+    ASSERT_TRUE(std::filesystem::exists(cache));
+    const CliOutput second = run_lantern(args + shell_quote(prompt));
+    ASSERT_EQ(second.exit_code, 0) << second.err;
+    EXPECT_NE(second.err.find("prompt cache: 18 of 19 prompt tokens reused"), std::string::npos) << second.err;
+    EXPECT_NE(second.err.find("prompt: 1 tokens"), std::string::npos) << second.err;
+    EXPECT_EQ(second.out, fresh.out);
+    EXPECT_EQ(first.out, fresh.out);
+
+    const auto stamp = std::filesystem::last_write_time(cache);
+    const std::string other = "Once upon a time, in a big city";
+    const CliOutput ro = run_lantern("run -n 8 --temp 0 --prompt-cache-ro --prompt-cache " + shell_quote(cache) +
+                                     " -p " + shell_quote(other));
+    ASSERT_EQ(ro.exit_code, 0) << ro.err;
+    EXPECT_NE(ro.err.find("prompt cache: 7 of 9 prompt tokens reused"), std::string::npos) << ro.err;
+    EXPECT_EQ(ro.out, run_lantern("run -n 8 --temp 0 -p " + shell_quote(other)).out);
+    EXPECT_EQ(std::filesystem::last_write_time(cache), stamp);
+    std::filesystem::remove(cache);
+
+    const std::string not_state = temp_path("prompt-cache-not-state.txt").string();
+    std::ofstream(not_state) << "precious notes";
+    const CliOutput refused = run_lantern(args.substr(0, args.find("--prompt-cache")) + "--prompt-cache " +
+                                          shell_quote(not_state) + " -p " + shell_quote(prompt));
+    EXPECT_NE(refused.exit_code, 0);
+    EXPECT_NE(refused.err.find("is not a saved prompt state"), std::string::npos) << refused.err;
+    std::ifstream in(not_state);
+    std::string kept;
+    std::getline(in, kept);
+    EXPECT_EQ(kept, "precious notes");
+    std::filesystem::remove(not_state);
+    EXPECT_NE(run_lantern("run --chat --prompt-cache " + shell_quote(cache)).exit_code, 0);
+}
+
 }  // namespace
 }  // namespace lantern::test

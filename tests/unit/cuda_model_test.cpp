@@ -264,6 +264,48 @@ TEST(CudaModel, LayerSplitsAgree) {
     }
 }
 
+// A sequence's state saved from a CUDA context (every layer on the device,
+// decode steps recorded) and loaded into another CUDA context and into a
+// CPU one: each continues, fed the same tokens, as the saved one does.
+TEST(CudaModel, SequenceStateLoadsOnTheDeviceAndTheCpu) {
+    REQUIRE_CUDA();
+    auto dev = load("cuda", 99);
+    auto cpu = load("cpu", 0);
+    const std::vector<int32_t> prompt = prompt_of(*dev);
+    const int n = static_cast<int>(prompt.size());
+    const std::vector<int32_t> forced = {prompt.back(), 200, 291, 382, 473};
+    // From the state: the last prompt token again (at n - 1), then the rest.
+    auto continue_from = [&](Model& m, Context& ctx) {
+        std::vector<std::vector<float>> out;
+        for (size_t i = 0; i < forced.size(); ++i) {
+            Batch one;
+            one.add(forced[i], n - 1 + static_cast<int>(i), 0, true);
+            ctx.decode(one);
+            out.emplace_back(ctx.logits(0), ctx.logits(0) + m.n_vocab());
+        }
+        return out;
+    };
+    Context a(*dev, ContextParams{.n_ctx = 64});
+    run(*dev, a, prompt, 3);  // steps recorded before the save
+    a.clear_sequence(0);
+    Batch b;
+    for (int i = 0; i < n; ++i) b.add(prompt[static_cast<size_t>(i)], i, 0, i + 1 == n);
+    a.decode(b);
+    const std::vector<uint8_t> state = a.save_sequence(0, prompt);
+    const auto want = continue_from(*dev, a);
+    Context d(*dev, ContextParams{.n_ctx = 64});
+    run(*dev, d, {1, 2, 3}, 2);  // d holds another text, and recorded steps, before the load
+    EXPECT_EQ(d.load_sequence(0, state), prompt);
+    const auto got = continue_from(*dev, d);
+    Context c(*cpu, ContextParams{.n_ctx = 64});
+    c.load_sequence(0, state);
+    const auto on_cpu = continue_from(*cpu, c);
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_LE(nmse(got[i], want[i]), 1e-6) << "cuda -> cuda, step " << i;
+        EXPECT_LE(nmse(on_cpu[i], want[i]), using_default_model() ? 6e-2 : 1e-3) << "cuda -> cpu, step " << i;
+    }
+}
+
 TEST(CudaModel, ThousandDecodeStepsCaptureOnce) {
     REQUIRE_CUDA();
     auto m = load("cuda", 999);

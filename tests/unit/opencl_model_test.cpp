@@ -161,6 +161,35 @@ TEST(OpenclModel, DecodeStepsReplayTheirRecording) {
     EXPECT_NE(s.find("1 captured, 5 replayed"), std::string::npos) << s;
 }
 
+// A sequence's state moves between backends (same layout, F16 rows): the
+// device's state loaded on the CPU continues as the device does, and the
+// CPU's loaded on the device (half the layers there) as the CPU does.
+TEST(OpenclModel, SequenceStateMovesBetweenBackends) {
+    auto cpu = load("cpu", 0);
+    auto dev = load("opencl", 15);
+    auto continue_after = [&](Model& m, Context& ctx) {
+        Batch b;
+        b.add(kChatPrompt.back(), static_cast<int>(kChatPrompt.size()) - 1, 0, false);
+        b.add(504, static_cast<int>(kChatPrompt.size()), 0, true);
+        ctx.decode(b);
+        return std::vector<float>(ctx.logits(0), ctx.logits(0) + m.n_vocab());
+    };
+    for (int from_device = 0; from_device < 2; ++from_device) {
+        Model& src = from_device ? *dev : *cpu;
+        Model& dst = from_device ? *cpu : *dev;
+        Context a(src, ContextParams{.n_ctx = 64});
+        Batch b;
+        for (size_t i = 0; i < kChatPrompt.size(); ++i) b.add(kChatPrompt[i], static_cast<int>(i), 0, false);
+        a.decode(b);
+        const std::vector<uint8_t> state = a.save_sequence(0, kChatPrompt);
+        const std::vector<float> want = continue_after(src, a);
+        Context c(dst, ContextParams{.n_ctx = 64});
+        EXPECT_EQ(c.load_sequence(0, state), kChatPrompt);
+        const double e = nmse(continue_after(dst, c), want);
+        EXPECT_LE(e, 1e-2) << (from_device ? "device -> cpu" : "cpu -> device");
+    }
+}
+
 class OpenclOffload : public ::testing::TestWithParam<int> {};
 
 TEST_P(OpenclOffload, AgreesWithCpu) {
