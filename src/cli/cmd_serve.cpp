@@ -1,6 +1,7 @@
 // lantern serve: the OpenAI-compatible HTTP server.
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/common.h"
 #include "server/engine.h"
@@ -35,7 +36,16 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("--api-key", o->http.api_key,
                     "require this key from clients (Authorization: Bearer KEY)")
         ->envname("LANTERN_API_KEY");
+    cmd->add_option("--slot-save-path", o->http.slot_save_path,
+                    "directory where POST /slots/ID?action=save|restore keep slot states (made if missing)");
     cmd->callback([o] {
+        if (!o->http.slot_save_path.empty()) {
+            std::error_code ec;
+            std::filesystem::create_directories(o->http.slot_save_path, ec);
+            if (ec || !std::filesystem::is_directory(o->http.slot_save_path)) {
+                throw Error(ErrorCode::Io, "--slot-save-path: cannot use " + o->http.slot_save_path + " as a directory");
+            }
+        }
         std::unique_ptr<Model> model = o->model.load();
         if (model->info().n_ctx_train > 0) o->engine.n_ctx = std::min(o->engine.n_ctx, model->info().n_ctx_train);
         server::Engine engine(*model, o->engine);

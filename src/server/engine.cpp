@@ -220,16 +220,79 @@ void Engine::run_embed_jobs() {
     }
 }
 
+template <class F>
+auto Engine::on_engine(F f) -> decltype(f()) {
+    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
+    auto result = task->get_future();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) throw Error(ErrorCode::InvalidArgument, "the server is shutting down");
+        jobs_.push_back([task] { (*task)(); });
+    }
+    wake_.notify_all();
+    return result.get();
+}
+
+void Engine::run_jobs() {
+    for (;;) {
+        std::function<void()> job;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (jobs_.empty()) return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+        }
+        job();  // a packaged task: its exception goes to the caller
+    }
+}
+
+std::vector<SlotInfo> Engine::slots() {
+    return on_engine([this] {
+        std::vector<SlotInfo> out;
+        for (const auto& s : slots_) out.push_back({s->id, s->active(), ctx_->sequence_length(s->id)});
+        return out;
+    });
+}
+
+int Engine::slot_action(int id, SlotAction action, const std::string& path) {
+    if (id < 0 || id >= params_.n_slots) {
+        throw Error(ErrorCode::InvalidArgument, "slot " + std::to_string(id) + " does not exist (this server has " +
+                                                    std::to_string(params_.n_slots) + ")");
+    }
+    return on_engine([&]() -> int {
+        Slot& s = *slots_[static_cast<size_t>(id)];
+        if (s.active()) throw Error(ErrorCode::InvalidArgument, "slot " + std::to_string(id) + " is serving a request");
+        const int held = ctx_->sequence_length(id);
+        switch (action) {
+            case SlotAction::Save:
+                // `cached` is the sequence's tokens unless a failed step left
+                // them unknown: the state is then saved without tokens.
+                ctx_->save_sequence_file(id, path, static_cast<int>(s.cached.size()) == held ? s.cached
+                                                                                             : std::vector<int32_t>{});
+                return held;
+            case SlotAction::Restore:
+                s.cached = ctx_->load_sequence_file(id, path);
+                return ctx_->sequence_length(id);
+            case SlotAction::Erase:
+                ctx_->clear_sequence(id);
+                s.cached.clear();
+                return held;
+        }
+        return 0;
+    });
+}
+
 void Engine::loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, [&] {
-                return stop_ || !queue_.empty() || !embed_jobs_.empty() ||
+                return stop_ || !queue_.empty() || !embed_jobs_.empty() || !jobs_.empty() ||
                        std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); });
             });
             if (stop_) break;
         }
+        run_jobs();
         run_embed_jobs();
         admit_queued();
         step();

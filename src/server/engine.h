@@ -69,6 +69,15 @@ struct EngineParams {
     bool cache_prompt = true;
 };
 
+// A slot as GET /slots reports it.
+struct SlotInfo {
+    int id = 0;
+    bool processing = false;  // serving a request
+    int cached_tokens = 0;    // tokens its KV-cache sequence holds
+};
+
+enum class SlotAction { Save, Restore, Erase };
+
 struct EngineStats {
     uint64_t requests_done = 0;
     uint64_t steps = 0;
@@ -101,7 +110,25 @@ public:
     EngineStats stats() const;
     const EngineParams& params() const { return params_; }
 
+    // Every slot's state.
+    std::vector<SlotInfo> slots();
+    // An idle slot's sequence and tokens saved to `path` (Context::
+    // save_sequence_file), restored from it (the tokens become the slot's
+    // cache, so a request sharing their prefix starts after them), or
+    // forgotten (`path` unused). Returns the tokens saved, restored or
+    // erased. Error(InvalidArgument) for a slot that does not exist or is
+    // serving a request; the Context's errors for a file it refuses.
+    int slot_action(int slot, SlotAction action, const std::string& path = "");
+    // (Both run on the engine thread between steps, and block until done.)
+
 private:
+    // Work for the engine thread between steps: f() there, its result or
+    // exception here.
+    template <class F>
+    auto on_engine(F f) -> decltype(f());
+    void run_jobs();
+    std::deque<std::function<void()>> jobs_;
+
     struct Slot;
     void loop();
     void admit_queued();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <mutex>
 
@@ -169,6 +170,57 @@ void HttpServer::routes() {
                                                             {"created", unix_time()},
                                                             {"owned_by", "lantern"},
                                                             {"description", model_.info().description}}})}});
+    });
+    // Slots: their state, and an idle slot's KV cache saved to a file,
+    // restored from one or erased (llama.cpp's routes and replies).
+    s.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+        json out = json::array();
+        for (const SlotInfo& i : engine_.slots()) {
+            out.push_back(json{{"id", i.id}, {"is_processing", i.processing}, {"n_ctx", engine_.params().n_ctx},
+                               {"n_cached_tokens", i.cached_tokens}});
+        }
+        send_json(res, 200, out);
+    });
+    s.Post(R"(/slots/(\d{1,6}))", [this](const httplib::Request& req, httplib::Response& res) {
+        const int id = std::stoi(req.matches[1].str());
+        const std::string action = req.get_param_value("action");
+        if (action == "erase") {
+            send_json(res, 200, json{{"id_slot", id}, {"n_erased", engine_.slot_action(id, SlotAction::Erase)}});
+            return;
+        }
+        if (action != "save" && action != "restore") throw ApiError(400, "'action' must be save, restore or erase");
+        if (options_.slot_save_path.empty()) {
+            throw ApiError(501, "saving and restoring slots needs lantern serve --slot-save-path DIR", "not_supported_error");
+        }
+        const json body = json::parse(req.body, nullptr, false);
+        const std::string name = body.is_object() && body.contains("filename") && body["filename"].is_string()
+                                     ? body["filename"].get<std::string>()
+                                     : "";
+        if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+            name.find_first_of("/\\") != std::string::npos) {
+            throw ApiError(400, "'filename' must be a plain file name (no directories)");
+        }
+        const std::string path = (std::filesystem::path(options_.slot_save_path) / name).string();
+        const bool save = action == "save";
+        if (!save && !std::filesystem::exists(path)) throw ApiError(404, "no saved slot '" + name + "'", "not_found");
+        const auto t0 = std::chrono::steady_clock::now();
+        int n = 0;
+        try {
+            n = engine_.slot_action(id, save ? SlotAction::Save : SlotAction::Restore, path);
+        } catch (const lantern::Error& e) {
+            // A damaged file or another model's state is the request's fault.
+            if (e.code() == ErrorCode::Format || e.code() == ErrorCode::InvalidArgument ||
+                e.code() == ErrorCode::ContextFull) {
+                throw ApiError(400, e.what());
+            }
+            throw;
+        }
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+        send_json(res, 200, save ? json{{"id_slot", id}, {"filename", name}, {"n_saved", n}, {"n_written", bytes},
+                                        {"timings", {{"save_ms", ms}}}}
+                                 : json{{"id_slot", id}, {"filename", name}, {"n_restored", n}, {"n_read", bytes},
+                                        {"timings", {{"restore_ms", ms}}}});
     });
     s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
         json body = json::parse(req.body, nullptr, false);

@@ -6,6 +6,9 @@
 //   POST /v1/completions         raw prompt
 //   POST /v1/embeddings          pooled (the model's pooling_type), normalised final hidden states
 //   POST /tokenize, /detokenize  {"content": text} <-> {"tokens": [ids]}
+//   GET  /slots                  each slot: id, is_processing, n_ctx, n_cached_tokens
+//   POST /slots/ID?action=save|restore|erase  {"filename": name} (save and
+//                                restore need ServerOptions::slot_save_path)
 // Both completion routes stream server-sent events with "stream": true.
 // Malformed requests get status 400 and an OpenAI-style error body; with an
 // API key (ServerOptions::api_key) a request without it gets 401.
@@ -35,6 +38,9 @@ struct ServerOptions {
     // Chat replies' <think> blocks go to reasoning_content unless a request
     // says otherwise ("reasoning_format"); false: left in content.
     bool reasoning = true;
+    // Non-empty: the directory POST /slots/ID?action=save|restore reads and
+    // writes slot states in (by bare file name); empty: those answer 501.
+    std::string slot_save_path;
 };
 
 class HttpServer {

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -34,6 +36,8 @@ protected:
         engine_ = new server::Engine(*model_, ep);
         server::ServerOptions so;
         so.port = 0;
+        so.slot_save_path = slot_dir();
+        std::filesystem::create_directories(so.slot_save_path);
         http_ = new server::HttpServer(*model_, *engine_, so);
         http_->bind();
         thread_ = new std::thread([] { http_->serve(); });
@@ -46,6 +50,8 @@ protected:
         delete engine_;
         delete model_;
     }
+
+    static std::string slot_dir() { return temp_path("server-slots").string(); }
 
     static httplib::Client client() {
         httplib::Client c("127.0.0.1", http_->port());
@@ -962,6 +968,75 @@ TEST_F(Server, TokenizeRoundTrip) {
     ASSERT_TRUE(t["tokens"].is_array());
     EXPECT_GE(t["tokens"].size(), 2u);
     EXPECT_EQ(post("/detokenize", {{"tokens", t["tokens"]}})["content"], "Hello world");
+}
+
+// Slots: a slot's cache saved to a file, erased, and restored into another
+// slot, where the same request then finds its whole prompt but the last
+// token and gives the same greedy text; bad requests get 4xx, a server
+// without --slot-save-path 501.
+TEST_F(Server, SlotsSaveRestoreAndErase) {
+    auto get_slots = [] {
+        auto res = client().Get("/slots");
+        EXPECT_TRUE(res && res->status == 200);
+        return res ? json::parse(res->body) : json::array();
+    };
+    for (int i = 0; i < 4; ++i) {
+        const json r = post("/slots/" + std::to_string(i) + "?action=erase", json::object());
+        EXPECT_EQ(r["id_slot"], i) << r;
+    }
+    for (const json& sl : get_slots()) EXPECT_EQ(sl["n_cached_tokens"], 0) << sl;
+    const json req = {{"prompt", "The lighthouse keeper counted the ships that passed"}, {"temperature", 0}, {"max_tokens", 6}};
+    const json first = post("/v1/completions", req);
+    int used = -1, held = 0;
+    for (const json& sl : get_slots()) {
+        EXPECT_EQ(sl["is_processing"], false);
+        if (sl["n_cached_tokens"].get<int>() > 0) used = sl["id"], held = sl["n_cached_tokens"];
+    }
+    ASSERT_GE(used, 0);
+    // The prompt and the generated tokens but the last sampled one.
+    EXPECT_GE(held, first["usage"]["prompt_tokens"].get<int>());
+    EXPECT_LE(held, first["usage"]["prompt_tokens"].get<int>() + first["usage"]["completion_tokens"].get<int>());
+    const std::string at = "/slots/" + std::to_string(used);
+    const json saved = post(at + "?action=save", {{"filename", "lighthouse.bin"}});
+    EXPECT_EQ(saved["n_saved"], held) << saved;
+    EXPECT_GT(saved["n_written"].get<int64_t>(), 1000) << saved;
+    EXPECT_EQ(post(at + "?action=erase", json::object())["n_erased"], held);
+    for (const json& sl : get_slots()) EXPECT_EQ(sl["n_cached_tokens"], 0) << sl;
+    const int other = (used + 1) % 4;
+    const json restored = post("/slots/" + std::to_string(other) + "?action=restore", {{"filename", "lighthouse.bin"}});
+    EXPECT_EQ(restored["n_restored"], held) << restored;
+    const json again = post("/v1/completions", req);
+    EXPECT_EQ(again["choices"][0]["text"], first["choices"][0]["text"]);
+    EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+              first["usage"]["prompt_tokens"].get<int>() - 1) << again;
+
+    int status = 0;
+    post(at + "?action=fly", json::object(), &status);
+    EXPECT_EQ(status, 400);
+    post(at + "?action=save", {{"filename", "../escape.bin"}}, &status);
+    EXPECT_EQ(status, 400);
+    post(at + "?action=restore", {{"filename", "missing.bin"}}, &status);
+    EXPECT_EQ(status, 404);
+    post("/slots/99?action=erase", json::object(), &status);
+    EXPECT_EQ(status, 400);
+    std::ofstream(slot_dir() + "/damaged.bin") << "LNTS and then nonsense";
+    const json bad = post(at + "?action=restore", {{"filename", "damaged.bin"}}, &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(bad["error"]["message"].get<std::string>().find("sequence state"), std::string::npos) << bad;
+    EXPECT_FALSE(std::filesystem::exists(slot_dir() + "/../escape.bin"));
+
+    server::ServerOptions so;
+    so.port = 0;
+    server::HttpServer plain(*model_, *engine_, so);
+    plain.bind();
+    std::thread t([&] { plain.serve(); });
+    httplib::Client c("127.0.0.1", plain.port());
+    auto res = c.Post(at + "?action=save", json{{"filename", "x.bin"}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 501);
+    plain.stop();
+    t.join();
+    std::filesystem::remove_all(slot_dir());
 }
 
 }  // namespace
