@@ -69,10 +69,11 @@ LogitBias parse_logit_bias(const std::string& s) {
     return b;
 }
 
-// Decodes `tokens` at the end of sequence 0, asking for the last logits.
-void feed(Context& ctx, const std::vector<int32_t>& tokens) {
+// Decodes `tokens` into sequence 0 from position `start` (-1: its end),
+// asking for the last logits.
+void feed(Context& ctx, const std::vector<int32_t>& tokens, int start = -1) {
     Batch b;
-    const int start = ctx.sequence_length(0);
+    if (start < 0) start = ctx.sequence_length(0);
     for (size_t i = 0; i < tokens.size(); ++i) {
         b.add(tokens[i], start + static_cast<int>(i), 0, i + 1 == tokens.size());
     }
@@ -219,9 +220,8 @@ void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampl
     }
     for (int32_t t : tokens) sampler.accept(t);
     const size_t reused = o.prompt_cache.empty() ? 0 : load_prompt_cache(o, ctx, tokens);
-    Batch b;
-    for (size_t i = reused; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int>(i), 0, i + 1 == tokens.size());
-    ctx.decode(b);
+    feed(ctx, std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(reused), tokens.end()),
+         static_cast<int>(reused));
     if (!o.prompt_cache.empty() && !o.prompt_cache_ro && reused + 1 < tokens.size()) {
         ctx.save_sequence_file(0, o.prompt_cache, tokens);
     }

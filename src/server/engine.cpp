@@ -142,10 +142,45 @@ EngineStats Engine::stats() const {
     return stats_;
 }
 
-struct Engine::EmbedJob {
-    std::vector<std::vector<int32_t>> inputs;
-    std::promise<std::vector<std::vector<float>>> done;
-};
+// The job runs f() on the engine thread and hands its result or exception
+// to this thread's future; called with false (the server stopping before
+// it ran), it hands an Error instead.
+template <class F>
+auto Engine::on_engine(F f) -> decltype(f()) {
+    using R = decltype(f());
+    auto done = std::make_shared<std::promise<R>>();
+    std::future<R> result = done->get_future();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stop_) throw Error(ErrorCode::InvalidArgument, "the server is shutting down");
+        jobs_.push_back([done, f = std::move(f)](bool run) mutable {
+            if (!run) {
+                done->set_exception(std::make_exception_ptr(Error(ErrorCode::Backend, "the server is shutting down")));
+                return;
+            }
+            try {
+                done->set_value(f());
+            } catch (...) {
+                done->set_exception(std::current_exception());
+            }
+        });
+    }
+    wake_.notify_all();
+    return result.get();
+}
+
+void Engine::run_jobs() {
+    for (;;) {
+        std::function<void(bool)> job;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (jobs_.empty()) return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+        }
+        job(true);
+    }
+}
 
 std::vector<std::vector<float>> Engine::embed(std::vector<std::vector<int32_t>> inputs) {
     for (const auto& in : inputs) {
@@ -158,92 +193,42 @@ std::vector<std::vector<float>> Engine::embed(std::vector<std::vector<int32_t>> 
             if (t < 0 || t >= model_.n_vocab()) throw Error(ErrorCode::InvalidArgument, "token outside the vocabulary");
         }
     }
-    auto job = std::make_shared<EmbedJob>();
-    job->inputs = std::move(inputs);
-    std::future<std::vector<std::vector<float>>> result = job->done.get_future();
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (stop_) throw Error(ErrorCode::InvalidArgument, "the server is shutting down");
-        embed_jobs_.push_back(job);
-    }
-    wake_.notify_all();
-    return result.get();
-}
-
-void Engine::run_embed_jobs() {
-    for (;;) {
-        std::shared_ptr<EmbedJob> job;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (embed_jobs_.empty()) return;
-            job = std::move(embed_jobs_.front());
-            embed_jobs_.pop_front();
+    return on_engine([this, &inputs] {
+        if (!embed_ctx_) {
+            ContextParams cp;
+            cp.n_ctx = params_.n_ctx;
+            cp.n_batch = params_.n_batch;
+            cp.embeddings = true;
+            embed_ctx_ = std::make_unique<Context>(model_, cp);
         }
-        try {
-            if (!embed_ctx_) {
-                ContextParams cp;
-                cp.n_ctx = params_.n_ctx;
-                cp.n_batch = params_.n_batch;
-                cp.embeddings = true;
-                embed_ctx_ = std::make_unique<Context>(model_, cp);
+        const auto n_embd = static_cast<size_t>(model_.info().n_embd);
+        // The model's pooling: every token's state (mean), or one.
+        const std::string& pooling = model_.info().pooling;
+        std::vector<std::vector<float>> out;
+        for (const std::vector<int32_t>& in : inputs) {
+            embed_ctx_->clear_sequence(0);
+            Batch b;
+            for (size_t i = 0; i < in.size(); ++i) {
+                const bool want = pooling == "mean" || (pooling == "cls" ? i == 0 : i + 1 == in.size());
+                b.add(in[i], static_cast<int32_t>(i), 0, want);
             }
-            const auto n_embd = static_cast<size_t>(model_.info().n_embd);
-            // The model's pooling: every token's state (mean), or one.
-            const std::string& pooling = model_.info().pooling;
-            std::vector<std::vector<float>> out;
-            for (const std::vector<int32_t>& in : job->inputs) {
-                embed_ctx_->clear_sequence(0);
-                Batch b;
-                for (size_t i = 0; i < in.size(); ++i) {
-                    const bool want = pooling == "mean" || (pooling == "cls" ? i == 0 : i + 1 == in.size());
-                    b.add(in[i], static_cast<int32_t>(i), 0, want);
-                }
-                embed_ctx_->decode(b);
-                std::vector<double> sum(n_embd, 0.0);
-                for (int i = 0; i < embed_ctx_->n_outputs(); ++i) {
-                    const float* h = embed_ctx_->embeddings(i);
-                    for (size_t k = 0; k < n_embd; ++k) sum[k] += h[k];
-                }
-                double norm = 0.0;
-                for (double v : sum) norm += v * v;
-                norm = norm > 0.0 ? std::sqrt(norm) : 1.0;
-                std::vector<float> e(n_embd);
-                for (size_t k = 0; k < n_embd; ++k) e[k] = static_cast<float>(sum[k] / norm);
-                out.push_back(std::move(e));
+            embed_ctx_->decode(b);
+            std::vector<double> sum(n_embd, 0.0);
+            for (int i = 0; i < embed_ctx_->n_outputs(); ++i) {
+                const float* h = embed_ctx_->embeddings(i);
+                for (size_t k = 0; k < n_embd; ++k) sum[k] += h[k];
             }
-            std::lock_guard<std::mutex> lock(mutex_);
-            for (const auto& in : job->inputs) stats_.prompt_tokens += in.size();
-            job->done.set_value(std::move(out));
-        } catch (...) {
-            job->done.set_exception(std::current_exception());
+            double norm = 0.0;
+            for (double v : sum) norm += v * v;
+            norm = norm > 0.0 ? std::sqrt(norm) : 1.0;
+            std::vector<float> e(n_embd);
+            for (size_t k = 0; k < n_embd; ++k) e[k] = static_cast<float>(sum[k] / norm);
+            out.push_back(std::move(e));
         }
-    }
-}
-
-template <class F>
-auto Engine::on_engine(F f) -> decltype(f()) {
-    auto task = std::make_shared<std::packaged_task<decltype(f())()>>(std::move(f));
-    auto result = task->get_future();
-    {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (stop_) throw Error(ErrorCode::InvalidArgument, "the server is shutting down");
-        jobs_.push_back([task] { (*task)(); });
-    }
-    wake_.notify_all();
-    return result.get();
-}
-
-void Engine::run_jobs() {
-    for (;;) {
-        std::function<void()> job;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (jobs_.empty()) return;
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
-        }
-        job();  // a packaged task: its exception goes to the caller
-    }
+        for (const auto& in : inputs) stats_.prompt_tokens += in.size();
+        return out;
+    });
 }
 
 std::vector<SlotInfo> Engine::slots() {
@@ -287,13 +272,12 @@ void Engine::loop() {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, [&] {
-                return stop_ || !queue_.empty() || !embed_jobs_.empty() || !jobs_.empty() ||
+                return stop_ || !queue_.empty() || !jobs_.empty() ||
                        std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->active(); });
             });
             if (stop_) break;
         }
         run_jobs();
-        run_embed_jobs();
         admit_queued();
         step();
     }
@@ -301,10 +285,8 @@ void Engine::loop() {
         if (s->active()) finish(*s, "error", "the server is shutting down");
     }
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& job : embed_jobs_) {
-        job->done.set_exception(std::make_exception_ptr(Error(ErrorCode::Backend, "the server is shutting down")));
-    }
-    embed_jobs_.clear();
+    for (auto& job : jobs_) job(false);
+    jobs_.clear();
     for (auto& r : queue_) fail_unadmitted(*r, "the server is shutting down");
     queue_.clear();
 }

@@ -122,12 +122,12 @@ public:
     // (Both run on the engine thread between steps, and block until done.)
 
 private:
-    // Work for the engine thread between steps: f() there, its result or
-    // exception here.
+    // Work for the engine thread between steps (embed, slots,
+    // slot_action): f() there, its result or exception here.
     template <class F>
     auto on_engine(F f) -> decltype(f());
     void run_jobs();
-    std::deque<std::function<void()>> jobs_;
+    std::deque<std::function<void(bool run)>> jobs_;
 
     struct Slot;
     void loop();
@@ -144,10 +144,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<GenerationRequest>> queue_;
-    struct EmbedJob;
-    std::deque<std::shared_ptr<EmbedJob>> embed_jobs_;
     std::unique_ptr<Context> embed_ctx_;  // made by the first embedding job
-    void run_embed_jobs();
     bool stop_ = false;
     EngineStats stats_;
     std::thread worker_;
