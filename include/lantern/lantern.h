@@ -227,7 +227,8 @@ void check_json_schema(std::string_view schema);
 
 // Throws Error(InvalidArgument) naming what is wrong with a GBNF grammar
 // (SamplerParams::grammar): the line and column of a syntax error, a rule
-// used but not defined, no root rule, left recursion.
+// used but not defined, no root rule, left recursion, a start too ambiguous
+// to track (grammar_constraint.h's bounds).
 void check_grammar(std::string_view grammar);
 
 class Sampler {

@@ -40,7 +40,10 @@ void check_constraints(const SamplerParams& params) {
 
 void check_json_schema(std::string_view schema) { JsonSchema::parse(schema); }
 
-void check_grammar(std::string_view grammar) { Grammar::parse(grammar); }
+void check_grammar(std::string_view grammar) {
+    // The start state too: a grammar can parse and still begin too many ways.
+    GrammarState start(Grammar::parse(grammar));
+}
 
 Sampler::Sampler(const SamplerParams& params, int n_vocab)
     : impl_(std::make_unique<Impl>(Impl{TokenSampler(params, n_vocab), std::nullopt, std::nullopt})) {

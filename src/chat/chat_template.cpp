@@ -111,18 +111,18 @@ std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool a
 
 std::string ChatTemplate::apply(const ChatTemplateInputs& inputs) const {
     using jinja::Value;
-    Value context = Value::dict();
-    auto& vars = context.dict_data();
-    vars.set(Value("messages"), Value::from_json(inputs.messages));
-    vars.set(Value("tools"), inputs.tools.is_null() ? Value::none() : Value::from_json(inputs.tools));
-    vars.set(Value("documents"), Value::none());
-    vars.set(Value("add_generation_prompt"), Value(inputs.add_generation_prompt));
-    vars.set(Value("bos_token"), Value(impl_->bos_token));
-    vars.set(Value("eos_token"), Value(impl_->eos_token));
-    if (inputs.extra.is_object()) {
-        for (const auto& [k, v] : inputs.extra.items()) vars.set(Value(k), Value::from_json(v));
-    }
     try {
+        Value context = Value::dict();
+        auto& vars = context.dict_data();
+        vars.set(Value("messages"), Value::from_json(inputs.messages));
+        vars.set(Value("tools"), inputs.tools.is_null() ? Value::none() : Value::from_json(inputs.tools));
+        vars.set(Value("documents"), Value::none());
+        vars.set(Value("add_generation_prompt"), Value(inputs.add_generation_prompt));
+        vars.set(Value("bos_token"), Value(impl_->bos_token));
+        vars.set(Value("eos_token"), Value(impl_->eos_token));
+        if (inputs.extra.is_object()) {
+            for (const auto& [k, v] : inputs.extra.items()) vars.set(Value(k), Value::from_json(v));
+        }
         jinja::Interpreter interpreter(context, jinja::RenderOptions{inputs.now});
         return interpreter.render(impl_->body);
     } catch (const jinja::RenderError& e) {
@@ -130,6 +130,8 @@ std::string ChatTemplate::apply(const ChatTemplateInputs& inputs) const {
             throw Error(ErrorCode::Template, "chat template raised an exception at " + where(e) + ": " + e.reason());
         }
         throw Error(ErrorCode::Template, "chat template error at " + where(e) + ": " + e.reason());
+    } catch (const std::bad_alloc&) {
+        throw Error(ErrorCode::Template, "chat template error: out of memory while rendering");
     }
 }
 

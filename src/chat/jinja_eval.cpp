@@ -51,8 +51,20 @@ std::string Interpreter::render(const Body& body) {
     return out;
 }
 
+Interpreter::Step::Step(Interpreter& in) : in_(in) {
+    if (++in_.steps_ > Limits::kMaxSteps) {
+        throw RenderError("the template ran past " + std::to_string(Limits::kMaxSteps) + " steps");
+    }
+    if (++in_.depth_ > Limits::kMaxDepth) {
+        --in_.depth_;
+        throw RenderError("the template nests deeper than " + std::to_string(Limits::kMaxDepth) +
+                          " evaluations (a macro that calls itself without end?)");
+    }
+}
+
 Value Interpreter::eval(const Expr& e) {
     try {
+        const Step step(*this);
         return e.eval(*this);
     } catch (RenderError& err) {
         if (!err.located()) err.locate(e.line, e.column);
@@ -64,7 +76,9 @@ Flow Interpreter::exec(const Body& body, std::string& out) {
     for (const StmtPtr& s : body) {
         Flow flow;
         try {
+            const Step step(*this);
             flow = s->exec(*this, out);
+            check_bytes(out.size(), "the template's output");
         } catch (RenderError& err) {
             if (!err.located()) err.locate(s->line, s->column);
             throw;
@@ -164,6 +178,8 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
 
 namespace {
 
+[[noreturn]] void overflow() { throw RenderError("integer overflow (the template's integers are 64-bit)"); }
+
 [[noreturn]] void unsupported(const char* op, const Value& a, const Value& b) {
     if (a.is_undefined()) throw RenderError(a.undefined_hint());
     if (b.is_undefined()) throw RenderError(b.undefined_hint());
@@ -172,6 +188,12 @@ namespace {
 }
 
 Value repeat(const Value& seq, int64_t times) {
+    const size_t n = seq.is_string() ? seq.str().size() : seq.list_data().items.size();
+    if (times > 0 && n > 0) {
+        const bool over = uint64_t(times) > (seq.is_string() ? Limits::kMaxBytes : Limits::kMaxItems) / n;
+        if (seq.is_string() && over) check_bytes(Limits::kMaxBytes + 1, "a repeated string");
+        if (!seq.is_string() && over) check_items(Limits::kMaxItems + 1, "a repeated list");
+    }
     if (seq.is_string()) {
         std::string out;
         for (int64_t i = 0; i < times; ++i) out += seq.str();
@@ -182,6 +204,18 @@ Value repeat(const Value& seq, int64_t times) {
         for (const Value& v : seq.list_data().items) items.push_back(v);
     }
     return Value::list(std::move(items), seq.is_tuple());
+}
+
+// int(x) of a float as Python writes it: every digit, however large.
+std::string integer_text(double x) {
+    if (!std::isfinite(x)) {
+        throw RenderError(std::isnan(x) ? "cannot convert float NaN to integer" : "cannot convert float infinity to integer");
+    }
+    const double t = std::trunc(x);
+    if (std::fabs(t) < 9.2e18) return std::to_string(int64_t(t));
+    char buf[400];  // a double has at most 309 integer digits
+    std::snprintf(buf, sizeof(buf), "%.0f", t);  // exact: t is an integer
+    return buf;
 }
 
 // printf-style `format % args` for %s %r %d %i %f %%.
@@ -207,11 +241,12 @@ Value percent_format(const std::string& fmt, const Value& args) {
         const Value& v = values[next++];
         if (spec == 's') out += v.to_str();
         else if (spec == 'r') out += v.repr();
-        else if ((spec == 'd' || spec == 'i') && v.is_number()) out += std::to_string(int64_t(v.as_double()));
+        else if ((spec == 'd' || spec == 'i') && v.is_number()) out += v.is_float() ? integer_text(v.as_double()) : std::to_string(v.as_int());
         else if (spec == 'f' && v.is_number()) {
-            char buf[64];
-            std::snprintf(buf, sizeof(buf), "%f", v.as_double());
-            out += buf;
+            const double d = v.as_double();
+            char buf[400];  // 309 integer digits, the point and six decimals
+            std::snprintf(buf, sizeof(buf), "%f", d);
+            out += buf;  // glibc writes inf, -inf and nan as Python does
         } else {
             throw RenderError(std::string("unsupported format character '") + spec + "'");
         }
@@ -224,11 +259,19 @@ Value percent_format(const std::string& fmt, const Value& args) {
 
 Value py_add(const Value& a, const Value& b) {
     if (a.is_number() && b.is_number()) {
-        if (!a.is_float() && !b.is_float()) return Value(a.as_int() + b.as_int());
+        if (!a.is_float() && !b.is_float()) {
+            int64_t r = 0;
+            if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) overflow();
+            return Value(r);
+        }
         return Value(a.as_double() + b.as_double());
     }
-    if (a.is_string() && b.is_string()) return Value(a.str() + b.str());
+    if (a.is_string() && b.is_string()) {
+        check_bytes(a.str().size() + b.str().size(), "a string");
+        return Value(a.str() + b.str());
+    }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+        check_items(a.list_data().items.size() + b.list_data().items.size(), "a list");
         std::vector<Value> items = a.list_data().items;
         for (const Value& v : b.list_data().items) items.push_back(v);
         return Value::list(std::move(items), a.is_tuple());
@@ -254,29 +297,44 @@ Value py_arith(BinaryExpr::Op op, const Value& a, const Value& b) {
     const bool ints = !a.is_float() && !b.is_float();
     if (ints) {
         const int64_t x = a.as_int(), y = b.as_int();
+        int64_t r = 0;
         switch (op) {
-            case Op::Sub: return Value(x - y);
-            case Op::Mul: return Value(x * y);
+            case Op::Sub:
+                if (__builtin_sub_overflow(x, y, &r)) overflow();
+                return Value(r);
+            case Op::Mul:
+                if (__builtin_mul_overflow(x, y, &r)) overflow();
+                return Value(r);
             case Op::Div:
                 if (y == 0) throw RenderError("division by zero");
                 return Value(double(x) / double(y));
             case Op::FloorDiv: {
                 if (y == 0) throw RenderError("integer division or modulo by zero");
+                if (y == -1) {
+                    if (__builtin_sub_overflow(int64_t(0), x, &r)) overflow();
+                    return Value(r);
+                }
                 int64_t q = x / y;
                 if ((x % y != 0) && ((x < 0) != (y < 0))) --q;
                 return Value(q);
             }
             case Op::Mod: {
                 if (y == 0) throw RenderError("integer division or modulo by zero");
-                int64_t r = x % y;
+                if (y == -1) return Value(int64_t(0));
+                r = x % y;
                 if (r != 0 && ((r < 0) != (y < 0))) r += y;
                 return Value(r);
             }
             case Op::Pow: {
                 if (y < 0 && x == 0) throw RenderError("0.0 cannot be raised to a negative power");
                 if (y < 0) return Value(std::pow(double(x), double(y)));
-                int64_t r = 1;
-                for (int64_t i = 0; i < y; ++i) r *= x;
+                // By squaring; |x| > 1 overflows within 63 squarings.
+                r = 1;
+                int64_t base = x;
+                for (int64_t e = y; e > 0; e >>= 1) {
+                    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) overflow();
+                    if (e > 1 && __builtin_mul_overflow(base, base, &base)) overflow();
+                }
                 return Value(r);
             }
             default: break;
@@ -423,7 +481,9 @@ Value UnaryExpr::eval(Interpreter& in) const {
                           v.type_name() + "'");
     }
     if (op == Op::Pos) return v.is_bool() ? Value(v.as_int()) : v;
-    return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+    if (v.is_float()) return Value(-v.as_double());
+    if (v.as_int() == INT64_MIN) overflow();
+    return Value(-v.as_int());
 }
 
 Value BinaryExpr::eval(Interpreter& in) const {
@@ -431,7 +491,12 @@ Value BinaryExpr::eval(Interpreter& in) const {
     switch (op) {
         case Op::And: return l.truthy() ? in.eval(*right) : l;
         case Op::Or: return l.truthy() ? l : in.eval(*right);
-        case Op::Concat: return Value(l.to_str() + in.eval(*right).to_str());
+        case Op::Concat: {
+            std::string text = l.to_str();
+            const std::string more = in.eval(*right).to_str();
+            check_bytes(text.size() + more.size(), "a string");
+            return Value(text + more);
+        }
         default: return py_arith(op, l, in.eval(*right));
     }
 }

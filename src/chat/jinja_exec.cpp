@@ -2,6 +2,7 @@
 // else, break/continue), set (names, tuples, namespace attributes, blocks),
 // macros and call blocks, filter/with/generation blocks.
 #include <memory>
+#include <unordered_set>
 
 #include "chat/jinja_interp.h"
 
@@ -90,6 +91,24 @@ void bind_params(Interpreter& in, const std::string& name, const std::vector<Mac
     in.assign("kwargs", kwargs);
 }
 
+// Whether `v` is or holds the namespace `ns` (each list and dict looked at
+// once: values may share parts).
+bool holds(const Value& v, const DictData* ns, std::unordered_set<const void*>& seen) {
+    if (v.is_list()) {
+        if (!seen.insert(&v.list_data()).second) return false;
+        for (const Value& item : v.list_data().items) {
+            if (holds(item, ns, seen)) return true;
+        }
+    } else if (v.is_dict()) {
+        if (&v.dict_data() == ns) return true;
+        if (!seen.insert(&v.dict_data()).second) return false;
+        for (const auto& [k, item] : v.dict_data().items) {
+            if (holds(item, ns, seen)) return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 Flow TextStmt::exec(Interpreter&, std::string& out) const {
@@ -126,6 +145,7 @@ Flow ForStmt::exec(Interpreter& in, std::string& out) const {
     bool completed = false;
     auto last_changed = std::make_shared<Value>();
     for (size_t i = 0; i < items.size(); ++i) {
+        const Interpreter::Step step(in);
         Interpreter::Frame frame(in, false);  // each iteration starts from the enclosing scope
         bind_targets(in, targets, unpack, items[i]);
         in.assign("loop", make_loop(items, i, last_changed));
@@ -142,6 +162,10 @@ Flow SetStmt::exec(Interpreter& in, std::string&) const {
     if (!attribute.empty()) {
         const Value ns = in.lookup(targets[0]);
         if (!ns.is_namespace()) throw RenderError("cannot assign attribute on non-namespace object");
+        // A namespace that held itself would print, compare and free forever
+        // (values are shared by reference, not garbage-collected).
+        std::unordered_set<const void*> seen;
+        if (holds(v, &ns.dict_data(), seen)) throw RenderError("a namespace cannot hold itself");
         ns.dict_data().set(Value(attribute), std::move(v));
     } else {
         bind_targets(in, targets, unpack, v);

@@ -58,7 +58,7 @@ Value attribute_of(Interpreter& in, Value v, const std::string& path) {
     while (start <= path.size()) {
         const size_t dot = path.find('.', start);
         const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-        const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+        const bool numeric = !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), ::isdigit);
         v = in.get_item(v, numeric ? Value(int64_t(std::stoll(part))) : Value(part));
         if (dot == std::string::npos) break;
         start = dot + 1;
@@ -112,7 +112,10 @@ std::optional<double> parse_float(std::string s) {
 
 Value f_abs(Interpreter&, const Value& v, CallArgs&) {
     if (v.is_float()) return Value(std::fabs(v.as_double()));
-    if (v.is_number()) return Value(int64_t(std::llabs(v.as_int())));
+    if (v.is_number()) {
+        if (v.as_int() == INT64_MIN) throw RenderError("integer overflow (the template's integers are 64-bit)");
+        return Value(int64_t(std::llabs(v.as_int())));
+    }
     throw RenderError("bad operand type for abs(): '" + v.type_name() + "'");
 }
 
@@ -129,6 +132,7 @@ Value f_attr(Interpreter& in, const Value& v, CallArgs& args) {
 Value f_batch(Interpreter&, const Value& v, CallArgs& args) {
     const int64_t n = int_arg(args, 0, "linecount", 1);
     if (n <= 0) throw RenderError("batch size must be positive");
+    check_items(size_t(std::min<int64_t>(n, int64_t(Limits::kMaxItems) + 1)), "a batch");
     const Value* fill = args.get(1, "fill_with");
     std::vector<Value> out, cur;
     for (Value& item : v.iterate()) {
@@ -149,6 +153,7 @@ Value f_center(Interpreter&, const Value& v, CallArgs& args) {
     const int64_t width = int_arg(args, 0, "width", 80);
     const int64_t len = int64_t(utf8_length(s));
     if (width <= len) return Value(s);
+    check_bytes(size_t(std::min<int64_t>(width, int64_t(Limits::kMaxBytes) + 1)), "a centered string");
     const int64_t total = width - len;
     const int64_t left = total / 2 + (total & width & 1);  // CPython's centering rule
     return Value(std::string(size_t(left), ' ') + s + std::string(size_t(total - left), ' '));
@@ -207,11 +212,19 @@ Value f_int(Interpreter&, const Value& v, CallArgs& args) {
     if (v.is_undefined()) throw RenderError(v.undefined_hint());
     const Value& fallback = arg_or(args, 0, "default", Value(0));
     const int64_t base = int_arg(args, 1, "base", 10);
-    if (v.is_float()) return Value(int64_t(std::trunc(v.as_double())));
+    // A float past the 64-bit integers (or not finite) is an error in
+    // integer_of, as Python's int() of inf is; NaN gives the default.
+    auto integer_of = [&](double x) {
+        if (std::isnan(x)) return fallback;
+        if (!(std::fabs(x) < 9.2e18)) throw RenderError("int: " + Value(x).repr() + " is past the 64-bit integers");
+        return Value(int64_t(std::trunc(x)));
+    };
+    if (v.is_float()) return integer_of(v.as_double());
     if (v.is_number()) return Value(v.as_int());
     if (v.is_string()) {
+        if (base < 2 || base > 36) throw RenderError("int() base must be >= 2 and <= 36");
         if (auto i = parse_int(v.str(), int(base))) return Value(*i);
-        if (auto f = parse_float(v.str()); f && std::isfinite(*f)) return Value(int64_t(std::trunc(*f)));
+        if (auto f = parse_float(v.str())) return integer_of(*f);
     }
     return fallback;
 }
@@ -223,7 +236,9 @@ Value f_format(Interpreter&, const Value& v, CallArgs& args) {
 Value f_indent(Interpreter&, const Value& v, CallArgs& args) {
     if (!v.is_string()) throw RenderError("'" + v.type_name() + "' object has no attribute 'splitlines'");
     const Value& width = arg_or(args, 0, "width", Value(4));
-    const std::string pad = width.is_string() ? width.str() : std::string(size_t(std::max<int64_t>(0, width.is_number() ? width.as_int() : 4)), ' ');
+    const int64_t spaces = width.is_number() ? std::max<int64_t>(0, width.as_int()) : 4;
+    check_bytes(size_t(std::min<int64_t>(spaces, int64_t(Limits::kMaxBytes) + 1)), "an indent");
+    const std::string pad = width.is_string() ? width.str() : std::string(size_t(spaces), ' ');
     const bool first = bool_arg(args, 1, "first", false);
     const bool blank = bool_arg(args, 2, "blank", false);
     std::vector<std::string> lines = py_splitlines(v.to_str() + "\n");
@@ -232,12 +247,14 @@ Value f_indent(Interpreter&, const Value& v, CallArgs& args) {
         for (size_t i = 0; i < lines.size(); ++i) {
             if (i) out.append("\n").append(pad);
             out += lines[i];
+            check_bytes(out.size(), "an indented string");
         }
     } else {
         out = lines.empty() ? "" : lines[0];
         for (size_t i = 1; i < lines.size(); ++i) {
             out += '\n';
             if (!lines[i].empty()) out.append(pad).append(lines[i]);
+            check_bytes(out.size(), "an indented string");
         }
     }
     return Value(first ? pad + out : out);
@@ -260,6 +277,7 @@ Value f_join(Interpreter& in, const Value& v, CallArgs& args) {
         if (!first) out += sep;
         first = false;
         out += (attribute ? attribute_of(in, item, *attribute) : item).to_str();
+        check_bytes(out.size(), "a joined string");
     }
     return Value(std::move(out));
 }
@@ -360,7 +378,8 @@ Value f_reverse(Interpreter&, const Value& v, CallArgs&) {
 
 Value f_round(Interpreter&, const Value& v, CallArgs& args) {
     if (!v.is_number()) throw RenderError("round filter expects a number, got " + v.type_name());
-    const int64_t precision = int_arg(args, 0, "precision", 0);
+    // Past 400 digits either way a double rounds to itself or to zero.
+    const int64_t precision = std::clamp<int64_t>(int_arg(args, 0, "precision", 0), -400, 400);
     const std::string method = arg_or(args, 1, "method", Value("common")).to_str();
     const double x = v.as_double();
     if (method == "ceil" || method == "floor") {
@@ -427,7 +446,7 @@ Value f_tojson(Interpreter&, const Value& v, CallArgs& args) {
     int width = -1;
     if (indent && !indent->is_none()) {
         if (!indent->is_int()) throw RenderError("tojson: indent must be an integer");
-        width = int(std::max<int64_t>(0, indent->as_int()));
+        width = int(std::clamp<int64_t>(indent->as_int(), 0, int64_t(Limits::kMaxBytes)));
     }
     std::optional<std::pair<std::string, std::string>> separators;
     if (const Value* sep = args.get(2, "separators"); sep && !sep->is_none()) {

@@ -9,6 +9,7 @@
 // sees its arguments and the template's top-level names, not its caller's locals.
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -35,6 +36,8 @@ public:
     // Evaluates `e`, attaching e's position to an error that has none yet.
     Value eval(const Expr& e);
     // Executes statements, appending their output; stops early on break/continue.
+    // Both throw RenderError past the Limits (jinja_value.h): steps, depth,
+    // and the output's length.
     Flow exec(const Body& body, std::string& out);
 
     // ---------------------------------------------------------- scopes ----
@@ -64,6 +67,20 @@ public:
 
     const RenderOptions& options() const { return options_; }
 
+    // Counts an evaluation, statement or loop iteration against
+    // Limits::kMaxSteps and enters one level of Limits::kMaxDepth for the
+    // guard's lifetime.
+    class Step {
+    public:
+        explicit Step(Interpreter& in);
+        ~Step() { --in_.depth_; }
+        Step(const Step&) = delete;
+        Step& operator=(const Step&) = delete;
+
+    private:
+        Interpreter& in_;
+    };
+
 private:
     struct Scope {
         std::vector<std::pair<std::string, Value>> vars;
@@ -71,6 +88,8 @@ private:
     };
     std::vector<Scope> scopes_;  // [0]: globals, [1]: context and top-level sets
     RenderOptions options_;
+    int depth_ = 0;
+    uint64_t steps_ = 0;
 };
 
 // Builtin names the interpreter dispatches to (jinja_builtins.cpp & co.).

@@ -135,6 +135,7 @@ Value s_join(const Value& s, CallArgs& a) {
         if (!first) out += s.str();
         first = false;
         out += v.str();
+        check_bytes(out.size(), "a joined string");
     }
     return Value(std::move(out));
 }
@@ -159,6 +160,9 @@ Value pad_impl(const Value& s, CallArgs& a, int align) {  // -1 left, 0 center, 
     const int64_t len = int64_t(utf8_length(s.str()));
     if (width <= len) return s;
     const int64_t total = width - len;
+    if (fill.empty() || utf8_length(fill) != 1) throw RenderError("The fill character must be exactly one character long");
+    check_bytes(size_t(std::min<int64_t>(total, int64_t(Limits::kMaxBytes))) * fill.size() + s.str().size(),
+                "a padded string");
     const int64_t left = align < 0 ? 0 : align > 0 ? total : total / 2 + (total & width & 1);
     std::string out;
     for (int64_t i = 0; i < left; ++i) out += fill;
@@ -205,12 +209,13 @@ Value s_format(const Value& s, CallArgs& a) {
         if (field.empty()) {
             v = a.get(auto_index++, "");
         } else if (std::all_of(field.begin(), field.end(), ::isdigit)) {
-            v = a.get(size_t(std::stoul(field)), "");
+            v = field.size() < 10 ? a.get(size_t(std::stoul(field)), "") : nullptr;
         } else {
             v = a.get(SIZE_MAX, field);
         }
         if (!v) throw RenderError("str.format: no argument for field '" + field + "'");
         out += conversion == 'r' ? v->repr() : v->to_str();
+        check_bytes(out.size(), "a formatted string");
     }
     return Value(std::move(out));
 }

@@ -76,6 +76,27 @@ private:
         return next().text;
     }
 
+    // The syntax tree's depth, bounded (Limits::kMaxNesting) because it is
+    // parsed, evaluated and freed recursively: each nested expression or
+    // statement and each link of a chain (a.b.c, x | f | g, a + b + c) is
+    // one level. A function that adds levels restores the count on return.
+    class Restore {
+    public:
+        explicit Restore(Parser& p) : p_(p), saved_(p.nesting_) {}
+        ~Restore() { p_.nesting_ = saved_; }
+        Restore(const Restore&) = delete;
+        Restore& operator=(const Restore&) = delete;
+
+    private:
+        Parser& p_;
+        int saved_;
+    };
+    void deeper(const Token& at) {
+        if (++nesting_ > Limits::kMaxNesting) {
+            fail(at, "the template nests deeper than " + std::to_string(Limits::kMaxNesting) + " levels");
+        }
+    }
+
     template <class N>
     std::unique_ptr<N> make(const Token& at) {
         auto n = std::make_unique<N>();
@@ -130,6 +151,8 @@ private:
 
     StmtPtr parse_statement() {
         const Token& t = cur();
+        const Restore restore(*this);
+        deeper(t);
         const std::string& tag = t.text;
         if (tag == "if") return parse_if();
         if (tag == "for") return parse_for();
@@ -359,10 +382,13 @@ private:
     }
 
     ExprPtr parse_expression(bool with_condexpr) {
+        const Restore restore(*this);
+        deeper(cur());
         ExprPtr e = parse_or();
         if (!with_condexpr) return e;
         while (is_name("if")) {
             const Token& at = next();
+            deeper(at);
             auto c = make<CondExpr>(at);
             c->then = std::move(e);
             c->cond = parse_or();
@@ -372,7 +398,9 @@ private:
         return e;
     }
 
+    // A chain's next link: call inside the chain's function (its Restore).
     ExprPtr binary(BinaryExpr::Op op, const Token& at, ExprPtr l, ExprPtr r) {
+        deeper(at);
         auto b = make<BinaryExpr>(at);
         b->op = op;
         b->left = std::move(l);
@@ -381,6 +409,7 @@ private:
     }
 
     ExprPtr parse_or() {
+        const Restore restore(*this);
         ExprPtr e = parse_and();
         while (is_name("or")) {
             const Token& at = next();
@@ -390,6 +419,7 @@ private:
     }
 
     ExprPtr parse_and() {
+        const Restore restore(*this);
         ExprPtr e = parse_not();
         while (is_name("and")) {
             const Token& at = next();
@@ -399,8 +429,10 @@ private:
     }
 
     ExprPtr parse_not() {
+        const Restore restore(*this);
         if (is_name("not")) {
             const Token& at = next();
+            deeper(at);
             auto u = make<UnaryExpr>(at);
             u->op = UnaryExpr::Op::Not;
             u->operand = parse_not();
@@ -439,6 +471,7 @@ private:
     }
 
     ExprPtr parse_math1() {
+        const Restore restore(*this);
         ExprPtr e = parse_concat();
         while (is_op("+") || is_op("-")) {
             const Token& at = next();
@@ -448,6 +481,7 @@ private:
     }
 
     ExprPtr parse_concat() {
+        const Restore restore(*this);
         ExprPtr e = parse_math2();
         while (is_op("~")) {
             const Token& at = next();
@@ -457,6 +491,7 @@ private:
     }
 
     ExprPtr parse_math2() {
+        const Restore restore(*this);
         ExprPtr e = parse_pow();
         while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
             const Token& at = next();
@@ -470,6 +505,7 @@ private:
     }
 
     ExprPtr parse_pow() {
+        const Restore restore(*this);
         ExprPtr e = parse_unary(true);
         while (is_op("**")) {
             const Token& at = next();
@@ -479,9 +515,11 @@ private:
     }
 
     ExprPtr parse_unary(bool with_filter) {
+        const Restore restore(*this);
         ExprPtr e;
         if (is_op("-") || is_op("+")) {
             const Token& at = next();
+            deeper(at);
             auto u = make<UnaryExpr>(at);
             u->op = at.text == "-" ? UnaryExpr::Op::Neg : UnaryExpr::Op::Pos;
             u->operand = parse_unary(false);
@@ -566,8 +604,10 @@ private:
     }
 
     ExprPtr parse_postfix(ExprPtr e) {
+        const Restore restore(*this);
         while (true) {
             const Token& at = cur();
+            if (is_op(".") || is_op("[") || is_op("(")) deeper(at);
             if (is_op(".")) {
                 next();
                 const Token& name = cur();
@@ -580,7 +620,12 @@ private:
                     auto i = make<ItemExpr>(at);
                     i->object = std::move(e);
                     auto lit = make<LiteralExpr>(name);
-                    lit->value = Value(int64_t(std::stoll(next().text)));
+                    try {
+                        lit->value = Value(int64_t(std::stoll(name.text)));
+                    } catch (const std::exception&) {
+                        fail(name, "number out of range: " + name.text);
+                    }
+                    next();
                     i->index = std::move(lit);
                     e = std::move(i);
                 } else {
@@ -676,7 +721,9 @@ private:
     }
 
     ExprPtr parse_filter_expr(ExprPtr e) {
+        const Restore restore(*this);
         while (true) {
+            if (is_op("|") || is_name("is") || is_op("(")) deeper(cur());
             if (is_op("|")) {
                 next();
                 e = parse_filter(std::move(e));
@@ -716,6 +763,7 @@ private:
     const std::vector<Token>& toks_;
     size_t pos_ = 0;
     int loop_depth_ = 0;
+    int nesting_ = 0;
 };
 
 }  // namespace

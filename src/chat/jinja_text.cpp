@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/jinja_value.h"
+
 namespace lantern::jinja {
 
 // ---------------------------------------------------------------- UTF-8 ----
@@ -364,6 +366,7 @@ std::string py_replace(std::string_view s, std::string_view from, std::string_vi
                 ++done;
             }
             if (i < u.size()) utf8_append(out, u[i]);
+            check_bytes(out.size(), "a replaced string");
         }
         return out;
     }
@@ -373,6 +376,7 @@ std::string py_replace(std::string_view s, std::string_view from, std::string_vi
         if (hit == std::string_view::npos) break;
         out.append(s.substr(pos, hit - pos));
         out.append(to);
+        check_bytes(out.size(), "a replaced string");
         pos = hit + from.size();
         if (count > 0) --count;
     }

@@ -51,13 +51,31 @@ const Value* DictData::find(const Value& key) const {
 }
 
 void DictData::set(Value key, Value value) {
+    const int deeper = 1 + std::max(key.nesting(), value.nesting());
+    if (deeper > Limits::kMaxNesting) {
+        throw RenderError("values nested deeper than " + std::to_string(Limits::kMaxNesting) + " lists and dicts");
+    }
+    nesting = std::max(nesting, deeper);
     for (auto& [k, v] : items) {
         if (py_equal(k, key)) {
             v = std::move(value);
             return;
         }
     }
+    check_items(items.size() + 1, "a dict");
     items.emplace_back(std::move(key), std::move(value));
+}
+
+void check_bytes(size_t bytes, const char* what) {
+    if (bytes > Limits::kMaxBytes) {
+        throw RenderError(std::string(what) + " longer than " + std::to_string(Limits::kMaxBytes >> 20) + " MiB");
+    }
+}
+
+void check_items(size_t items, const char* what) {
+    if (items > Limits::kMaxItems) {
+        throw RenderError(std::string(what) + " of more than " + std::to_string(Limits::kMaxItems) + " items");
+    }
 }
 
 // -------------------------------------------------------------- Value ----
@@ -75,9 +93,15 @@ Value Value::none() {
 }
 
 Value Value::list(std::vector<Value> items, bool tuple) {
+    check_items(items.size(), "a list");
+    int nesting = 1;
+    for (const Value& item : items) nesting = std::max(nesting, 1 + item.nesting());
+    if (nesting > Limits::kMaxNesting) {
+        throw RenderError("values nested deeper than " + std::to_string(Limits::kMaxNesting) + " lists and dicts");
+    }
     Value v;
     v.kind_ = Kind::List;
-    v.list_ = std::make_shared<ListData>(ListData{std::move(items), tuple});
+    v.list_ = std::make_shared<ListData>(ListData{std::move(items), tuple, nesting});
     return v;
 }
 
@@ -101,9 +125,23 @@ Value Value::function(std::string name, NativeFunction fn) {
     return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+Value json_value(const nlohmann::ordered_json& j, int depth);
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) { return json_value(j, 0); }
+
+namespace {
+
+Value json_value(const nlohmann::ordered_json& j, int depth) {
+    if (depth >= Limits::kMaxNesting) {
+        throw RenderError("JSON nested deeper than " + std::to_string(Limits::kMaxNesting) + " levels");
+    }
+    using Value = lantern::jinja::Value;
     switch (j.type()) {
-        case nlohmann::ordered_json::value_t::null: return none();
+        case nlohmann::ordered_json::value_t::null: return Value::none();
         case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
         case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
         case nlohmann::ordered_json::value_t::number_unsigned: {
@@ -115,17 +153,24 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
         case nlohmann::ordered_json::value_t::array: {
             std::vector<Value> items;
             items.reserve(j.size());
-            for (const auto& e : j) items.push_back(from_json(e));
-            return list(std::move(items));
+            for (const auto& e : j) items.push_back(json_value(e, depth + 1));
+            return Value::list(std::move(items));
         }
         case nlohmann::ordered_json::value_t::object: {
-            Value d = dict();
-            for (const auto& [k, e] : j.items()) d.dict_->items.emplace_back(Value(k), from_json(e));
+            Value d = Value::dict();
+            DictData& data = d.dict_data();
+            check_items(j.size(), "a dict");
+            for (const auto& [k, e] : j.items()) {
+                data.items.emplace_back(Value(k), json_value(e, depth + 1));
+                data.nesting = std::max(data.nesting, 1 + data.items.back().second.nesting());
+            }
             return d;
         }
-        default: return none();  // binary / discarded: not produced by the JSON parser
+        default: return Value::none();  // binary / discarded: not produced by the JSON parser
     }
 }
+
+}  // namespace
 
 bool Value::as_bool() const {
     assert(kind_ == Kind::Bool);
@@ -218,6 +263,7 @@ std::string Value::repr() const {
             for (size_t i = 0; i < list_->items.size(); ++i) {
                 if (i) out += ", ";
                 out += list_->items[i].repr();
+                check_bytes(out.size(), "a list's text");
             }
             if (list_->tuple && list_->items.size() == 1) out += ",";
             return out + (list_->tuple ? ")" : "]");
@@ -227,6 +273,7 @@ std::string Value::repr() const {
             for (size_t i = 0; i < dict_->items.size(); ++i) {
                 if (i) out += ", ";
                 out += dict_->items[i].first.repr() + ": " + dict_->items[i].second.repr();
+                check_bytes(out.size(), "a dict's text");
             }
             out += "}";
             return dict_->is_namespace ? "<Namespace " + out + ">" : out;
@@ -250,7 +297,10 @@ std::vector<Value> Value::iterate() const {
         case Kind::String: {
             std::vector<Value> chars;
             std::string one;
-            for (char32_t c : utf8_decode(*str_)) {
+            const std::u32string text = utf8_decode(*str_);
+            check_items(text.size(), "a string iterated");
+            chars.reserve(text.size());
+            for (char32_t c : text) {
                 one.clear();
                 utf8_append(one, c);
                 chars.emplace_back(one);
@@ -275,6 +325,9 @@ bool Value::same_object(const Value& other) const {
 // ----------------------------------------------------- comparisons ----
 
 bool py_equal(const Value& a, const Value& b) {
+    // Identity first, as CPython's containers compare their items: a list
+    // built as [x, x] from [x, x] ... is not walked once per path.
+    if ((a.is_list() || a.is_dict()) && a.same_object(b)) return true;
     if (a.is_number() && b.is_number()) {
         if (!a.is_float() && !b.is_float()) return a.as_int() == b.as_int();
         return a.as_double() == b.as_double();
@@ -365,6 +418,7 @@ struct JsonWriter {
     std::string out;
 
     void newline(int level) {
+        check_bytes(out.size() + 1 + size_t(indent) * size_t(level), "tojson's text");
         out += '\n';
         out.append(size_t(indent) * size_t(level), ' ');
     }
@@ -404,6 +458,7 @@ struct JsonWriter {
                     if (i) out += item_sep;
                     if (indent >= 0) newline(level + 1);
                     write(items[i], level + 1);
+                    check_bytes(out.size(), "tojson's text");
                 }
                 if (indent >= 0) newline(level);
                 out += ']';
@@ -428,6 +483,7 @@ struct JsonWriter {
                     out += json_quote(entries[i].first, ensure_ascii);
                     out += key_sep;
                     write(*entries[i].second, level + 1);
+                    check_bytes(out.size(), "tojson's text");
                 }
                 if (indent >= 0) newline(level);
                 out += '}';

@@ -42,6 +42,21 @@ private:
     int line_ = 0, column_ = 0;
 };
 
+// Bounds on what a template may build, so that one from an untrusted file
+// (a GGUF's tokenizer.chat_template) fails with an error instead of
+// exhausting the stack, the memory or the time of the process. jinja2's
+// sandbox bounds only range(); these sit well above what chat templates use.
+struct Limits {
+    static constexpr size_t kMaxBytes = size_t(16) << 20;  // a string, the output
+    static constexpr size_t kMaxItems = size_t(1) << 20;   // a list or dict
+    static constexpr int kMaxNesting = 200;    // lists and dicts in one another; parsed expressions and blocks
+    static constexpr int kMaxDepth = 400;      // nested evaluations (a macro calling itself)
+    static constexpr uint64_t kMaxSteps = 1'000'000;  // per render (published templates: under 1,000 for a short chat)
+};
+// Throw a RenderError naming `what` when past the bounds.
+void check_bytes(size_t bytes, const char* what);
+void check_items(size_t items, const char* what);
+
 // Arguments of a call: positional, then keyword (in call order).
 struct CallArgs {
     std::vector<Value> positional;
@@ -60,14 +75,20 @@ struct Function {
     NativeFunction call;
 };
 
+// `nesting`: 1 + the deepest list or dict within, kept when built through
+// Value::list and DictData::set (others append only what does not nest
+// deeper), so that no value is nested past Limits::kMaxNesting: values are
+// freed, printed and compared recursively.
 struct ListData {
     std::vector<Value> items;
     bool tuple = false;
+    int nesting = 1;
 };
 
 struct DictData {
     std::vector<std::pair<Value, Value>> items;  // insertion order
     bool is_namespace = false;
+    int nesting = 1;
 
     Value* find(std::string_view key);
     const Value* find(std::string_view key) const;
@@ -90,11 +111,13 @@ public:
 
     static Value undefined(std::string hint);
     static Value none();
+    // Throws RenderError past Limits::kMaxNesting or kMaxItems.
     static Value list(std::vector<Value> items = {}, bool tuple = false);
     static Value dict();
     static Value make_namespace();
     static Value function(std::string name, NativeFunction fn);
     // JSON -> Value (objects keep their order; integers that fit stay integers).
+    // Throws RenderError past Limits::kMaxNesting.
     static Value from_json(const nlohmann::ordered_json& j);
 
     Kind kind() const { return kind_; }
@@ -111,6 +134,8 @@ public:
     bool is_namespace() const { return kind_ == Kind::Dict && dict_->is_namespace; }
     bool is_function() const { return kind_ == Kind::Function; }
     bool is_iterable() const { return is_string() || is_list() || is_dict(); }
+    // 0 for a scalar, else ListData/DictData::nesting.
+    int nesting() const { return list_ ? list_->nesting : dict_ ? dict_->nesting : 0; }
 
     // Accessors; calling one on the wrong kind is a programming error (asserted).
     bool as_bool() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "lantern/error.h"
@@ -14,16 +15,20 @@ using Kind = Grammar::Element::Kind;
 GrammarState::GrammarState(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
     std::vector<Stack> starts;
     for (const uint32_t alt : grammar_->alternatives(grammar_->root())) starts.push_back(Stack{alt});
-    stacks_ = expand(std::move(starts));
+    if (!expand(std::move(starts), stacks_)) {
+        throw Error(ErrorCode::InvalidArgument,
+                    "grammar: too ambiguous (more than " + std::to_string(kMaxExpansions) +
+                        " steps to find the parses of its start)");
+    }
 }
 
-std::vector<GrammarState::Stack> GrammarState::expand(std::vector<Stack> work) const {
+bool GrammarState::expand(std::vector<Stack> work, std::vector<Stack>& out) const {
     // A worklist rather than recursion, since a chain of rules can be long;
     // and each stack about to expand a reference is expanded once, since
     // paths through optional parts meet again (x{50} with x ::= y | y and
     // y ::= "a" | "" would otherwise be 2^50 paths).
     std::set<Stack> expanded;
-    std::vector<Stack> out;
+    out.clear();
     while (!work.empty()) {
         Stack s = std::move(work.back());
         work.pop_back();
@@ -36,6 +41,7 @@ std::vector<GrammarState::Stack> GrammarState::expand(std::vector<Stack> work) c
                 continue;
             }
             if (!expanded.insert(s).second) break;
+            if (expanded.size() > kMaxExpansions) return false;
             // A reference: come back after it, unless nothing of this
             // alternative follows it; one stack per alternative.
             s.pop_back();
@@ -49,10 +55,11 @@ std::vector<GrammarState::Stack> GrammarState::expand(std::vector<Stack> work) c
             s.push_back(alts[0]);
         }
         if (s.empty() || grammar_->at(s.back()).kind == Kind::Chars) out.push_back(std::move(s));
+        if (out.size() > kMaxExpansions) return false;
     }
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
+    return true;
 }
 
 bool GrammarState::reaches(uint32_t lo, uint32_t hi) const {
@@ -95,8 +102,8 @@ bool GrammarState::advance(uint32_t c) {
         moved.push_back(s);
         ++moved.back().back();
     }
-    std::vector<Stack> next = expand(std::move(moved));
-    if (next.empty() || next.size() > kMaxStacks) return false;
+    std::vector<Stack> next;
+    if (!expand(std::move(moved), next) || next.empty() || next.size() > kMaxStacks) return false;
     stacks_ = std::move(next);
     return true;
 }

@@ -38,16 +38,24 @@ namespace lantern {
 class GrammarState {
 public:
     // A grammar can be ambiguous enough for its stacks to multiply; past
-    // this many after one character the state refuses that character.
+    // kMaxStacks after one character the state refuses that character, and
+    // so it does when expanding the references on top takes more than
+    // kMaxExpansions steps (("a"? "b"*){500} nested in another {500} has a
+    // quarter of a million ways to begin).
     static constexpr size_t kMaxStacks = 4096;
+    static constexpr size_t kMaxExpansions = 16 * kMaxStacks;
 
+    // Throws Error(InvalidArgument) when the grammar's start takes more than
+    // kMaxExpansions steps (its stacks may be more than kMaxStacks: a
+    // choice among many first characters narrows at the first one).
     explicit GrammarState(std::shared_ptr<const Grammar> grammar);
 
     // Consumes one byte; false (and the state unchanged) if the text would
     // no longer be a prefix of one the grammar matches.
     bool feed(unsigned char c);
     bool feed(std::string_view text);  // all or nothing
-    // Whether feed(c) would succeed, without changing anything.
+    // Whether feed(c) would succeed, without changing anything; it does not
+    // expand the parses, so past the bounds above feed(c) may still refuse.
     bool takes(unsigned char c) const;
     // The text so far matches the grammar whole.
     bool complete() const;
@@ -57,8 +65,9 @@ public:
 private:
     using Stack = std::vector<uint32_t>;
     // The stacks `work` become once every reference on top is expanded:
-    // sorted and distinct, each topped by a character set or empty.
-    std::vector<Stack> expand(std::vector<Stack> work) const;
+    // sorted and distinct, each topped by a character set or empty; false
+    // (and `out` unspecified) past kMaxExpansions.
+    bool expand(std::vector<Stack> work, std::vector<Stack>& out) const;
     // Some stack's next character set meets [lo, hi].
     bool reaches(uint32_t lo, uint32_t hi) const;
     bool advance(uint32_t c);

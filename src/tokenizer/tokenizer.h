@@ -48,7 +48,10 @@
 //     space runs collapse;
 //   - BPE: a byte the vocabulary has no character for (some omit bytes that
 //     never occur in UTF-8, 0xC0, 0xC1, 0xF5..0xFF) is dropped, or becomes
-//     the unknown token if the vocabulary has one of type Unknown.
+//     the unknown token if the vocabulary has one of type Unknown; where a
+//     user-defined token spells such a byte (deepseek: "û" for 0xFB), that
+//     character written in the text is the token and decodes as the byte,
+//     as in Hugging Face's tokenizer.
 // Special tokens written in the text round-trip with parse_special and
 // decode(..., render_special = true).
 #pragma once

@@ -407,6 +407,65 @@ TEST(ChatErrors, RuntimeErrorsNameLineAndReason) {
     EXPECT_TRUE(contains(m, "'<' not supported")) << m;
 }
 
+// A template comes with a downloaded file: whatever it does, rendering ends
+// in an Error naming the bound it passed (jinja_value.h's Limits), never in a
+// stack overflow, an exhausted memory or a render that does not end. Each
+// of these crashed or hung before the bounds (fuzz/chat_template found some).
+TEST(ChatErrors, UntrustedTemplatesEndInErrors) {
+    const auto nested = [](const std::string& open, const std::string& middle, const std::string& close, int n) {
+        std::string s;
+        for (int i = 0; i < n; ++i) s += open;
+        s += middle;
+        for (int i = 0; i < n; ++i) s += close;
+        return s;
+    };
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        // the parser's and the evaluator's stacks
+        {"{{ " + nested("(", "1", ")", 20000) + " }}", "nests deeper than 200 levels"},
+        {"{{ " + nested("[", "", "]", 20000) + " }}", "nests deeper than 200 levels"},
+        {"{{ " + nested("not ", "1", "", 20000) + " }}", "nests deeper than 200 levels"},
+        {nested("{% if 1 %}", "x", "{% endif %}", 5000), "nests deeper than 200 levels"},
+        {"{{ x" + nested(".a", "", "", 20000) + " }}", "nests deeper than 200 levels"},
+        {"{{ 1" + nested("|string", "", "", 20000) + " }}", "nests deeper than 200 levels"},
+        {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "a macro that calls itself"},
+        // values nested, or holding themselves
+        {"{% set ns = namespace(x=[]) %}{% for i in range(1000) %}{% set ns.x = [ns.x] %}{% endfor %}",
+         "values nested deeper than 200"},
+        {"{% set ns = namespace() %}{% set ns.me = [{'a': ns}] %}{{ ns }}", "a namespace cannot hold itself"},
+        // memory
+        {"{{ 'a' * 1000000000 }}", "a repeated string longer than 16 MiB"},
+        {"{{ (1, 2) * 100000000 }}", "a repeated list of more than 1048576 items"},
+        {"{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+         "a string longer than 16 MiB"},
+        {"{{ 'x' | center(2000000000) }}", "longer than 16 MiB"},
+        {"{{ 'x'.ljust(2000000000) }}", "longer than 16 MiB"},
+        {"{{ [[[[1]]]] | tojson(indent=1000000000) }}", "tojson's text longer than 16 MiB"},
+        {"{% set s = 'x' * 1000000 %}{{ ([s] * 100) | join }}", "a joined string longer than 16 MiB"},
+        {"{% set s = 'x' * 100000 %}{{ s | replace('', s) }}", "a replaced string longer than 16 MiB"},
+        {"{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}{{ ns.x }}",
+         "a list's text longer than 16 MiB"},
+        {"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "the template's output longer than 16 MiB"},
+        // time
+        {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "ran past 1000000 steps"},
+        // 64-bit integers (undefined behaviour before)
+        {"{{ 9223372036854775807 + 1 }}", "integer overflow"},
+        {"{{ 3037000500 * 3037000500 }}", "integer overflow"},
+        {"{{ 2 ** 64 }}", "integer overflow"},
+        {"{{ -(-9223372036854775807 - 1) }}", "integer overflow"},
+        {"{{ (-9223372036854775807 - 1) // -1 }}", "integer overflow"},
+        {"{{ (-9223372036854775807 - 1) | abs }}", "integer overflow"},
+        {"{{ 1e300 | int }}", "past the 64-bit integers"},
+    };
+    for (const auto& [source, reason] : cases) {
+        const std::string m = error_of(source);
+        EXPECT_TRUE(contains(m, reason)) << source.substr(0, 120) << "\n -> " << m;
+    }
+    // What stays well inside the bounds renders as jinja2 does.
+    EXPECT_EQ(render_construct("{{ (-9223372036854775807 - 1) % -1 }} {{ 2 ** 62 }} {{ '%d' % 1e20 }} {{ 'nan' | float | int }}"),
+              "0 4611686018427387904 100000000000000000000 0");
+    EXPECT_EQ(render_construct("{{ " + nested("(", "1", ")", 150) + " }}"), "1");
+}
+
 // -------------------------------------------------------- built-in formats ----
 
 TEST(ChatBuiltins, ArePublishedTemplatesVerbatim) {
