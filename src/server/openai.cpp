@@ -66,7 +66,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     json body;
     try {
         body = json::parse(body_text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past a double
         throw ApiError(400, std::string("the body is not valid JSON: ") + e.what());
     }
     if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");

@@ -11,9 +11,10 @@
 namespace lantern::cpu {
 
 // e^x with about 2 ulp of error over the range that matters (|x| < 87);
-// lower inputs flush to 0, higher saturate to +inf.
+// lower inputs flush to 0, higher saturate to +inf, NaN gives 0 (a NaN
+// must not reach the float-to-int conversion below: undefined behaviour).
 inline float fast_exp(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    x = !(x >= -87.0f) ? -87.0f : (x > 88.0f ? 88.0f : x);
     const float y = x * 1.44269504088896341f;  // log2(e)
     const float n = (y + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
     const float f = (x - n * 0.693145751953125f) - n * 1.428606765330187e-06f;  // x - n*ln2, split

@@ -168,7 +168,11 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
         float* p = logits + t * E;
         const float m = *std::max_element(p, p + E);
         float sum = 0.0f;
-        for (int64_t i = 0; i < E; ++i) sum += p[i] = std::exp(p[i] - m);
+        for (int64_t i = 0; i < E; ++i) {
+            p[i] = std::exp(p[i] - m);
+            if (!(p[i] >= 0.0f)) p[i] = 0.0f;  // NaN logits: still n_used experts, all valid ids
+            sum += p[i];
+        }
         float chosen = 0.0f;
         for (int64_t j = 0; j < k; ++j) {
             int64_t best = -1;
