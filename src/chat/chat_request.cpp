@@ -19,7 +19,8 @@ std::string content_text(const json& content, const std::string& where) {
     if (content.is_array()) {
         std::string text;
         for (const json& part : content) {
-            if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
+            if (part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") &&
+                part["text"].is_string()) {
                 text += part["text"].get<std::string>();
             } else {
                 bad(where + ".content: only text parts are supported");

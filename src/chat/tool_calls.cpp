@@ -265,7 +265,8 @@ ToolList parse_tool_list(const ChatTools& tools) {
     for (size_t i = 0; i < j.size(); ++i) {
         const ojson& t = j[i];
         const std::string at = "tools[" + std::to_string(i) + "]";
-        if (!t.is_object() || t.value("type", "function") != "function" || !t.contains("function") ||
+        // (json == "function" is false for a non-string, where value() would throw.)
+        if (!t.is_object() || (t.contains("type") && t["type"] != "function") || !t.contains("function") ||
             !t["function"].is_object()) {
             throw Error(ErrorCode::InvalidArgument, at + " must be {\"type\": \"function\", \"function\": {...}}");
         }

@@ -227,6 +227,9 @@ void HttpServer::routes() {
         if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
             throw ApiError(400, "'content' must be a string");
         }
+        if (body.contains("add_special") && !body["add_special"].is_boolean()) {
+            throw ApiError(400, "'add_special' must be true or false");
+        }
         const bool special = body.value("add_special", false);
         send_json(res, 200, json{{"tokens", model_.tokenize(body["content"].get<std::string>(), special, true)}});
     });

@@ -968,6 +968,11 @@ TEST_F(Server, TokenizeRoundTrip) {
     ASSERT_TRUE(t["tokens"].is_array());
     EXPECT_GE(t["tokens"].size(), 2u);
     EXPECT_EQ(post("/detokenize", {{"tokens", t["tokens"]}})["content"], "Hello world");
+    // A field of the wrong type is the client's error (it was a 500).
+    int status = 0;
+    const json e = post("/tokenize", {{"content", "Hi"}, {"add_special", "yes"}}, &status);
+    EXPECT_EQ(status, 400) << e;
+    EXPECT_NE(e.dump().find("add_special"), std::string::npos) << e;
 }
 
 // Slots: a slot's cache saved to a file, erased, and restored into another
