@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "chat/tool_calls.h"
 
@@ -16,6 +18,37 @@ template <class T>
 T field(const json& body, const char* name, T fallback) {
     auto it = body.find(name);
     if (it == body.end() || it->is_null()) return fallback;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        // get<T>() would cast a float or a large number unchecked (undefined
+        // behaviour past T's range): only whole numbers within it.
+        if (!it->is_number()) throw ApiError(400, std::string("'") + name + "' has the wrong type");
+        const double d = it->get<double>();
+        if (!(d == std::floor(d) && d >= double(std::numeric_limits<T>::min()) &&
+              d <= double(std::numeric_limits<T>::max()))) {
+            throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
+        }
+        if (it->is_number_float()) return static_cast<T>(d);
+        if (it->is_number_unsigned()) {
+            const auto u = it->get<uint64_t>();
+            if (u > uint64_t(std::numeric_limits<T>::max())) {
+                throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
+            }
+            return static_cast<T>(u);
+        }
+        const auto i = it->get<int64_t>();
+        if (i < int64_t(std::numeric_limits<T>::min()) || i > int64_t(std::numeric_limits<T>::max())) {
+            throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
+        }
+        return static_cast<T>(i);
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+        if (!it->is_number()) throw ApiError(400, std::string("'") + name + "' has the wrong type");
+        const double d = it->get<double>();
+        if (!(std::fabs(d) <= double(std::numeric_limits<T>::max()))) {
+            throw ApiError(400, std::string("'") + name + "' is out of range");
+        }
+        return static_cast<T>(d);
+    }
     try {
         return it->get<T>();
     } catch (const json::exception&) {

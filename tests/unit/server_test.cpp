@@ -956,6 +956,12 @@ TEST_F(Server, ToolConversationsAndBadToolRequests) {
              Bad{{{"messages", {{{"role", "assistant"}, {"content", nullptr},
                                  {"tool_calls", {{{"type", "function"}, {"function", {{"arguments", "{}"}}}}}}}}}},
                  "name"},
+             // Found by fuzz/chat_request: a 500, or undefined behaviour, before.
+             Bad{{{"messages", user}, {"tools", json::array({{{"type", {{"name", "f"}}}, {"function", {{"name", "f"}}}}})}},
+                 "tools[0]"},
+             Bad{{{"messages", user}, {"max_tokens", 1e30}}, "'max_tokens' must be a whole number in range"},
+             Bad{{{"messages", user}, {"max_tokens", 8.5}}, "'max_tokens' must be a whole number in range"},
+             Bad{{{"messages", user}, {"temperature", 1e300}}, "'temperature' is out of range"},
          }) {
         const json e = post("/v1/chat/completions", b.body, &status);
         EXPECT_EQ(status, 400) << b.body;
