@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 
@@ -118,7 +119,11 @@ KldBase read_base_header(const std::string& path) {
     b.n_chunks = get<uint32_t>(b.in, path);
     const uint32_t n_tokens = get<uint32_t>(b.in, path);
     b.add_bos = get<uint32_t>(b.in, path) != 0;
-    if (b.n_ctx < 4 || b.top_k == 0 || b.top_k > b.n_vocab || n_tokens != b.n_chunks * b.n_ctx) {
+    // In 64 bits (the 32-bit product wraps), and no more tokens than the file holds.
+    std::error_code ec;
+    const uint64_t file_bytes = std::filesystem::file_size(path, ec);
+    if (b.n_ctx < 4 || b.n_ctx > uint32_t(INT32_MAX) || b.top_k == 0 || b.top_k > b.n_vocab ||
+        uint64_t(n_tokens) != uint64_t(b.n_chunks) * b.n_ctx || ec || uint64_t(n_tokens) * 4 > file_bytes) {
         throw Error(ErrorCode::Format, path + ": inconsistent KL-divergence base header");
     }
     b.tokens.resize(n_tokens);

@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <regex>
 
 #include "cli_runner.h"
@@ -167,7 +169,26 @@ TEST_F(PerplexityCli, KlDivergence) {
     const CliOutput wrong = run_lantern("perplexity --kl-divergence-base " + shell_quote(base) + " --kl-divergence -t 2");
     EXPECT_EQ(wrong.exit_code, 1);
     EXPECT_NE(wrong.err.find("vocabulary"), std::string::npos) << wrong.err;
-    for (const std::string& f : {f32, q4, text_file, base}) std::remove(f.c_str());
+
+    // A header whose chunks times context wraps 32 bits to the token count
+    // (65536 * 65536 = 0 tokens) is refused, not read past its tokens.
+    std::string bytes;
+    {
+        std::ifstream in(base, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    ASSERT_GT(bytes.size(), 32u);
+    const auto put32 = [&](size_t at, uint32_t v) { std::memcpy(bytes.data() + at, &v, 4); };
+    put32(12, 65536);  // n_ctx
+    put32(20, 65536);  // n_chunks
+    put32(24, 0);      // n_tokens
+    const std::string bad = temp_path("kld-wrapped.bin").string();
+    std::ofstream(bad, std::ios::binary) << bytes;
+    const CliOutput wrapped = run_lantern("perplexity -m " + shell_quote(f32) + " --kl-divergence-base " +
+                                          shell_quote(bad) + " --kl-divergence -t 2");
+    EXPECT_EQ(wrapped.exit_code, 1) << wrapped.out;
+    EXPECT_NE(wrapped.err.find("inconsistent KL-divergence base header"), std::string::npos) << wrapped.err;
+    for (const std::string& f : {f32, q4, text_file, base, bad}) std::remove(f.c_str());
 }
 
 // Both real models on real English text: finite perplexities in a sane range
