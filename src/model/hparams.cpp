@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gguf/gguf.h"
@@ -88,6 +89,15 @@ HParams read_hparams(const gguf::File& f) {
     const std::string a = hp.arch + ".";
     hp.n_embd = require_int(f, a + "embedding_length");
     hp.n_layer = require_int(f, a + "block_count");
+    // Every layer has tensors of its own: a count past the model's tensors
+    // (all parts' for a split file, which open_other_parts checks) is damage,
+    // and would size per-layer tables before any tensor is looked up.
+    const int64_t n_tensors = std::max<int64_t>(static_cast<int64_t>(f.tensors().size()),
+                                                f.get_int("split.tensors.count").value_or(0));
+    if (hp.n_layer > n_tensors) {
+        throw Error(ErrorCode::Format, f.path() + ": " + a + "block_count (" + std::to_string(hp.n_layer) +
+                                           ") is more than the model's " + std::to_string(n_tensors) + " tensors");
+    }
     hp.n_head = require_int(f, a + "attention.head_count");
     hp.n_ff = require_int(f, a + "feed_forward_length");
     hp.n_head_kv = f.get_int(a + "attention.head_count_kv").value_or(hp.n_head);

@@ -372,6 +372,22 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
     }
 }
 
+// A block count past the file's tensors is damage, refused before any
+// per-layer table is sized by it (a fuzzed file asked for 100 GB).
+TEST_F(ArchHParams, BlockCountPastTheTensorsIsAFormatError) {
+    const std::string path =
+        edited_copy(model_, "many-blocks.gguf", {{"llama.block_count", gguf::Value(uint32_t(2000000000))}});
+    try {
+        Model::load(path, ModelParams{});
+        ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::Format) << e.what();
+        EXPECT_NE(std::string(e.what()).find("llama.block_count (2000000000) is more than the model's"), std::string::npos)
+            << e.what();
+    }
+    std::remove(path.c_str());
+}
+
 // A mixture of experts' metadata: what cannot be right is a format error
 // naming the key, what this engine does not do is said so.
 TEST(ArchMoe, MetadataIsChecked) {
