@@ -178,8 +178,6 @@ Value Interpreter::get_item(const Value& obj, const Value& key) {
 
 namespace {
 
-[[noreturn]] void overflow() { throw RenderError("integer overflow (the template's integers are 64-bit)"); }
-
 [[noreturn]] void unsupported(const char* op, const Value& a, const Value& b) {
     if (a.is_undefined()) throw RenderError(a.undefined_hint());
     if (b.is_undefined()) throw RenderError(b.undefined_hint());
@@ -188,11 +186,12 @@ namespace {
 }
 
 Value repeat(const Value& seq, int64_t times) {
+    // The product checked before it is formed (it may pass 64 bits).
     const size_t n = seq.is_string() ? seq.str().size() : seq.list_data().items.size();
-    if (times > 0 && n > 0) {
-        const bool over = uint64_t(times) > (seq.is_string() ? Limits::kMaxBytes : Limits::kMaxItems) / n;
-        if (seq.is_string() && over) check_bytes(Limits::kMaxBytes + 1, "a repeated string");
-        if (!seq.is_string() && over) check_items(Limits::kMaxItems + 1, "a repeated list");
+    const size_t limit = seq.is_string() ? Limits::kMaxBytes : Limits::kMaxItems;
+    if (times > 0 && n > 0 && uint64_t(times) > limit / n) {
+        if (seq.is_string()) check_bytes(limit + 1, "a repeated string");
+        check_items(limit + 1, "a repeated list");
     }
     if (seq.is_string()) {
         std::string out;
@@ -212,7 +211,7 @@ std::string integer_text(double x) {
         throw RenderError(std::isnan(x) ? "cannot convert float NaN to integer" : "cannot convert float infinity to integer");
     }
     const double t = std::trunc(x);
-    if (std::fabs(t) < 9.2e18) return std::to_string(int64_t(t));
+    if (fits_int64(t)) return std::to_string(int64_t(t));
     char buf[400];  // a double has at most 309 integer digits
     std::snprintf(buf, sizeof(buf), "%.0f", t);  // exact: t is an integer
     return buf;
@@ -261,7 +260,7 @@ Value py_add(const Value& a, const Value& b) {
     if (a.is_number() && b.is_number()) {
         if (!a.is_float() && !b.is_float()) {
             int64_t r = 0;
-            if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) overflow();
+            if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) integer_overflow();
             return Value(r);
         }
         return Value(a.as_double() + b.as_double());
@@ -300,10 +299,10 @@ Value py_arith(BinaryExpr::Op op, const Value& a, const Value& b) {
         int64_t r = 0;
         switch (op) {
             case Op::Sub:
-                if (__builtin_sub_overflow(x, y, &r)) overflow();
+                if (__builtin_sub_overflow(x, y, &r)) integer_overflow();
                 return Value(r);
             case Op::Mul:
-                if (__builtin_mul_overflow(x, y, &r)) overflow();
+                if (__builtin_mul_overflow(x, y, &r)) integer_overflow();
                 return Value(r);
             case Op::Div:
                 if (y == 0) throw RenderError("division by zero");
@@ -311,7 +310,7 @@ Value py_arith(BinaryExpr::Op op, const Value& a, const Value& b) {
             case Op::FloorDiv: {
                 if (y == 0) throw RenderError("integer division or modulo by zero");
                 if (y == -1) {
-                    if (__builtin_sub_overflow(int64_t(0), x, &r)) overflow();
+                    if (__builtin_sub_overflow(int64_t(0), x, &r)) integer_overflow();
                     return Value(r);
                 }
                 int64_t q = x / y;
@@ -332,8 +331,8 @@ Value py_arith(BinaryExpr::Op op, const Value& a, const Value& b) {
                 r = 1;
                 int64_t base = x;
                 for (int64_t e = y; e > 0; e >>= 1) {
-                    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) overflow();
-                    if (e > 1 && __builtin_mul_overflow(base, base, &base)) overflow();
+                    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) integer_overflow();
+                    if (e > 1 && __builtin_mul_overflow(base, base, &base)) integer_overflow();
                 }
                 return Value(r);
             }
@@ -482,7 +481,7 @@ Value UnaryExpr::eval(Interpreter& in) const {
     }
     if (op == Op::Pos) return v.is_bool() ? Value(v.as_int()) : v;
     if (v.is_float()) return Value(-v.as_double());
-    if (v.as_int() == INT64_MIN) overflow();
+    if (v.as_int() == INT64_MIN) integer_overflow();
     return Value(-v.as_int());
 }
 

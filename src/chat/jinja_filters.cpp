@@ -113,7 +113,7 @@ std::optional<double> parse_float(std::string s) {
 Value f_abs(Interpreter&, const Value& v, CallArgs&) {
     if (v.is_float()) return Value(std::fabs(v.as_double()));
     if (v.is_number()) {
-        if (v.as_int() == INT64_MIN) throw RenderError("integer overflow (the template's integers are 64-bit)");
+        if (v.as_int() == INT64_MIN) integer_overflow();
         return Value(int64_t(std::llabs(v.as_int())));
     }
     throw RenderError("bad operand type for abs(): '" + v.type_name() + "'");
@@ -132,7 +132,7 @@ Value f_attr(Interpreter& in, const Value& v, CallArgs& args) {
 Value f_batch(Interpreter&, const Value& v, CallArgs& args) {
     const int64_t n = int_arg(args, 0, "linecount", 1);
     if (n <= 0) throw RenderError("batch size must be positive");
-    check_items(size_t(std::min<int64_t>(n, int64_t(Limits::kMaxItems) + 1)), "a batch");
+    check_items(size_t(n), "a batch");
     const Value* fill = args.get(1, "fill_with");
     std::vector<Value> out, cur;
     for (Value& item : v.iterate()) {
@@ -153,7 +153,7 @@ Value f_center(Interpreter&, const Value& v, CallArgs& args) {
     const int64_t width = int_arg(args, 0, "width", 80);
     const int64_t len = int64_t(utf8_length(s));
     if (width <= len) return Value(s);
-    check_bytes(size_t(std::min<int64_t>(width, int64_t(Limits::kMaxBytes) + 1)), "a centered string");
+    check_bytes(size_t(width), "a centered string");
     const int64_t total = width - len;
     const int64_t left = total / 2 + (total & width & 1);  // CPython's centering rule
     return Value(std::string(size_t(left), ' ') + s + std::string(size_t(total - left), ' '));
@@ -216,7 +216,7 @@ Value f_int(Interpreter&, const Value& v, CallArgs& args) {
     // integer_of, as Python's int() of inf is; NaN gives the default.
     auto integer_of = [&](double x) {
         if (std::isnan(x)) return fallback;
-        if (!(std::fabs(x) < 9.2e18)) throw RenderError("int: " + Value(x).repr() + " is past the 64-bit integers");
+        if (!fits_int64(x)) throw RenderError("int: " + Value(x).repr() + " is past the 64-bit integers");
         return Value(int64_t(std::trunc(x)));
     };
     if (v.is_float()) return integer_of(v.as_double());
@@ -237,7 +237,7 @@ Value f_indent(Interpreter&, const Value& v, CallArgs& args) {
     if (!v.is_string()) throw RenderError("'" + v.type_name() + "' object has no attribute 'splitlines'");
     const Value& width = arg_or(args, 0, "width", Value(4));
     const int64_t spaces = width.is_number() ? std::max<int64_t>(0, width.as_int()) : 4;
-    check_bytes(size_t(std::min<int64_t>(spaces, int64_t(Limits::kMaxBytes) + 1)), "an indent");
+    check_bytes(size_t(spaces), "an indent");
     const std::string pad = width.is_string() ? width.str() : std::string(size_t(spaces), ' ');
     const bool first = bool_arg(args, 1, "first", false);
     const bool blank = bool_arg(args, 2, "blank", false);

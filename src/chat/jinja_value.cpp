@@ -52,9 +52,7 @@ const Value* DictData::find(const Value& key) const {
 
 void DictData::set(Value key, Value value) {
     const int deeper = 1 + std::max(key.nesting(), value.nesting());
-    if (deeper > Limits::kMaxNesting) {
-        throw RenderError("values nested deeper than " + std::to_string(Limits::kMaxNesting) + " lists and dicts");
-    }
+    check_nesting(deeper);
     nesting = std::max(nesting, deeper);
     for (auto& [k, v] : items) {
         if (py_equal(k, key)) {
@@ -69,6 +67,14 @@ void DictData::set(Value key, Value value) {
 void check_bytes(size_t bytes, const char* what) {
     if (bytes > Limits::kMaxBytes) {
         throw RenderError(std::string(what) + " longer than " + std::to_string(Limits::kMaxBytes >> 20) + " MiB");
+    }
+}
+
+void integer_overflow() { throw RenderError("integer overflow (the template's integers are 64-bit)"); }
+
+void check_nesting(int nesting) {
+    if (nesting > Limits::kMaxNesting) {
+        throw RenderError("values nested deeper than " + std::to_string(Limits::kMaxNesting) + " lists and dicts");
     }
 }
 
@@ -96,9 +102,7 @@ Value Value::list(std::vector<Value> items, bool tuple) {
     check_items(items.size(), "a list");
     int nesting = 1;
     for (const Value& item : items) nesting = std::max(nesting, 1 + item.nesting());
-    if (nesting > Limits::kMaxNesting) {
-        throw RenderError("values nested deeper than " + std::to_string(Limits::kMaxNesting) + " lists and dicts");
-    }
+    check_nesting(nesting);
     Value v;
     v.kind_ = Kind::List;
     v.list_ = std::make_shared<ListData>(ListData{std::move(items), tuple, nesting});

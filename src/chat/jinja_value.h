@@ -56,6 +56,11 @@ struct Limits {
 // Throw a RenderError naming `what` when past the bounds.
 void check_bytes(size_t bytes, const char* what);
 void check_items(size_t items, const char* what);
+void check_nesting(int nesting);  // of a list or dict (ListData::nesting)
+// A float whose integer part is a 64-bit integer (an int64_t cast of it is defined).
+inline bool fits_int64(double x) { return x > -9.2e18 && x < 9.2e18; }
+// The RenderError of 64-bit integer arithmetic that overflows.
+[[noreturn]] void integer_overflow();
 
 // Arguments of a call: positional, then keyword (in call order).
 struct CallArgs {

@@ -22,24 +22,21 @@ T field(const json& body, const char* name, T fallback) {
         // get<T>() would cast a float or a large number unchecked (undefined
         // behaviour past T's range): only whole numbers within it.
         if (!it->is_number()) throw ApiError(400, std::string("'") + name + "' has the wrong type");
-        const double d = it->get<double>();
-        if (!(d == std::floor(d) && d >= double(std::numeric_limits<T>::min()) &&
-              d <= double(std::numeric_limits<T>::max()))) {
-            throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
+        using L = std::numeric_limits<T>;
+        bool in_range;
+        if (it->is_number_float()) {
+            const double d = it->get<double>();  // max() + 1.0 rounds to 2^(bits - 1): the bound
+            in_range = d == std::floor(d) && d >= double(L::min()) && d < double(L::max()) + 1.0;
+        } else if (it->is_number_unsigned()) {
+            in_range = it->get<uint64_t>() <= uint64_t(L::max());
+        } else {
+            const auto i = it->get<int64_t>();
+            in_range = i >= int64_t(L::min()) && i <= int64_t(L::max());
         }
-        if (it->is_number_float()) return static_cast<T>(d);
-        if (it->is_number_unsigned()) {
-            const auto u = it->get<uint64_t>();
-            if (u > uint64_t(std::numeric_limits<T>::max())) {
-                throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
-            }
-            return static_cast<T>(u);
-        }
-        const auto i = it->get<int64_t>();
-        if (i < int64_t(std::numeric_limits<T>::min()) || i > int64_t(std::numeric_limits<T>::max())) {
-            throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
-        }
-        return static_cast<T>(i);
+        if (!in_range) throw ApiError(400, std::string("'") + name + "' must be a whole number in range");
+        return it->is_number_float() ? static_cast<T>(it->get<double>())
+               : it->is_number_unsigned() ? static_cast<T>(it->get<uint64_t>())
+                                          : static_cast<T>(it->get<int64_t>());
     }
     if constexpr (std::is_floating_point_v<T>) {
         if (!it->is_number()) throw ApiError(400, std::string("'") + name + "' has the wrong type");
