@@ -138,6 +138,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
         files.emplace_back(part.get(), m->part_mappings.back().get());
     }
     m->table = std::make_unique<WeightTable>(files);
+    m->table->realign(*m->cpu);
     m->arch = find_architecture(m->hp.arch);  // non-null: read_hparams checked it
     m->weights = m->arch->bind(*m->table, m->hp);
 

@@ -268,9 +268,16 @@ int lantern_chat_parse_reply(const char* request_json, const char* text, char* b
         const lantern::ChatRequest req = lantern::parse_chat_request(request_json);
         // The reply's <think> block (unless "reasoning_format" is "none";
         // "opens_reasoning": what lantern_chat_apply_json said of the prompt).
-        const nlohmann::json body = nlohmann::json::parse(request_json, nullptr, false);
-        const bool split = body.value("reasoning_format", std::string("auto")) != "none";
-        const bool opened = body.value("opens_reasoning", false);
+        const nlohmann::json body = nlohmann::json::parse(request_json);  // parsed above: valid
+        bool split = true, opened = false;
+        if (auto it = body.find("reasoning_format"); it != body.end() && !it->is_null()) {
+            require(it->is_string(), "'reasoning_format' must be a string");
+            split = it->get<std::string>() != "none";
+        }
+        if (auto it = body.find("opens_reasoning"); it != body.end() && !it->is_null()) {
+            require(it->is_boolean(), "'opens_reasoning' must be a boolean");
+            opened = it->get<bool>();
+        }
         auto [reasoning, answer] = split ? lantern::split_reasoning(text, opened) : std::pair<std::string, std::string>{"", text};
         const lantern::ChatReply reply = lantern::parse_chat_reply(answer, req.tools);
         nlohmann::json out = lantern::reply_message(reply, req.parallel_tool_calls, req.legacy_functions);

@@ -34,10 +34,18 @@ void CallArgs::expect(std::string_view fn, size_t max_positional,
 // ----------------------------------------------------------- DictData ----
 
 Value* DictData::find(std::string_view key) {
-    for (auto& [k, v] : items) {
-        if (k.is_string() && k.str() == key) return &v;
+    if (items.size() <= kLinear) {
+        for (auto& [k, v] : items) {
+            if (k.is_string() && k.str() == key) return &v;
+        }
+        return nullptr;
     }
-    return nullptr;
+    for (; indexed_ < items.size(); ++indexed_) {
+        const Value& k = items[indexed_].first;
+        if (k.is_string()) index_.emplace(std::string_view(k.str()), indexed_);  // the first of equal keys
+    }
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &items[it->second].second;
 }
 
 const Value* DictData::find(std::string_view key) const { return const_cast<DictData*>(this)->find(key); }
@@ -54,11 +62,20 @@ void DictData::set(Value key, Value value) {
     const int deeper = 1 + std::max(key.nesting(), value.nesting());
     check_nesting(deeper);
     nesting = std::max(nesting, deeper);
-    for (auto& [k, v] : items) {
-        if (py_equal(k, key)) {
-            v = std::move(value);
-            return;
+    Value* existing = nullptr;
+    if (key.is_string()) {
+        existing = find(std::string_view(key.str()));
+    } else {
+        for (auto& [k, v] : items) {
+            if (py_equal(k, key)) {
+                existing = &v;
+                break;
+            }
         }
+    }
+    if (existing != nullptr) {
+        *existing = std::move(value);
+        return;
     }
     check_items(items.size() + 1, "a dict");
     items.emplace_back(std::move(key), std::move(value));

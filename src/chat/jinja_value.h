@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,10 @@ struct ListData {
     int nesting = 1;
 };
 
+// Items are only appended (templates cannot remove them) and keys never
+// change, so string keys are looked up through an index that catches up with
+// the appended items on demand: setting n keys one by one is linear, not
+// quadratic, for a big dict from a request.
 struct DictData {
     std::vector<std::pair<Value, Value>> items;  // insertion order
     bool is_namespace = false;
@@ -99,6 +104,13 @@ struct DictData {
     const Value* find(std::string_view key) const;
     const Value* find(const Value& key) const;
     void set(Value key, Value value);
+
+private:
+    // String key -> position; views into the keys' shared strings. Kept only
+    // past kLinear items.
+    std::unordered_map<std::string_view, size_t> index_;
+    size_t indexed_ = 0;  // items[0, indexed_) are in index_
+    static constexpr size_t kLinear = 16;
 };
 
 class Value {

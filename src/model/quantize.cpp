@@ -1,6 +1,7 @@
 #include "model/quantize.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -140,11 +141,17 @@ QuantizeReport quantize_model(const QuantizeOptions& o) {
         report.bytes_out += out_row * static_cast<size_t>(rows);
         const DType from = t.type, to = *target;
         const uint8_t* src = t.data;
+        // A file with a small general.alignment may place the tensor off its
+        // elements' alignment: such rows are read through an aligned copy.
+        const bool misaligned = reinterpret_cast<uintptr_t>(src) % alignof(float) != 0;
         w.add_tensor(t.name, to, t.shape, [=](uint8_t* dst, size_t) {
             parallel_for(rows, n_threads, [&](int64_t r0, int64_t r1) {
                 std::vector<float> row(static_cast<size_t>(cols));
+                std::vector<float> staged(misaligned ? (in_row + sizeof(float) - 1) / sizeof(float) : 0);
                 for (int64_t r = r0; r < r1; ++r) {
-                    quant::dequantize_row(from, src + static_cast<size_t>(r) * in_row, row.data(), cols);
+                    const uint8_t* in = src + static_cast<size_t>(r) * in_row;
+                    if (misaligned) in = static_cast<const uint8_t*>(std::memcpy(staged.data(), in, in_row));
+                    quant::dequantize_row(from, in, row.data(), cols);
                     quant::quantize_row(to, row.data(), dst + static_cast<size_t>(r) * out_row, cols);
                 }
             });

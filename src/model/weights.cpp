@@ -68,6 +68,27 @@ const void* WeightTable::host_data(const Tensor* t) const {
     return static_cast<const uint8_t*>(t->buffer->base()) + t->offset;
 }
 
+size_t WeightTable::realign(Backend& host) {
+    std::vector<Tensor*> moved;
+    size_t bytes = 0;
+    for (Tensor& t : tensors_) {
+        if (reinterpret_cast<uintptr_t>(host_data(&t)) % kAlignment == 0) continue;
+        moved.push_back(&t);
+        bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment + t.nbytes();
+    }
+    if (moved.empty()) return 0;
+    realigned_ = host.alloc(bytes, BufferKind::Weights);
+    size_t offset = 0;
+    for (Tensor* t : moved) {
+        offset = (offset + kAlignment - 1) / kAlignment * kAlignment;
+        realigned_->write(offset, host_data(t), t->nbytes());
+        t->buffer = realigned_.get();
+        t->offset = offset;
+        offset += t->nbytes();
+    }
+    return bytes;
+}
+
 ModelWeights bind_common_weights(const WeightTable& w, const HParams& hp) {
     ModelWeights m;
     const int64_t e = hp.n_embd;

@@ -3,6 +3,7 @@
 
 #include <deque>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -15,6 +16,7 @@ namespace lantern {
 namespace gguf {
 class File;
 }
+class Backend;
 class Buffer;
 
 // One layer's tensors. Which are set depends on the architecture; shapes
@@ -69,14 +71,22 @@ public:
     // the tensor when it is missing or shaped otherwise.
     Tensor* require(const std::string& name, std::initializer_list<int64_t> shape) const;
     Tensor* optional(const std::string& name, std::initializer_list<int64_t> shape) const;
-    // Host bytes of a leaf (inside the mapping).
+    // Host bytes of a leaf (inside the mapping, or the realigned copy).
     const void* host_data(const Tensor* t) const;
+    // Kernels load weights as whole elements (floats, halves, a block's
+    // scales), which needs aligned addresses; a file written with a small
+    // general.alignment (any power of two is accepted) can place a tensor
+    // elsewhere. Copies every tensor not on a kAlignment boundary into one
+    // buffer of `host` and points its leaf there; returns the bytes copied.
+    size_t realign(Backend& host);
+    static constexpr size_t kAlignment = 32;
     const std::deque<Tensor>& all() const { return tensors_; }
 
 private:
     const gguf::File& file_;
     std::deque<Tensor> tensors_;
     std::unordered_map<std::string, Tensor*> by_name_;
+    std::unique_ptr<Buffer> realigned_;
 };
 
 // The tensors every architecture shares: token_embd, output_norm, output

@@ -332,6 +332,15 @@ TEST_F(ModelFixture, RequiredToolCallFromC) {
     // A malformed request names what is wrong.
     EXPECT_EQ(lantern_chat_apply_json(model, "{\"messages\": []}", 1, nullptr, nullptr, 0), LANTERN_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(lantern_last_error()).find("messages"), std::string::npos) << lantern_last_error();
+    // So does a reply's request whose reasoning fields have the wrong type.
+    for (const auto& [field, value] : {std::pair{"reasoning_format", "1"}, std::pair{"opens_reasoning", "\"yes\""}}) {
+        const std::string bad =
+            R"({"messages": [{"role": "user", "content": "Hi"}], ")" + std::string(field) + "\": " + value + "}";
+        EXPECT_EQ(lantern_chat_parse_reply(bad.c_str(), "Hello.", parsed, sizeof parsed), LANTERN_ERR_INVALID_ARGUMENT)
+            << bad;
+        EXPECT_NE(std::string(lantern_last_error()).find(std::string("'") + field + "' must be"), std::string::npos)
+            << lantern_last_error();
+    }
     lantern_context_free(ctx);
     lantern_sampler_free(s);
 }

@@ -388,6 +388,24 @@ TEST_F(ArchHParams, BlockCountPastTheTensorsIsAFormatError) {
     std::remove(path.c_str());
 }
 
+// A file packed with general.alignment 1 places tensors at odd addresses;
+// the loader copies those to aligned memory, so the kernels read whole
+// elements where they expect them and the logits are the aligned file's.
+TEST_F(ArchHParams, PackedFileLoadsAlignedAndGivesTheSameLogits) {
+    const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3};
+    const std::string packed = edited_copy(model_, "packed.gguf", {{"general.alignment", gguf::Value(uint32_t{1})},
+                                                                  {"general.name", gguf::Value(std::string("odd"))}});
+    size_t odd = 0;
+    for (const gguf::TensorInfo& t : gguf::File::open(packed)->tensors()) odd += reinterpret_cast<uintptr_t>(t.data) % 4 != 0;
+    ASSERT_GT(odd, 0u) << "every tensor of the packed file happens to be aligned";
+    EXPECT_EQ(all_logits(packed, tokens), all_logits(model_, tokens));
+    const auto m = Model::load(packed, ModelParams{});
+    for (const Tensor& t : m->impl().table->all()) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(m->impl().table->host_data(&t)) % WeightTable::kAlignment, 0u) << t.name;
+    }
+    std::remove(packed.c_str());
+}
+
 // A mixture of experts' metadata: what cannot be right is a format error
 // naming the key, what this engine does not do is said so.
 TEST(ArchMoe, MetadataIsChecked) {

@@ -316,6 +316,24 @@ TEST_P(ChatInterpreter, MatchesJinja2) {
 INSTANTIATE_TEST_SUITE_P(ChatConstructs, ChatInterpreter, ::testing::ValuesIn(kConstructs),
                          [](const ::testing::TestParamInfo<ConstructCase>& info) { return std::string(info.param.name); });
 
+// Dicts past a few keys are looked up through an index (jinja_value.h):
+// it must give what a search in insertion order gives, for keys added by
+// from_json, by dict() and by replacing a value in place.
+TEST(ChatInterpreterDicts, BigDictsLookUpLikeSmallOnes) {
+    json big = json::object();
+    for (int i = 0; i < 2000; ++i) big[std::string("k").append(std::to_string(i))] = i;
+    ChatTemplateInputs in;
+    in.messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+    in.extra = {{"big", big}};
+    const std::string source =
+        "{{ big.k1999 }} {{ big['k0'] }} {{ big.get('k17') }} {{ 'k1500' in big }} {{ 'k2000' in big }}|"
+        "{% set e = dict(big, k5='new', extra=1) %}{{ e.k5 }} {{ e.extra }} {{ e|length }} {{ (e|list)[5] }} "
+        "{{ (e|list)[-1] }} {{ big.k5 }}|{% set f = dict(**e) %}{{ f|length }} {{ f.k1999 }} {{ f.k5 }}|"
+        "{% set ns = namespace() %}{% for i in range(40) %}{% set ns.x = i %}{% endfor %}{{ ns.x }}";
+    EXPECT_EQ(ChatTemplate::from_string(source, "<s>", "</s>").apply(in),
+              "1999 0 17 True False|new 1 2001 k5 extra 5|2001 1999 new|39");
+}
+
 // ------------------------------------------------------------------ errors ----
 
 // Renders and returns the Error's message; fails the test if nothing is thrown.
