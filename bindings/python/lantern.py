@@ -32,7 +32,8 @@ _Progress = ctypes.CFUNCTYPE(None, ctypes.c_float, ctypes.c_void_p)
 class _ModelParams(ctypes.Structure):
     _fields_ = [("backend", _cs), ("device", ctypes.c_int), ("n_gpu_layers", ctypes.c_int),
                 ("n_threads", ctypes.c_int), ("vocab_only", ctypes.c_int), ("progress", _Progress),
-                ("progress_user_data", ctypes.c_void_p)]
+                ("progress_user_data", ctypes.c_void_p), ("lora_paths", ctypes.POINTER(_cs)),
+                ("lora_scales", _fp), ("n_lora", ctypes.c_int)]
 
 
 class _ContextParams(ctypes.Structure):
@@ -166,13 +167,17 @@ def cpu_kernels():
 class Model:
     """A GGUF model. backend: "cpu", "cuda", "opencl" or "auto"; n_gpu_layers: the last N
     layers on that backend (a large number: all of them); progress: called with 0..1 while
-    the weights load."""
+    the weights load; lora: LoRA adapter GGUFs to apply, each a path or a (path, scale) pair."""
 
-    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None):
+    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None, lora=()):
         lib = _library()
         params = lib.lantern_model_default_params()
         params.backend, params.device = backend.encode(), device
         params.n_gpu_layers, params.n_threads = n_gpu_layers, n_threads
+        adapters = [(a, 1.0) if isinstance(a, (str, bytes, os.PathLike)) else tuple(a) for a in lora]
+        paths = (_cs * len(adapters))(*[os.fsencode(p) for p, _ in adapters])
+        scales = (ctypes.c_float * len(adapters))(*[float(s) for _, s in adapters])
+        params.lora_paths, params.lora_scales, params.n_lora = paths, scales, len(adapters)
         callback = _Progress(lambda fraction, _: progress(fraction)) if progress else _Progress()
         params.progress = callback
         self._contexts = weakref.WeakSet()  # closed before the model: they use its backends

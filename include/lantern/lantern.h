@@ -27,6 +27,13 @@
 
 namespace lantern {
 
+// A LoRA adapter GGUF (llama.cpp's format: general.type "adapter") and the
+// scale its update is applied with (times its alpha / rank).
+struct LoraAdapterParams {
+    std::string path;
+    float scale = 1.0f;
+};
+
 struct ModelParams {
     // "cpu", "cuda", "opencl", or "auto" (the first GPU backend built in and
     // present, else the CPU).
@@ -39,6 +46,10 @@ struct ModelParams {
     // Load only the vocabulary and chat template (tokenize, templates); the
     // file may be a vocabulary-only GGUF. Contexts cannot be made from it.
     bool vocab_only = false;
+    // Adapters applied in every context of the model, on whichever backend
+    // runs each adapted layer. Error(Format) for one that does not fit the
+    // model (a tensor it lacks, a shape, another architecture).
+    std::vector<LoraAdapterParams> lora_adapters;
 };
 
 struct ModelInfo {

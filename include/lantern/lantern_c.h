@@ -94,6 +94,11 @@ typedef struct {
     /* Called with 0..1 while the weights are read and uploaded (NULL: not). */
     void (*progress)(float fraction, void *user_data);
     void *progress_user_data;
+    /* LoRA adapter GGUFs applied in every context: n_lora paths, each with
+     * its scale (lora_scales NULL: all 1). */
+    const char *const *lora_paths;
+    const float *lora_scales;
+    int n_lora;
 } lantern_model_params;
 
 LANTERN_C_API lantern_model_params lantern_model_default_params(void);

@@ -141,6 +141,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     m->table->realign(*m->cpu);
     m->arch = find_architecture(m->hp.arch);  // non-null: read_hparams checked it
     m->weights = m->arch->bind(*m->table, m->hp);
+    for (const LoraAdapterParams& a : params.lora_adapters) {
+        m->adapters.push_back(load_lora(a.path, a.scale, *m->table, m->hp, *m->cpu, m->weights));
+    }
 
     const int n_layer = static_cast<int>(m->hp.n_layer);
     m->n_gpu_layers = m->gpu ? std::clamp(params.n_gpu_layers, 0, n_layer + 1) : 0;

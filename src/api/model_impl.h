@@ -16,6 +16,7 @@
 #include "lantern/lantern.h"
 #include "model/arch.h"
 #include "model/hparams.h"
+#include "model/lora.h"
 #include "model/weights.h"
 #include "sampling/token_texts.h"
 #include "tokenizer/tokenizer.h"
@@ -42,6 +43,7 @@ struct Model::Impl {
     std::unique_ptr<Buffer> mapping;  // the file, as a host buffer
     std::vector<std::unique_ptr<Buffer>> part_mappings;  // and each other part
     std::unique_ptr<WeightTable> table;
+    std::vector<std::unique_ptr<LoraAdapter>> adapters;  // ModelParams::lora_adapters (weights.lora)
     ModelWeights weights;
     WeightStore store;
 

@@ -141,7 +141,7 @@ int lantern_device_info(int i, char* backend, int backend_capacity, int* index, 
 
 lantern_model_params lantern_model_default_params(void) {
     const lantern::ModelParams d;
-    return {nullptr, d.device, d.n_gpu_layers, d.n_threads, d.vocab_only ? 1 : 0, nullptr, nullptr};
+    return {nullptr, d.device, d.n_gpu_layers, d.n_threads, d.vocab_only ? 1 : 0, nullptr, nullptr, nullptr, nullptr, 0};
 }
 
 lantern_model* lantern_model_load(const char* path, const lantern_model_params* params) {
@@ -155,6 +155,11 @@ lantern_model* lantern_model_load(const char* path, const lantern_model_params* 
             mp.n_gpu_layers = p.n_gpu_layers;
             mp.n_threads = p.n_threads;
             mp.vocab_only = p.vocab_only != 0;
+            require(p.n_lora >= 0 && (p.n_lora == 0 || p.lora_paths != nullptr), "n_lora is negative or lora_paths null");
+            for (int i = 0; i < p.n_lora; ++i) {
+                require(p.lora_paths[i] != nullptr, "lora_paths[" + std::to_string(i) + "] is null");
+                mp.lora_adapters.push_back({p.lora_paths[i], p.lora_scales != nullptr ? p.lora_scales[i] : 1.0f});
+            }
             if (p.progress != nullptr) {
                 mp.progress = [fn = p.progress, user = p.progress_user_data](float f) { fn(f, user); };
             }

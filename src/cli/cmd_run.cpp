@@ -442,6 +442,8 @@ void add_run_command(CLI::App& app) {
         if (!o->draft_model.empty()) {
             ModelOptions d = o->model;
             d.model_path = o->draft_model;
+            d.lora.clear();  // the adapters are the model's, not the draft's
+            d.lora_scaled.clear();
             draft = d.load(true);
         }
         ContextParams cp;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +60,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
         ->capture_default_str();
     cmd.add_option("-t,--threads", n_threads, "CPU threads (default: all)");
     cmd.add_flag("-v,--verbose", verbose, "print backend statistics");
+    cmd.add_option("--lora", lora, "a LoRA adapter GGUF to apply (repeatable)");
+    cmd.add_option("--lora-scaled", lora_scaled, "a LoRA adapter GGUF and the scale to apply it with (repeatable)")
+        ->type_size(2)
+        ->type_name("FILE SCALE");
 }
 
 std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
@@ -67,6 +72,16 @@ std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
     p.device = device;
     p.n_gpu_layers = n_gpu_layers;
     p.n_threads = n_threads > 0 ? n_threads : hardware_threads();
+    for (const std::string& path : lora) p.lora_adapters.push_back({path, 1.0f});
+    for (size_t i = 0; i + 1 < lora_scaled.size(); i += 2) {
+        const std::string& scale = lora_scaled[i + 1];
+        char* end = nullptr;
+        const float s = std::strtof(scale.c_str(), &end);
+        if (scale.empty() || *end != '\0' || !std::isfinite(s)) {
+            throw Error(ErrorCode::InvalidArgument, "--lora-scaled " + lora_scaled[i] + ": '" + scale + "' is not a number");
+        }
+        p.lora_adapters.push_back({lora_scaled[i], s});
+    }
     const bool tty = isatty(STDERR_FILENO) != 0;
     int last = -1;
     if (tty && !quiet) {
@@ -90,6 +105,9 @@ std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
         std::fprintf(stderr, "model: %s (%s), %d layers, backend %s (%d layers offloaded), %d threads\n",
                      i.description.c_str(), path.c_str(), i.n_layer, i.backend.c_str(), i.n_gpu_layers,
                      p.n_threads);
+        for (const LoraAdapterParams& a : p.lora_adapters) {
+            std::fprintf(stderr, "LoRA adapter: %s (scale %g)\n", a.path.c_str(), static_cast<double>(a.scale));
+        }
         std::fprintf(stderr, "load time: %.1f ms\n", ms);
     }
     return m;

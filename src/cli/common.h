@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lantern/lantern.h"
 
@@ -17,6 +18,8 @@ struct ModelOptions {
     int n_gpu_layers = 0;
     int n_threads = 0;
     bool verbose = false;
+    std::vector<std::string> lora;                          // --lora FILE: scale 1
+    std::vector<std::string> lora_scaled;  // --lora-scaled FILE SCALE ...: pairs
 
     void add_to(CLI::App& cmd);
     // Loads with a progress bar on stderr (when it is a terminal) and prints

@@ -34,6 +34,19 @@ std::string supported_architectures() {
     return s;
 }
 
+Tensor* linear(Graph& g, const ModelWeights& w, Tensor* weight, Tensor* x) {
+    Tensor* y = g.mul_mat(weight, x);
+    if (w.lora.empty()) return y;
+    auto it = w.lora.find(weight);
+    if (it == w.lora.end()) return y;
+    for (const LoraDelta& d : it->second) {
+        if (d.scale == 0.0f) continue;
+        Tensor* delta = g.mul_mat(d.b, g.mul_mat(d.a, x));
+        y = g.add(y, d.scale == 1.0f ? delta : g.scale(delta, d.scale));
+    }
+    return y;
+}
+
 Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps) {
     Tensor* f = g.add_rms_norm(x, delta, norm, eps);
     x = g.fused_slice(f, 0);
@@ -74,7 +87,7 @@ Tensor* output_head(Graph& g, const HParams& hp, const ModelWeights& w, const St
         g.mark_output(normed);
         return normed;
     }
-    Tensor* logits = g.mul_mat(w.output, normed);
+    Tensor* logits = linear(g, w, w.output, normed);
     if (hp.final_softcap > 0.0f) logits = g.softcap(logits, hp.final_softcap);
     g.mark_output(logits);
     return logits;

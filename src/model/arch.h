@@ -73,6 +73,10 @@ struct RopeArgs {
     float attn_factor = 1.0f;
 };
 
+// weight x, plus each LoRA adapter's scale * B (A x) for that weight
+// (ModelWeights::lora).
+Tensor* linear(Graph& g, const ModelWeights& w, Tensor* weight, Tensor* x);
+
 // The residual stream's next step: x += delta, and x normed by `norm`, as
 // one fused AddRmsNorm (x is updated; the normed row is returned).
 Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps);

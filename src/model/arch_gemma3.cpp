@@ -66,23 +66,23 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
         }
 
         // Attention, with Q and K normalised per head before rope (gemma3).
-        Tensor* q = g.reshape(g.mul_mat(l.wq, cur), {hd, n_head, T});
-        Tensor* k = g.reshape(g.mul_mat(l.wk, cur), {hd, n_kv, T});
+        Tensor* q = g.reshape(linear(g, w, l.wq, cur), {hd, n_head, T});
+        Tensor* k = g.reshape(linear(g, w, l.wk, cur), {hd, n_kv, T});
         if (l.q_norm != nullptr) q = g.rms_norm(q, l.q_norm, hp.rms_eps);
         if (l.k_norm != nullptr) k = g.rms_norm(k, l.k_norm, hp.rms_eps);
-        Tensor* v = g.mul_mat(l.wv, cur);
+        Tensor* v = linear(g, w, l.wv, cur);
         const bool local = hp.is_sliding(il);
         const RopeArgs rope{w.rope_freqs, local ? hp.rope_base_local : hp.rope_base, local ? 1.0f : hp.rope_scale,
                             hp.rope_attn_factor};
-        Tensor* o = g.mul_mat(l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
+        Tensor* o = linear(g, w, l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
         o = g.rms_norm(o, l.post_attn_norm, hp.rms_eps);
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (GeGLU), normalised before the residual.
-        Tensor* gate = g.mul_mat(l.ffn_gate, cur);
-        Tensor* up = g.mul_mat(l.ffn_up, cur);
-        last_ffn = g.rms_norm(g.mul_mat(l.ffn_down, g.gelu_mul(gate, up)), l.post_ffw_norm, hp.rms_eps);
+        Tensor* gate = linear(g, w, l.ffn_gate, cur);
+        Tensor* up = linear(g, w, l.ffn_up, cur);
+        last_ffn = g.rms_norm(linear(g, w, l.ffn_down, g.gelu_mul(gate, up)), l.post_ffw_norm, hp.rms_eps);
     }
     return output_head(g, hp, w, in, x, last_ffn);
 }

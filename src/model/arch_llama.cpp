@@ -74,9 +74,9 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         }
 
         // Attention.
-        Tensor* q = g.mul_mat(l.wq, cur);
-        Tensor* k = g.mul_mat(l.wk, cur);
-        Tensor* v = g.mul_mat(l.wv, cur);
+        Tensor* q = linear(g, w, l.wq, cur);
+        Tensor* k = linear(g, w, l.wk, cur);
+        Tensor* v = linear(g, w, l.wv, cur);
         if (l.bq != nullptr) q = g.add(q, l.bq);
         if (l.bk != nullptr) k = g.add(k, l.bk);
         if (l.bv != nullptr) v = g.add(v, l.bv);
@@ -87,7 +87,7 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         if (l.q_norm != nullptr) qh = g.rms_norm(qh, l.q_norm, hp.rms_eps);
         if (l.k_norm != nullptr) kh = g.rms_norm(kh, l.k_norm, hp.rms_eps);
         Tensor* attn = attend(g, hp, kv, in, il, qh, kh, v, rope);
-        Tensor* o = g.mul_mat(l.wo, attn);
+        Tensor* o = linear(g, w, l.wo, attn);
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
@@ -97,9 +97,9 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
                                  static_cast<int>(hp.n_expert_used), hp.expert_weights_norm);
             continue;
         }
-        Tensor* gate = g.mul_mat(l.ffn_gate, cur);
-        Tensor* up = g.mul_mat(l.ffn_up, cur);
-        last_ffn = g.mul_mat(l.ffn_down, g.silu_mul(gate, up));
+        Tensor* gate = linear(g, w, l.ffn_gate, cur);
+        Tensor* up = linear(g, w, l.ffn_up, cur);
+        last_ffn = linear(g, w, l.ffn_down, g.silu_mul(gate, up));
     }
     return output_head(g, hp, w, in, x, last_ffn);
 }

@@ -73,30 +73,30 @@ Tensor* build_phi3(Graph& g, const HParams& hp, const ModelWeights& w, const KvC
         // Attention: Q, K, V as views of one product when the weight is fused.
         Tensor *q, *k, *v;
         if (l.wqkv != nullptr) {
-            Tensor* qkv = g.mul_mat(l.wqkv, cur);  // [q + 2 kv, T]
+            Tensor* qkv = linear(g, w, l.wqkv, cur);  // [q + 2 kv, T]
             q = head_slice(g, qkv, 0, hd, n_head, "q");
             k = head_slice(g, qkv, n_head * hd, hd, n_kv, "k");
             v = row_slice(g, qkv, (n_head + n_kv) * hd, n_kv * hd, "v");
         } else {
-            q = g.reshape(g.mul_mat(l.wq, cur), {hd, n_head, T});
-            k = g.reshape(g.mul_mat(l.wk, cur), {hd, n_kv, T});
-            v = g.mul_mat(l.wv, cur);
+            q = g.reshape(linear(g, w, l.wq, cur), {hd, n_head, T});
+            k = g.reshape(linear(g, w, l.wk, cur), {hd, n_kv, T});
+            v = linear(g, w, l.wv, cur);
         }
-        Tensor* o = g.mul_mat(l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
+        Tensor* o = linear(g, w, l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (SwiGLU); the gate is the first half of a fused product.
         Tensor *gate, *up;
         if (l.ffn_gate_up != nullptr) {
-            Tensor* gu = g.mul_mat(l.ffn_gate_up, cur);  // [2 n_ff, T]
+            Tensor* gu = linear(g, w, l.ffn_gate_up, cur);  // [2 n_ff, T]
             gate = row_slice(g, gu, 0, n_ff, "gate");
             up = row_slice(g, gu, n_ff, n_ff, "up");
         } else {
-            gate = g.mul_mat(l.ffn_gate, cur);
-            up = g.mul_mat(l.ffn_up, cur);
+            gate = linear(g, w, l.ffn_gate, cur);
+            up = linear(g, w, l.ffn_up, cur);
         }
-        last_ffn = g.mul_mat(l.ffn_down, g.silu_mul(gate, up));
+        last_ffn = linear(g, w, l.ffn_down, g.silu_mul(gate, up));
     }
     return output_head(g, hp, w, in, x, last_ffn);
 }

@@ -47,6 +47,14 @@ struct LayerWeights {
     Tensor* rope_freqs = nullptr;  // [n_rot / 2] per-layer frequency factors, optional
 };
 
+// A LoRA adapter's low-rank update of one weight matrix W [n_in, n_out]:
+// W x + scale * B (A x), with A [n_in, r] and B [r, n_out] (model/lora.h).
+struct LoraDelta {
+    Tensor* a = nullptr;
+    Tensor* b = nullptr;
+    float scale = 1.0f;
+};
+
 struct ModelWeights {
     Tensor* tok_embd = nullptr;     // [n_embd, n_vocab]
     Tensor* output_norm = nullptr;  // [n_embd]
@@ -55,6 +63,8 @@ struct ModelWeights {
     Tensor* rope_factors_short = nullptr;  // [n_rot / 2] phi3 longrope, optional
     Tensor* rope_factors_long = nullptr;   // [n_rot / 2]
     std::vector<LayerWeights> layers;
+    // The adapters' updates, by the weight they update (empty: none).
+    std::unordered_map<const Tensor*, std::vector<LoraDelta>> lora;
 };
 
 // One leaf per tensor of the file, reading its bytes in place.

@@ -219,3 +219,28 @@ def test_errors_raise(lantern, model):
         lantern.Sampler(model.n_vocab, top_p=2.0)
     with pytest.raises(lantern.LanternError):
         model.detokenize([model.n_vocab + 5])
+
+
+def test_lora_adapters(lantern, tmp_path):
+    import subprocess
+    base, adapter = tmp_path / "tiny-f32.gguf", tmp_path / "tiny-lora.gguf"
+    ref = ROOT / "tests" / "reference"
+    subprocess.run([sys.executable, ref / "make_tiny_model.py", "--type", "f32", "llama", base], check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, ref / "make_lora.py", base, adapter], check=True, capture_output=True)
+
+    def last_logits(**kw):
+        with lantern.Model(base, n_threads=2, **kw) as m:
+            ctx = lantern.Context(m, n_ctx=32)
+            ctx.decode([5, 42, 7, 99])
+            return list(ctx.logits())
+
+    plain = last_logits()
+    assert last_logits(lora=[(adapter, 0.0)]) == plain
+    adapted = last_logits(lora=[adapter])
+    assert max(abs(a - b) for a, b in zip(adapted, plain)) > 1e-2
+    halves = last_logits(lora=[(str(adapter), 0.5), (adapter, 0.5)])
+    assert max(abs(a - b) for a, b in zip(halves, adapted)) < 1e-3 * max(abs(x) for x in adapted)
+    with pytest.raises(lantern.LanternError) as e:
+        lantern.Model(base, lora=[base])
+    assert "general.type is not" in str(e.value)

@@ -406,6 +406,38 @@ TEST(Cli, QuantizeMixtureOfExperts) {
     std::remove(out.c_str());
 }
 
+// --lora / --lora-scaled: an adapter written by gguf-py (as llama.cpp's
+// converter writes them) changes the greedy text; at scale 0 it is the base
+// model's; a scale that is not a number and a model given as an adapter are
+// one-line errors.
+TEST(Cli, LoraAdaptersApply) {
+    const std::string model = temp_path("lora-cli-f32.gguf").string(), adapter = temp_path("lora-cli.gguf").string();
+    const std::string ref = (source_dir() / "tests/reference").string();
+    ASSERT_EQ(std::system(("python3 " + ref + "/make_tiny_model.py --type f32 llama " + shell_quote(model) +
+                           " > /dev/null && python3 " + ref + "/make_lora.py " + shell_quote(model) + " " +
+                           shell_quote(adapter) + " > /dev/null")
+                              .c_str()),
+              0);
+    const std::string run = "run -m " + shell_quote(model) + " -n 8 --temp 0 -t 2 --no-display-prompt -p hello ";
+    const CliOutput base = run_lantern(run);
+    ASSERT_EQ(base.exit_code, 0) << base.err;
+    const CliOutput adapted = run_lantern(run + "--lora " + shell_quote(adapter));
+    ASSERT_EQ(adapted.exit_code, 0) << adapted.err;
+    EXPECT_NE(adapted.out, base.out);
+    EXPECT_NE(adapted.err.find("LoRA adapter: " + adapter + " (scale 1)"), std::string::npos) << adapted.err;
+    const CliOutput zero = run_lantern(run + "--lora-scaled " + shell_quote(adapter) + " 0");
+    ASSERT_EQ(zero.exit_code, 0) << zero.err;
+    EXPECT_EQ(zero.out, base.out);
+    CliOutput o = run_lantern(run + "--lora-scaled " + shell_quote(adapter) + " half");
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("'half' is not a number"), std::string::npos) << o.err;
+    o = run_lantern(run + "--lora " + shell_quote(model));
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("LoRA adapter: general.type is not \"adapter\""), std::string::npos) << o.err;
+    std::remove(model.c_str());
+    std::remove(adapter.c_str());
+}
+
 // --layers: a shape's layers cut to a few (quick files of a large model's
 // layer shape, for kernel benchmarks); the model runs.
 TEST(Cli, SynthWithFewerLayers) {
