@@ -35,16 +35,33 @@ std::string supported_architectures() {
 }
 
 Tensor* linear(Graph& g, const ModelWeights& w, Tensor* weight, Tensor* x) {
-    Tensor* y = g.mul_mat(weight, x);
-    if (w.lora.empty()) return y;
-    auto it = w.lora.find(weight);
-    if (it == w.lora.end()) return y;
-    for (const LoraDelta& d : it->second) {
-        if (d.scale == 0.0f) continue;
-        Tensor* delta = g.mul_mat(d.b, g.mul_mat(d.a, x));
-        y = g.add(y, d.scale == 1.0f ? delta : g.scale(delta, d.scale));
+    return linear_group(g, w, {weight}, x)[0];
+}
+
+std::vector<Tensor*> linear_group(Graph& g, const ModelWeights& w, std::initializer_list<Tensor*> weights, Tensor* x) {
+    std::vector<Tensor*> ys;
+    for (Tensor* weight : weights) ys.push_back(g.mul_mat(weight, x));
+    if (w.lora.empty()) return ys;
+    struct Pending {
+        size_t i;
+        const LoraDelta* d;
+        Tensor* ax;
+    };
+    std::vector<Pending> pending;
+    size_t i = 0;
+    for (Tensor* weight : weights) {
+        if (auto it = w.lora.find(weight); it != w.lora.end()) {
+            for (const LoraDelta& d : it->second) {
+                if (d.scale != 0.0f) pending.push_back({i, &d, g.mul_mat(d.a, x)});
+            }
+        }
+        ++i;
     }
-    return y;
+    for (const Pending& p : pending) {
+        Tensor* delta = g.mul_mat(p.d->b, p.ax);
+        ys[p.i] = g.add(ys[p.i], p.d->scale == 1.0f ? delta : g.scale(delta, p.d->scale));
+    }
+    return ys;
 }
 
 Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps) {

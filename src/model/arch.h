@@ -7,6 +7,7 @@
 // table in arch.cpp (and its conventions in hparams.cpp, if any).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,11 @@ struct RopeArgs {
 // weight x, plus each LoRA adapter's scale * B (A x) for that weight
 // (ModelWeights::lora).
 Tensor* linear(Graph& g, const ModelWeights& w, Tensor* weight, Tensor* x);
+// The same for weights that share x (Q, K, V; gate, up), in that order. The
+// base products come first and then the adapters' A x products, each run
+// together, so that a backend can give each run one launch (CUDA's grouped
+// matrix-vector kernel).
+std::vector<Tensor*> linear_group(Graph& g, const ModelWeights& w, std::initializer_list<Tensor*> weights, Tensor* x);
 
 // The residual stream's next step: x += delta, and x normed by `norm`, as
 // one fused AddRmsNorm (x is updated; the normed row is returned).

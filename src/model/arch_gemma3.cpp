@@ -66,8 +66,9 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
         }
 
         // Attention, with Q and K normalised per head before rope (gemma3).
-        Tensor* q = g.reshape(linear(g, w, l.wq, cur), {hd, n_head, T});
-        Tensor* k = g.reshape(linear(g, w, l.wk, cur), {hd, n_kv, T});
+        const std::vector<Tensor*> qk = linear_group(g, w, {l.wq, l.wk}, cur);
+        Tensor* q = g.reshape(qk[0], {hd, n_head, T});
+        Tensor* k = g.reshape(qk[1], {hd, n_kv, T});
         if (l.q_norm != nullptr) q = g.rms_norm(q, l.q_norm, hp.rms_eps);
         if (l.k_norm != nullptr) k = g.rms_norm(k, l.k_norm, hp.rms_eps);
         Tensor* v = linear(g, w, l.wv, cur);
@@ -80,9 +81,8 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (GeGLU), normalised before the residual.
-        Tensor* gate = linear(g, w, l.ffn_gate, cur);
-        Tensor* up = linear(g, w, l.ffn_up, cur);
-        last_ffn = g.rms_norm(linear(g, w, l.ffn_down, g.gelu_mul(gate, up)), l.post_ffw_norm, hp.rms_eps);
+        const std::vector<Tensor*> gate_up = linear_group(g, w, {l.ffn_gate, l.ffn_up}, cur);
+        last_ffn = g.rms_norm(linear(g, w, l.ffn_down, g.gelu_mul(gate_up[0], gate_up[1])), l.post_ffw_norm, hp.rms_eps);
     }
     return output_head(g, hp, w, in, x, last_ffn);
 }

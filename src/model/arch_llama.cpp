@@ -74,9 +74,8 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         }
 
         // Attention.
-        Tensor* q = linear(g, w, l.wq, cur);
-        Tensor* k = linear(g, w, l.wk, cur);
-        Tensor* v = linear(g, w, l.wv, cur);
+        const std::vector<Tensor*> qkv = linear_group(g, w, {l.wq, l.wk, l.wv}, cur);
+        Tensor *q = qkv[0], *k = qkv[1], *v = qkv[2];
         if (l.bq != nullptr) q = g.add(q, l.bq);
         if (l.bk != nullptr) k = g.add(k, l.bk);
         if (l.bv != nullptr) v = g.add(v, l.bv);
@@ -97,9 +96,8 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
                                  static_cast<int>(hp.n_expert_used), hp.expert_weights_norm);
             continue;
         }
-        Tensor* gate = linear(g, w, l.ffn_gate, cur);
-        Tensor* up = linear(g, w, l.ffn_up, cur);
-        last_ffn = linear(g, w, l.ffn_down, g.silu_mul(gate, up));
+        const std::vector<Tensor*> gate_up = linear_group(g, w, {l.ffn_gate, l.ffn_up}, cur);
+        last_ffn = linear(g, w, l.ffn_down, g.silu_mul(gate_up[0], gate_up[1]));
     }
     return output_head(g, hp, w, in, x, last_ffn);
 }

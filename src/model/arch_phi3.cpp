@@ -78,9 +78,10 @@ Tensor* build_phi3(Graph& g, const HParams& hp, const ModelWeights& w, const KvC
             k = head_slice(g, qkv, n_head * hd, hd, n_kv, "k");
             v = row_slice(g, qkv, (n_head + n_kv) * hd, n_kv * hd, "v");
         } else {
-            q = g.reshape(linear(g, w, l.wq, cur), {hd, n_head, T});
-            k = g.reshape(linear(g, w, l.wk, cur), {hd, n_kv, T});
-            v = linear(g, w, l.wv, cur);
+            const std::vector<Tensor*> ys = linear_group(g, w, {l.wq, l.wk, l.wv}, cur);
+            q = g.reshape(ys[0], {hd, n_head, T});
+            k = g.reshape(ys[1], {hd, n_kv, T});
+            v = ys[2];
         }
         Tensor* o = linear(g, w, l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
 
@@ -93,8 +94,9 @@ Tensor* build_phi3(Graph& g, const HParams& hp, const ModelWeights& w, const KvC
             gate = row_slice(g, gu, 0, n_ff, "gate");
             up = row_slice(g, gu, n_ff, n_ff, "up");
         } else {
-            gate = linear(g, w, l.ffn_gate, cur);
-            up = linear(g, w, l.ffn_up, cur);
+            const std::vector<Tensor*> ys = linear_group(g, w, {l.ffn_gate, l.ffn_up}, cur);
+            gate = ys[0];
+            up = ys[1];
         }
         last_ffn = linear(g, w, l.ffn_down, g.silu_mul(gate, up));
     }

@@ -6,6 +6,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "gguf/gguf.h"
 #include "lantern/error.h"
+#include "quant/quant.h"
 
 namespace lantern {
 namespace {
@@ -28,6 +29,44 @@ bool is_adaptable(const ModelWeights& w, const Tensor* t) {
         }
     }
     return false;
+}
+
+// s B (A x) = B ((s A) x): a float A is copied to F32 with s multiplied in,
+// so the step has no scale op for it.
+void prescale(LoraAdapter& adapter, CpuBackend& host, ModelWeights& weights) {
+    std::vector<LoraDelta*> todo;
+    size_t bytes = 0;
+    for (auto& [w, deltas] : weights.lora) {
+        for (LoraDelta& d : deltas) {
+            const bool mine = d.a->buffer == adapter.mapping.get() || d.a->buffer == adapter.table->realigned();
+            const bool is_float = d.a->type == DType::F32 || d.a->type == DType::F16 || d.a->type == DType::BF16;
+            if (!mine || !is_float || d.scale == 1.0f || d.scale == 0.0f) continue;
+            todo.push_back(&d);
+            bytes += static_cast<size_t>(d.a->ne[0] * d.a->ne[1]) * sizeof(float);
+        }
+    }
+    if (todo.empty()) return;
+    adapter.scaled = host.alloc(bytes, BufferKind::Weights);
+    size_t offset = 0;
+    for (LoraDelta* d : todo) {
+        const int64_t n_in = d->a->ne[0], r = d->a->ne[1];
+        std::vector<float> rows(static_cast<size_t>(n_in * r));
+        const uint8_t* src = static_cast<const uint8_t*>(adapter.table->host_data(d->a));
+        const size_t row_bytes = dtype_row_size(d->a->type, n_in);
+        for (int64_t i = 0; i < r; ++i) {
+            quant::dequantize_row(d->a->type, src + static_cast<size_t>(i) * row_bytes, rows.data() + i * n_in, n_in);
+        }
+        for (float& v : rows) v *= d->scale;
+        adapter.scaled->write(offset, rows.data(), rows.size() * sizeof(float));
+        Tensor& t = adapter.scaled_a.emplace_back(*d->a);
+        t.type = DType::F32;
+        t.set_contiguous_strides();
+        t.buffer = adapter.scaled.get();
+        t.offset = offset;
+        offset += rows.size() * sizeof(float);
+        d->a = &t;
+        d->scale = 1.0f;
+    }
 }
 
 }  // namespace
@@ -86,6 +125,7 @@ std::unique_ptr<LoraAdapter> load_lora(const std::string& path, float scale, con
         const float s = alpha != 0.0 ? static_cast<float>(scale * alpha / static_cast<double>(r)) : scale;
         weights.lora[w].push_back(LoraDelta{a, b, s});
     }
+    prescale(*adapter, host, weights);
     return adapter;
 }
 

@@ -7,6 +7,7 @@
 // backend runs that layer.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,10 @@ struct LoraAdapter {
     std::unique_ptr<gguf::File> file;
     std::unique_ptr<Buffer> mapping;
     std::unique_ptr<WeightTable> table;
+    // A's in F32 with the scale multiplied in (for float A's: one op less
+    // per adapted product), and the buffer holding them.
+    std::deque<Tensor> scaled_a;
+    std::unique_ptr<Buffer> scaled;
 };
 
 // Opens the adapter at `path` for the model whose weights are `base`

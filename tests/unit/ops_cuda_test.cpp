@@ -131,6 +131,28 @@ std::unique_ptr<OpCase> gate_up_case(DType t, int64_t K, int64_t F, uint32_t see
     return c;
 }
 
+// A LoRA adapter's decode products (model/lora.h): A's of Q, K and V on one
+// activation (few rows of a long K: the block-per-row-pair kernel, one
+// launch for the three), then each B on its A's output (rows of K = rank:
+// the thread-per-row kernel), and the add into the base product.
+std::unique_ptr<OpCase> lora_case(DType t, int64_t K, int64_t r, int64_t N, uint32_t seed) {
+    auto c = new_case("", 5e-4);
+    c->name = std::string("lora_") + dtype_name(t) + "_" + std::to_string(K) + "_r" + std::to_string(r) + "_" +
+              std::to_string(N);
+    CaseLeaves b{*c, std::mt19937(seed)};
+    Graph& g = c->graph;
+    Tensor* x = b.leaf(DType::F32, {K, 1}, "x");
+    Tensor* base = b.leaf(DType::F32, {N, 1}, "base");
+    Tensor* ax[3];
+    for (int i = 0; i < 3; ++i) ax[i] = g.mul_mat(b.weight(t, {K, r + 8 * i}, "lora_a"), x);
+    for (int i = 0; i < 3; ++i) {
+        Tensor* bx = g.mul_mat(b.weight(t, {r + 8 * i, N - 7 * i}, "lora_b"), ax[i]);
+        c->outputs.push_back(ax[i]);
+        c->outputs.push_back(i == 0 ? g.add(base, bx) : bx);
+    }
+    return c;
+}
+
 // A layer's fusable patterns: Q/K/V on one activation, RoPE + both cache
 // writes, gate/up + SiLU (decode shapes, f16 caches).
 // hd, n_head and n_kv vary the decode attention's heads per block (its
@@ -238,6 +260,13 @@ const std::vector<Extra>& extras() {
             const uint32_t s1 = ++seed, s2 = ++seed;
             f.push_back({"mul_mat_" + ty + "_5120x300x1", [t, s1] { return matvec_case(t, 5120, 300, 1, s1); }});
             f.push_back({"mul_mat_" + ty + "_1024x70x64", [t, s2] { return matvec_case(t, 1024, 70, 64, s2); }});
+        }
+        for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+            const uint32_t s1 = ++seed, s2 = ++seed;
+            f.push_back({std::string("lora_") + dtype_name(t) + "_5632_r16_2048",
+                         [t, s1] { return lora_case(t, 5632, 16, 2048, s1); }});
+            f.push_back({std::string("lora_") + dtype_name(t) + "_1024_r8_5001",
+                         [t, s2] { return lora_case(t, 1024, 8, 5001, s2); }});
         }
         // The streamed kernel: several stages per warp and items per block
         // (4096 x 4000); 576-wide rows pad their meta rows; an odd row count

@@ -1,6 +1,7 @@
 // Row-wise elementwise ops (add, mul with broadcast over rows; scale;
 // softcap; SiLU x up; GELU x up), type-converting copies, and row lookup (GetRows) in every
 // weight layout. One block per destination row.
+#include <algorithm>
 #include <type_traits>
 
 #include "backends/cuda/cuda_error.h"
@@ -42,7 +43,10 @@ __global__ void __launch_bounds__(kThreads) k_binary(const uint8_t* a, Dims da, 
     const float* xa = reinterpret_cast<const float*>(a + row_at(da, i1, i2, i3));
     const float* xb = (OP == Bin::Scale || OP == Bin::Softcap) ? nullptr : reinterpret_cast<const float*>(b + row_at(db, i1, i2, i3));
     float* out = reinterpret_cast<float*>(y + row_at(dy, i1, i2, i3));
-    for (int64_t i = threadIdx.x; i < dy.ne[0]; i += blockDim.x) {
+    // blockIdx.y: this block's span of the row.
+    const int64_t span = (dy.ne[0] + gridDim.y - 1) / gridDim.y;
+    const int64_t end = min(dy.ne[0], span * (blockIdx.y + 1));
+    for (int64_t i = span * blockIdx.y + threadIdx.x; i < end; i += blockDim.x) {
         const float x = xa[i];
         float v;
         if constexpr (OP == Bin::Add) v = x + xb[i];
@@ -61,7 +65,11 @@ void run_binary(const Ctx& ctx, const Tensor& node, float param = 0.0f) {
     if (rows == 0) return;
     const Tensor& a = *node.src[0];
     const Tensor* b = (OP == Bin::Scale || OP == Bin::Softcap) ? &a : node.src[1];
-    check(launch(ctx, k_binary<OP>, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, ptr<const uint8_t>(a),
+    // A long row (a decode step's one token) is split over blocks: one block
+    // per row took 5-11 us for an FFN row on an H100.
+    const int64_t spans = std::min<int64_t>((node.ne[0] + 4 * kThreads - 1) / (4 * kThreads), 65535);
+    check(launch(ctx, k_binary<OP>, dim3(static_cast<unsigned>(rows), static_cast<unsigned>(spans)), dim3(kThreads), 0,
+                 ptr<const uint8_t>(a),
                  dims_of(a), ptr<const uint8_t>(*b), dims_of(*b), ptr<uint8_t>(node), dims_of(node), param),
           "k_binary", node);
 }

@@ -155,10 +155,98 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
     }
 }
 
+// --- shapes the warp-per-row-pair kernel serves badly (LoRA adapters' A and
+// B, plain types only, no fused norm or SiLU) ----------------------------------
+
+// Few rows of a long row (an adapter's A: rank 16 of K 2048-11008): a warp per
+// row pair left most SMs idle and walked each row alone (10 us for 16 rows of
+// 5632 on an H100). Here a block takes a row pair and its threads split it.
+template <DType T>
+__global__ void __launch_bounds__(kMvThreads) k_matvec_wide(const MvParams p) {
+    __shared__ float red[32];
+    constexpr int U = 4;  // units per thread loaded before the grid wait
+    const int64_t units = units_per_row<T>(p.K);
+    Slot sl[kRows];
+    Raw<T> raw[kRows][U];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        sl[s] = slot_of(p, blockIdx.x, s);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t unit = threadIdx.x + static_cast<int64_t>(u) * kMvThreads;
+            if (sl[s].valid && unit < units) raw[s][u] = load_unit<T, Ld::Coherent>(p.w[sl[s].job], sl[s].row, unit);
+        }
+    }
+    pdl_enter();
+    Act a{};
+    a.x = p.x;
+    float acc[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        acc[s] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t unit = threadIdx.x + static_cast<int64_t>(u) * kMvThreads;
+            if (sl[s].valid && unit < units) acc[s] += dot_unit<T>(raw[s][u], a, unit);
+        }
+        for (int64_t unit = threadIdx.x + U * kMvThreads; sl[s].valid && unit < units; unit += kMvThreads) {
+            acc[s] += dot_unit<T>(load_unit<T>(p.w[sl[s].job], sl[s].row, unit), a, unit);
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+        const float total = block_sum(acc[s], red);
+        if (threadIdx.x == 0 && sl[s].valid) p.out[sl[s].job][sl[s].row] = total;
+    }
+}
+
+// Short rows (an adapter's B: K = rank, 8-64): a thread per row.
+constexpr int64_t kNarrowMaxK = 64;
+
+template <DType T>
+__global__ void __launch_bounds__(kMvThreads) k_matvec_narrow(const MvParams p) {
+    constexpr int U = static_cast<int>(kNarrowMaxK / 8);
+    const int jr = static_cast<int>(blockIdx.x) * kMvThreads + static_cast<int>(threadIdx.x);
+    const bool valid = jr < static_cast<int>(p.total_rows);
+    const int job = (jr >= p.job_start[1] ? 1 : 0) + (jr >= p.job_start[2] ? 1 : 0);
+    const int row = jr - p.job_start[job];
+    const int64_t units = units_per_row<T>(p.K);
+    Raw<T> raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (valid && u < units) raw[u] = load_unit<T, Ld::Coherent>(p.w[job], row, u);
+    }
+    pdl_enter();
+    if (!valid) return;
+    Act a{};
+    a.x = p.x;
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (u < units) acc += dot_unit<T>(raw[u], a, u);
+    }
+    p.out[job][row] = acc;
+}
+
 template <DType T>
 void launch_matvec(const Ctx& ctx, const MvParams& p, const Tensor& node) {
     const size_t smem = mv_smem_bytes(T, p.K);
     const int64_t groups = (p.n_items + kMvWarps - 1) / kMvWarps;
+    if constexpr (is_plain(T)) {
+        // Both read the activation in place, 16 bytes at a time.
+        const bool plain_x = p.a == nullptr && p.silu == nullptr && reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
+        if (plain_x && p.K <= kNarrowMaxK) {
+            const int64_t blocks = (p.total_rows + kMvThreads - 1) / kMvThreads;
+            check(launch(ctx, k_matvec_narrow<T>, dim3(static_cast<unsigned>(blocks)), dim3(kMvThreads), 0, p),
+                  "k_matvec_narrow", node);
+            return;
+        }
+        if (plain_x && p.K >= 1024 && 2 * groups <= ctx.sm_count) {
+            check(launch(ctx, k_matvec_wide<T>, dim3(static_cast<unsigned>(p.n_items)), dim3(kMvThreads), 0, p),
+                  "k_matvec_wide", node);
+            return;
+        }
+    }
     const int64_t grid = std::min<int64_t>(groups, static_cast<int64_t>(ctx.sm_count) * kMvBlocksPerSM);
     check(launch(ctx, k_matvec<T>, dim3(static_cast<unsigned>(grid)), dim3(kMvThreads), smem, p), "k_matvec", node);
 }
