@@ -19,7 +19,7 @@ Tensor* node_into(Graph& g, Op op, Tensor* root, std::initializer_list<int64_t> 
 
 }  // namespace
 
-bool is_fused_op(Op op) { return op == Op::AddRmsNorm || op == Op::RopeQK; }
+bool is_fused_op(Op op) { return op == Op::AddRmsNorm || op == Op::RopeQK || op == Op::MulMatAdd; }
 
 std::vector<Tensor*> expand_fused(Graph& g, Tensor* fused) {
     switch (fused->op) {
@@ -39,6 +39,13 @@ std::vector<Tensor*> expand_fused(Graph& g, Tensor* fused) {
             q->params = fused->params;
             k->params = fused->params;
             return {q, k};
+        }
+        case Op::MulMatAdd: {
+            // The product into the node's storage, then the addend added there.
+            const int64_t n = fused->ne[0], m = fused->ne[1];
+            Tensor* product = node_into(g, Op::MulMat, fused, {n, m}, 0, {fused->src[0], fused->src[1]}, "product");
+            Tensor* sum = node_into(g, Op::Add, fused, {n, m}, 0, {product, fused->src[2]}, "sum");
+            return {product, sum};
         }
         default:
             throw Error(ErrorCode::InvalidArgument, std::string("expand_fused: '") + op_name(fused->op) +

@@ -278,6 +278,17 @@ Tensor* Graph::add_rms_norm(Tensor* a, Tensor* b, Tensor* w, float eps) {
     return t;
 }
 
+Tensor* Graph::mul_mat_add(Tensor* w, Tensor* x, Tensor* acc) {
+    require(w->ne[0] == x->ne[0], "mul_mat_add",
+            [&] { return std::string("inner dims differ: '") + w->name + "' " + shape_str(w) + " x " + shape_str(x); });
+    require(x->type == DType::F32 && x->nb[0] == sizeof(float), "mul_mat_add", "activations must be contiguous f32 rows");
+    require(x->ne[2] == 1 && x->ne[3] == 1, "mul_mat_add", "activations must be 2-D");
+    require(acc->type == DType::F32 && acc->is_contiguous() && acc->ne[0] == w->ne[1] && acc->ne[1] == x->ne[1] &&
+                acc->ne[2] == 1 && acc->ne[3] == 1,
+            "mul_mat_add", [&] { return "the addend " + shape_str(acc) + " is not the product's shape"; });
+    return new_node(Op::MulMatAdd, DType::F32, {w->ne[1], x->ne[1]}, {w, x, acc}, "mul_mat_add");
+}
+
 Tensor* Graph::fused_slice(Tensor* fused, int slice) {
     return view(fused, {fused->ne[0], fused->ne[1]}, {fused->nb[0], fused->nb[1]},
                 static_cast<size_t>(slice) * fused->nb[2], slice == 0 ? "residual" : "normed");

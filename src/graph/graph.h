@@ -71,6 +71,8 @@ public:
     Tensor* add_rms_norm(Tensor* a, Tensor* b, Tensor* w, float eps);
     Tensor* rope_qk(Tensor* q, Tensor* k, Tensor* pos, Tensor* freq_factors, int n_rot,
                     RopeMode mode, float freq_base, float freq_scale, float attn_factor = 1.0f);
+    // w x + acc (acc contiguous, the product's shape).
+    Tensor* mul_mat_add(Tensor* w, Tensor* x, Tensor* acc);
 
     // Halves of an AddRmsNorm node: the sum (new residual) and the normed value.
     Tensor* fused_slice(Tensor* fused, int slice);

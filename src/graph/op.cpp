@@ -22,6 +22,7 @@ const char* op_name(Op op) {
         case Op::Softcap: return "softcap";
         case Op::AddRmsNorm: return "add_rms_norm";
         case Op::RopeQK: return "rope_qk";
+        case Op::MulMatAdd: return "mul_mat_add";
         case Op::Count: break;
     }
     return "?";

@@ -83,6 +83,10 @@ enum class Op : uint8_t {
     // heads [0, n_head) = rope(q), the rest = rope(k). params as Rope, with
     // i[4] = n_head.
     RopeQK,
+    // dst [N, M] = src0 [K, N] x src1 [K, M] (as MulMat) + src2 [N, M] f32: a
+    // product added into another (a LoRA adapter's B product into the base
+    // product) without a pass of its own.
+    MulMatAdd,
 
     Count
 };

@@ -58,8 +58,11 @@ std::vector<Tensor*> linear_group(Graph& g, const ModelWeights& w, std::initiali
         ++i;
     }
     for (const Pending& p : pending) {
-        Tensor* delta = g.mul_mat(p.d->b, p.ax);
-        ys[p.i] = g.add(ys[p.i], p.d->scale == 1.0f ? delta : g.scale(delta, p.d->scale));
+        if (p.d->scale == 1.0f) {
+            ys[p.i] = g.mul_mat_add(p.d->b, p.ax, ys[p.i]);
+        } else {  // a quantized A, not prescaled (model/lora.cpp)
+            ys[p.i] = g.add(ys[p.i], g.scale(g.mul_mat(p.d->b, p.ax), p.d->scale));
+        }
     }
     return ys;
 }

@@ -130,6 +130,22 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         }
     }
 
+    // A LoRA adapter's B product added into the base product: K = rank rows
+    // (a thread per row on CUDA at one token), and prompts.
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        for (MM s : {MM{16, 300, 1}, MM{64, 77, 1}, MM{32, 50, 9}}) {
+            auto c = new_case(std::string("mul_mat_add_") + dtype_name(t) + "_" + std::to_string(s.K) + "x" +
+                                  std::to_string(s.N) + "x" + std::to_string(s.M),
+                              5e-4);
+            CaseLeaves b{*c, std::mt19937(++k)};
+            Tensor* w = b.weight(t, {s.K, s.N}, "lora_b");
+            Tensor* x = b.leaf(DType::F32, {s.K, s.M}, "x");
+            Tensor* base = b.leaf(DType::F32, {s.N, s.M}, "base");
+            c->outputs.push_back(c->graph.mul_mat_add(w, x, base));
+            add(std::move(c));
+        }
+    }
+
     for (bool with_w : {true, false}) {
         auto c = new_case(with_w ? "rms_norm_weighted" : "rms_norm", 1e-7);
         CaseLeaves b{*c, std::mt19937(++k)};

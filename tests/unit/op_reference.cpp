@@ -105,12 +105,14 @@ void eval(const Tensor& d) {
             for (int64_t r = 0; r < d.ne[1]; ++r) store(d, row(*s[0], i32(*s[1], r)), r);
             return;
         case Op::MulMat:
+        case Op::MulMatAdd:
             each_row(d, [&](int64_t m, int64_t i2, int64_t i3) {
                 const std::vector<double> x = row(*s[1], m, i2, i3);
                 std::vector<double> y(static_cast<size_t>(d.ne[0]));
+                const std::vector<double> addend = d.op == Op::MulMatAdd ? row(*s[2], m, i2, i3) : y;
                 for (int64_t n = 0; n < d.ne[0]; ++n) {
                     const std::vector<double> w = row(*s[0], n);
-                    double acc = 0;
+                    double acc = addend[static_cast<size_t>(n)];
                     for (size_t k = 0; k < x.size(); ++k) acc += w[k] * x[k];
                     y[static_cast<size_t>(n)] = acc;
                 }

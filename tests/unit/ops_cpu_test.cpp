@@ -43,7 +43,7 @@ INSTANTIATE_TEST_SUITE_P(AllCases, CpuOps, ::testing::Range<size_t>(0, op_case_n
 // The scheduler replaces a fused op the backend lacks by its unfused default.
 TEST(FusedDefaults, MatchFusedKernels) {
     CpuBackend cpu(2);
-    std::unique_ptr<Backend> plain = make_masked_backend(cpu, {Op::AddRmsNorm, Op::RopeQK});
+    std::unique_ptr<Backend> plain = make_masked_backend(cpu, {Op::AddRmsNorm, Op::RopeQK, Op::MulMatAdd});
     auto run = [&](Backend& b) {
         Graph g;
         const std::vector<float> a = random_floats(96 * 3, 1), c = random_floats(96 * 3, 2), w = random_floats(96, 3);
@@ -57,15 +57,20 @@ TEST(FusedDefaults, MatchFusedKernels) {
         Tensor* tk = g.input(DType::F32, {64, 2, 3}, "k", k.data(), k.size() * 4);
         Tensor* tp = g.input(DType::I32, {3}, "pos", pos.data(), pos.size() * 4);
         Tensor* r = g.rope_qk(tq, tk, tp, nullptr, 64, RopeMode::Neox, 10000.0f, 1.0f);
+        const std::vector<float> lb = random_floats(16 * 40, 6), x = random_floats(16 * 3, 7), base = random_floats(40 * 3, 8);
+        Tensor* sum = g.mul_mat_add(g.input(DType::F32, {16, 40}, "lora_b", lb.data(), lb.size() * 4),
+                                    g.input(DType::F32, {16, 3}, "x", x.data(), x.size() * 4),
+                                    g.input(DType::F32, {40, 3}, "base", base.data(), base.size() * 4));
         // Consumers of the halves, so the views are read after the defaults ran.
         Tensor* out1 = g.scale(g.fused_slice(f, 1), 1.0f);
         Tensor* out0 = g.scale(g.fused_slice(f, 0), 1.0f);
         Tensor* out2 = g.scale(g.rope_qk_part(r, true), 1.0f);
-        for (Tensor* o : {out0, out1, out2}) g.mark_output(o);
+        Tensor* out3 = g.scale(sum, 1.0f);
+        for (Tensor* o : {out0, out1, out2, out3}) g.mark_output(o);
         Scheduler sched(b, nullptr, 1, 0, nullptr);
         sched.compute(g, ComputeHints{});
         std::vector<std::vector<float>> outs;
-        for (Tensor* o : {out0, out1, out2}) {
+        for (Tensor* o : {out0, out1, out2, out3}) {
             std::vector<float> v(static_cast<size_t>(o->n_elements()));
             sched.read_output(*o, v.data(), v.size() * 4);
             outs.push_back(v);

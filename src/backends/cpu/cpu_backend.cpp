@@ -35,6 +35,7 @@ const OpTable<Kernel>& ops() {
         {Op::MoeFfn, cpu::moe_ffn_accepts, {cpu::moe_ffn, cpu::moe_ffn_scratch}},
         {Op::AddRmsNorm, nullptr, {cpu::add_rms_norm, nullptr}},
         {Op::RopeQK, nullptr, {cpu::rope_qk, nullptr}},
+        {Op::MulMatAdd, cpu::mul_mat_accepts, {cpu::mul_mat_add, cpu::mul_mat_scratch}},
     };
     return table;
 }

@@ -66,6 +66,8 @@ void rope(const KernelContext&, const Tensor&);
 void rope_qk(const KernelContext&, const Tensor&);
 // matmul.cpp
 void mul_mat(const KernelContext&, const Tensor&);
+// MulMatAdd: the product (mul_mat's sources, accepts and scratch), then src2 added.
+void mul_mat_add(const KernelContext&, const Tensor&);
 size_t mul_mat_scratch(const Tensor&, int nth);
 bool mul_mat_accepts(const Tensor&);
 void get_rows(const KernelContext&, const Tensor&);

@@ -103,6 +103,19 @@ void mul_mat(const KernelContext& ctx, const Tensor& dst) {
     }
 }
 
+void mul_mat_add(const KernelContext& ctx, const Tensor& dst) {
+    mul_mat(ctx, dst);
+    ctx.barrier();
+    const Tensor& acc = *dst.src[2];
+    int64_t begin, end;
+    split_range(dst.ne[1], ctx.ith, ctx.nth, begin, end);
+    for (int64_t r = begin; r < end; ++r) {
+        float* y = reinterpret_cast<float*>(row_ptr_mut(dst, r));
+        const float* a = reinterpret_cast<const float*>(row_ptr(acc, r));
+        for (int64_t i = 0; i < dst.ne[0]; ++i) y[i] += a[i];
+    }
+}
+
 bool get_rows_accepts(const Tensor& dst) {
     const Tensor& table = *dst.src[0];
     const quant::TypeOps* ops = quant::type_ops(table.type);

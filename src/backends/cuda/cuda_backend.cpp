@@ -39,6 +39,7 @@ const OpTable<Kernel>& ops() {
         {Op::AddRmsNorm, accepts_add_rms_norm, {run_add_rms_norm, nullptr}},
         {Op::RopeQK, accepts_rope_qk, {run_rope_qk, nullptr}},
         {Op::MoeFfn, accepts_moe_ffn, {run_moe_ffn, need_moe_ffn}},
+        {Op::MulMatAdd, accepts_mul_mat_add, {run_mul_mat_add, need_mul_mat}},
     };
     return table;
 }

@@ -194,7 +194,11 @@ bool can_group_mul_mat(const Tensor& a, const Tensor& b);
 // both slices of `norm` too.
 // residual_settled: Launch::residual_settled (cuda_fusion.h).
 void run_mul_mat_group(const Ctx&, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm,
-                       bool residual_settled = false);
+                       bool residual_settled = false, const float* acc = nullptr);
+// MulMatAdd: the product with src2 added (one token: inside the
+// matrix-vector kernel; prompts: the GEMM, then an add in place).
+bool accepts_mul_mat_add(const Tensor& node);
+void run_mul_mat_add(const Ctx&, const Tensor&);
 // Whether AddRmsNorm or RmsNorm `norm` can be computed inside the launch of
 // `mm`'s group.
 bool can_prenorm(const Tensor& norm, const Tensor& mm);

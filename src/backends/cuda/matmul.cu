@@ -160,6 +160,26 @@ void run_mul_mat(const Ctx& ctx, const Tensor& node) {
     run_mul_mat_group(ctx, mats, 1, nullptr, nullptr);
 }
 
+bool accepts_mul_mat_add(const Tensor& node) {
+    const Tensor& acc = *node.src[2];
+    return accepts_mul_mat(node) && acc.type == DType::F32 && acc.is_contiguous() && node.is_contiguous();
+}
+
+void run_mul_mat_add(const Ctx& ctx, const Tensor& node) {
+    if (use_matvec(node)) {  // the general kernels add it as they write
+        const Tensor* mats[1] = {&node};
+        run_mul_mat_group(ctx, mats, 1, nullptr, nullptr, false, ptr<const float>(*node.src[2]));
+        return;
+    }
+    run_gemm(ctx, node);
+    Tensor product = node, sum = node;  // node += acc, in place
+    sum.op = Op::Add;
+    sum.src = {};
+    sum.src[0] = &product;
+    sum.src[1] = node.src[2];
+    run_add(ctx, sum);
+}
+
 bool can_group_mul_mat(const Tensor& a, const Tensor& b) {
     return a.op == Op::MulMat && b.op == Op::MulMat && use_matvec(a) && use_matvec(b) &&
            a.src[0]->type == b.src[0]->type && a.src[0]->ne[0] == b.src[0]->ne[0] && same_view(*a.src[1], *b.src[1]);
@@ -183,8 +203,9 @@ bool can_prenorm(const Tensor& norm, const Tensor& mm) {
 }
 
 void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const Tensor* silu, const Tensor* norm,
-                       bool residual_settled) {
+                       bool residual_settled, const float* acc) {
     MvParams p{};
+    p.acc = acc;
     p.n_jobs = n;
     p.x = ptr<const float>(*mats[0]->src[1]);
     p.K = mats[0]->src[0]->ne[0];
@@ -218,7 +239,7 @@ void run_mul_mat_group(const Ctx& ctx, const Tensor* const* mats, int n, const T
         p.a_settled = add && residual_settled;
     }
     const DType t = mats[0]->src[0]->type;
-    if (!is_plain(t) && ctx.matvec != MatVecKernel::General) {
+    if (!is_plain(t) && ctx.matvec != MatVecKernel::General && acc == nullptr) {
         if (!launch_matvec_bulk(ctx, p, t, *mats[0])) launch_matvec_streamed(ctx, p, t, *mats[0]);
     } else {
         launch_matvec_general(ctx, p, t, *mats[0]);

@@ -48,6 +48,7 @@ struct MvParams {
     float* sum_out;
     float* norm_out;
     bool a_settled;  // a may be read before the grid wait (Launch::residual_settled)
+    const float* acc;  // MulMatAdd (one job, the general kernels): out[row] = product + acc[row]
     bool l2_prefetch;  // the streamed kernel asks L2 for an item's rows (q_prefetch)
 };
 

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec(const MvParams p) {
             } else {
 #pragma unroll
                 for (int s = 0; s < kRows; ++s) {
-                    if (cur[s].valid) p.out[cur[s].job][cur[s].row] = acc[s];
+                    if (cur[s].valid) p.out[cur[s].job][cur[s].row] = acc[s] + (p.acc != nullptr ? p.acc[cur[s].row] : 0.0f);
                 }
             }
         }
@@ -196,7 +196,9 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec_wide(const MvParams p) {
 #pragma unroll
     for (int s = 0; s < kRows; ++s) {
         const float total = block_sum(acc[s], red);
-        if (threadIdx.x == 0 && sl[s].valid) p.out[sl[s].job][sl[s].row] = total;
+        if (threadIdx.x == 0 && sl[s].valid) {
+            p.out[sl[s].job][sl[s].row] = total + (p.acc != nullptr ? p.acc[sl[s].row] : 0.0f);
+        }
     }
 }
 
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(kMvThreads) k_matvec_narrow(const MvParams p) 
     for (int u = 0; u < U; ++u) {
         if (u < units) acc += dot_unit<T>(raw[u], a, u);
     }
-    p.out[job][row] = acc;
+    p.out[job][row] = acc + (p.acc != nullptr ? p.acc[row] : 0.0f);
 }
 
 template <DType T>

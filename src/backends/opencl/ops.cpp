@@ -34,6 +34,7 @@ const OpTable<OpRun>& op_table() {
         {Op::AddRmsNorm, add_rms_norm_accepts, {run_add_rms_norm, needs<ProgramId::Norm>}},
         {Op::RopeQK, rope_qk_accepts, {run_rope_qk, needs<ProgramId::Rope>}},
         {Op::MoeFfn, moe_ffn_accepts, {run_moe_ffn, moe_ffn_ready}},
+        {Op::MulMatAdd, mul_mat_add_accepts, {run_mul_mat_add, mul_mat_add_ready}},
     };
     return table;
 }

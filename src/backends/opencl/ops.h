@@ -80,6 +80,10 @@ bool mul_mat_accepts(const Tensor& node);
 bool mul_mat_ready(ProgramCache& programs, const Tensor& node);
 void run_get_rows(Dispatch& d, const Tensor& node);
 void run_mul_mat(Dispatch& d, const Tensor& node);
+// MulMatAdd: the product, then src2 added in place.
+bool mul_mat_add_accepts(const Tensor& node);
+bool mul_mat_add_ready(ProgramCache& p, const Tensor& node);
+void run_mul_mat_add(Dispatch& d, const Tensor& node);
 // Products that can share one matrix-vector launch (same input, same weight
 // type and row length, few rows).
 bool mul_mat_groupable(const Tensor& a, const Tensor& b);

@@ -198,6 +198,25 @@ void run_mul_mat(Dispatch& d, const Tensor& node) {
     }
 }
 
+bool mul_mat_add_accepts(const Tensor& node) {
+    const Tensor& acc = *node.src[2];
+    return mul_mat_accepts(node) && acc.type == DType::F32 && acc.is_contiguous() && node.is_contiguous();
+}
+
+bool mul_mat_add_ready(ProgramCache& p, const Tensor& node) {
+    return mul_mat_ready(p, node) && p.available(ProgramId::Elementwise);
+}
+
+void run_mul_mat_add(Dispatch& d, const Tensor& node) {
+    run_mul_mat(d, node);
+    Tensor product = node, sum = node;  // node += acc, in place
+    sum.op = Op::Add;
+    sum.src = {};
+    sum.src[0] = &product;
+    sum.src[1] = node.src[2];
+    run_add(d, sum);
+}
+
 bool mul_mat_groupable(const Tensor& a, const Tensor& b) {
     if (a.op != Op::MulMat || b.op != Op::MulMat || !mul_mat_accepts(a) || !mul_mat_accepts(b)) return false;
     const Tensor& wa = *a.src[0];
