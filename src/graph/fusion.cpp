@@ -19,6 +19,17 @@ Tensor* node_into(Graph& g, Op op, Tensor* root, std::initializer_list<int64_t> 
 
 }  // namespace
 
+void split_mul_mat_add(const Tensor& node, MulMatAddHalves& out) {
+    out.product = node;
+    out.product.op = Op::MulMat;
+    out.product.src[2] = nullptr;
+    out.sum = node;
+    out.sum.op = Op::Add;
+    out.sum.src = {};
+    out.sum.src[0] = &out.product;
+    out.sum.src[1] = node.src[2];
+}
+
 bool is_fused_op(Op op) { return op == Op::AddRmsNorm || op == Op::RopeQK || op == Op::MulMatAdd; }
 
 std::vector<Tensor*> expand_fused(Graph& g, Tensor* fused) {

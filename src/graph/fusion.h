@@ -19,4 +19,14 @@ bool is_fused_op(Op op);
 // they write into.
 std::vector<Tensor*> expand_fused(Graph& g, Tensor* fused);
 
+// A MulMatAdd node as the two nodes a backend without an added store runs
+// after each other: `product` (a MulMat writing the node's bytes) and `sum`
+// (an Add of product and the addend, in place). sum reads product by
+// address: fill the struct where it stays.
+struct MulMatAddHalves {
+    Tensor product;
+    Tensor sum;
+};
+void split_mul_mat_add(const Tensor& node, MulMatAddHalves& out);
+
 }  // namespace lantern

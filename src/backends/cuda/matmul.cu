@@ -26,6 +26,7 @@
 #include <limits>
 
 #include "backends/cuda/matvec.cuh"
+#include "graph/fusion.h"
 
 namespace lantern::cuda {
 namespace {
@@ -171,13 +172,10 @@ void run_mul_mat_add(const Ctx& ctx, const Tensor& node) {
         run_mul_mat_group(ctx, mats, 1, nullptr, nullptr, false, ptr<const float>(*node.src[2]));
         return;
     }
-    run_gemm(ctx, node);
-    Tensor product = node, sum = node;  // node += acc, in place
-    sum.op = Op::Add;
-    sum.src = {};
-    sum.src[0] = &product;
-    sum.src[1] = node.src[2];
-    run_add(ctx, sum);
+    MulMatAddHalves h;  // node = product, then node += addend
+    split_mul_mat_add(node, h);
+    run_gemm(ctx, h.product);
+    run_add(ctx, h.sum);
 }
 
 bool can_group_mul_mat(const Tensor& a, const Tensor& b) {

@@ -11,6 +11,7 @@
 
 #include "backends/opencl/ops.h"
 #include "backends/opencl/weight_layout.h"
+#include "graph/fusion.h"
 
 namespace lantern::ocl {
 namespace {
@@ -208,13 +209,10 @@ bool mul_mat_add_ready(ProgramCache& p, const Tensor& node) {
 }
 
 void run_mul_mat_add(Dispatch& d, const Tensor& node) {
-    run_mul_mat(d, node);
-    Tensor product = node, sum = node;  // node += acc, in place
-    sum.op = Op::Add;
-    sum.src = {};
-    sum.src[0] = &product;
-    sum.src[1] = node.src[2];
-    run_add(d, sum);
+    MulMatAddHalves h;  // node = product, then node += addend
+    split_mul_mat_add(node, h);
+    run_mul_mat(d, h.product);
+    run_add(d, h.sum);
 }
 
 bool mul_mat_groupable(const Tensor& a, const Tensor& b) {
