@@ -193,6 +193,7 @@ Value repeat(const Value& seq, int64_t times) {
         if (seq.is_string()) check_bytes(limit + 1, "a repeated string");
         check_items(limit + 1, "a repeated list");
     }
+    if (n == 0) times = 0;  // "" * 10**9 is "", without a billion appends
     if (seq.is_string()) {
         std::string out;
         for (int64_t i = 0; i < times; ++i) out += seq.str();

@@ -288,6 +288,7 @@ const ConstructCase kConstructs[] = {
     {"FilterEdgeCases",
      "{{ 0|map('string')|list }} {{ none|select|list }} {{ 2.5 is odd }} {{ 3.0 is odd }} {{ 4.5 is divisibleby 1.5 }} {{ [1, 2]|truncate(5) }} {{ 'o' % missing }} {{ '%s' % [1, 2] }} {{ 2.5|round(0, 'floor') }}",
      "[] [] False True True [1, 2] o [1, 2] 2.0"},
+    {"EmptyRepeats", "[{{ '' * 1000000000 }}][{{ ([] * 1000000000)|length }}][{{ 'ab' * 0 }}][{{ 'ab' * -3 }}]", "[][0][][]"},
     {"MessagesLoop",
      "{% for m in messages %}{{ m.role }}:{{ m['content']|trim }}{% if not loop.last %},{% endif %}{% endfor %}{{ bos_token }}{{ eos_token }}{{ add_generation_prompt }}{{ tools }}",
      "system:sys,user:hi<s></s>FalseNone"},
