@@ -55,7 +55,7 @@ struct ModelParams {
 struct ModelInfo {
     std::string architecture;  // general.architecture
     std::string name;          // general.name
-    std::string description;   // "llama 135M Q4_1", as llama-bench prints it
+    std::string description;   // "llama 135M Q4_1", as llama-bench prints it ("... + LoRA" with adapters)
     std::string file_type;     // dominant weight type, e.g. "Q4_1"
     std::string backend;       // backend of the offloaded layers ("cpu" if none)
     std::string device;        // that backend's device

@@ -185,6 +185,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     const Tensor* typical = l0.ffn_down != nullptr ? l0.ffn_down : l0.ffn_down_exps != nullptr ? l0.ffn_down_exps : l0.wo;
     info.file_type = ft != nullptr ? ft : dtype_name(typical->type);
     info.description = m->hp.arch + " " + size_label(info.n_params) + " " + info.file_type;
+    if (!m->adapters.empty()) info.description += " + LoRA";  // so bench tables tell the runs apart
     info.n_layer = n_layer;
     info.n_embd = static_cast<int>(m->hp.n_embd);
     info.n_vocab = static_cast<int>(m->hp.n_vocab);

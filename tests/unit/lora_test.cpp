@@ -134,6 +134,7 @@ protected:
         p.n_gpu_layers = backend == "cpu" ? 0 : 99;
         p.lora_adapters = adapters;
         auto m = Model::load(model, p);
+        EXPECT_EQ(m->info().description.ends_with(" + LoRA"), !adapters.empty()) << m->info().description;
         Context ctx(*m, ContextParams{.n_ctx = 64});
         const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3, 250, 17};
         Batch b;
