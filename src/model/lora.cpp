@@ -31,19 +31,16 @@ bool is_adaptable(const ModelWeights& w, const Tensor* t) {
     return false;
 }
 
-// s B (A x) = B ((s A) x): a float A is copied to F32 with s multiplied in,
-// so the step has no scale op for it.
-void prescale(LoraAdapter& adapter, CpuBackend& host, ModelWeights& weights) {
+// s B (A x) = B ((s A) x): a float A of the adapter's `deltas` is copied
+// to F32 with s multiplied in, so the step has no scale op for it.
+void prescale(LoraAdapter& adapter, CpuBackend& host, std::vector<LoraDelta>& deltas) {
     std::vector<LoraDelta*> todo;
     size_t bytes = 0;
-    for (auto& [w, deltas] : weights.lora) {
-        for (LoraDelta& d : deltas) {
-            const bool mine = d.a->buffer == adapter.mapping.get() || d.a->buffer == adapter.table->realigned();
-            const bool is_float = d.a->type == DType::F32 || d.a->type == DType::F16 || d.a->type == DType::BF16;
-            if (!mine || !is_float || d.scale == 1.0f || d.scale == 0.0f) continue;
-            todo.push_back(&d);
-            bytes += static_cast<size_t>(d.a->ne[0] * d.a->ne[1]) * sizeof(float);
-        }
+    for (LoraDelta& d : deltas) {
+        const bool is_float = d.a->type == DType::F32 || d.a->type == DType::F16 || d.a->type == DType::BF16;
+        if (!is_float || d.scale == 1.0f || d.scale == 0.0f) continue;
+        todo.push_back(&d);
+        bytes += static_cast<size_t>(d.a->ne[0] * d.a->ne[1]) * sizeof(float);
     }
     if (todo.empty()) return;
     adapter.scaled = host.alloc(bytes, BufferKind::Weights);
@@ -99,6 +96,8 @@ std::unique_ptr<LoraAdapter> load_lora(const std::string& path, float scale, con
         (is_a ? a : b) = adapter->table->find(name);
     }
     if (pairs.empty()) bad(path, ErrorCode::Format, "it has no tensors");
+    std::vector<const Tensor*> targets;
+    std::vector<LoraDelta> deltas;
     for (const auto& [target, ab] : pairs) {
         const auto [a, b] = ab;
         if (a == nullptr || b == nullptr) {
@@ -123,9 +122,11 @@ std::unique_ptr<LoraAdapter> load_lora(const std::string& path, float scale, con
                     std::to_string(n_out) + "])");
         }
         const float s = alpha != 0.0 ? static_cast<float>(scale * alpha / static_cast<double>(r)) : scale;
-        weights.lora[w].push_back(LoraDelta{a, b, s});
+        targets.push_back(w);
+        deltas.push_back(LoraDelta{a, b, s});
     }
-    prescale(*adapter, host, weights);
+    prescale(*adapter, host, deltas);
+    for (size_t i = 0; i < deltas.size(); ++i) weights.lora[targets[i]].push_back(deltas[i]);
     return adapter;
 }
 

@@ -89,7 +89,6 @@ public:
     // elsewhere. Copies every tensor not on a kAlignment boundary into one
     // buffer of `host` and points its leaf there; returns the bytes copied.
     size_t realign(Backend& host);
-    const Buffer* realigned() const { return realigned_.get(); }
     static constexpr size_t kAlignment = 32;
     const std::deque<Tensor>& all() const { return tensors_; }
 
