@@ -33,7 +33,11 @@ class _ModelParams(ctypes.Structure):
     _fields_ = [("backend", _cs), ("device", ctypes.c_int), ("n_gpu_layers", ctypes.c_int),
                 ("n_threads", ctypes.c_int), ("vocab_only", ctypes.c_int), ("progress", _Progress),
                 ("progress_user_data", ctypes.c_void_p), ("lora_paths", ctypes.POINTER(_cs)),
-                ("lora_scales", _fp), ("n_lora", ctypes.c_int)]
+                ("lora_scales", _fp), ("n_lora", ctypes.c_int), ("rope_scaling", _cs),
+                ("rope_freq_base", ctypes.c_float), ("rope_freq_scale", ctypes.c_float),
+                ("yarn_orig_ctx", ctypes.c_int), ("yarn_ext_factor", ctypes.c_float),
+                ("yarn_attn_factor", ctypes.c_float), ("yarn_beta_fast", ctypes.c_float),
+                ("yarn_beta_slow", ctypes.c_float)]
 
 
 class _ContextParams(ctypes.Structure):
@@ -67,6 +71,7 @@ _SIGNATURES = {
     "lantern_model_free": (None, [_p]),
     "lantern_model_n_vocab": (ctypes.c_int, [_p]),
     "lantern_model_n_ctx_train": (ctypes.c_int, [_p]),
+    "lantern_model_n_ctx_max": (ctypes.c_int, [_p]),
     "lantern_model_description": (_cs, [_p]),
     "lantern_token_bos": (ctypes.c_int32, [_p]),
     "lantern_token_is_eog": (ctypes.c_int, [_p, ctypes.c_int32]),
@@ -167,9 +172,14 @@ def cpu_kernels():
 class Model:
     """A GGUF model. backend: "cpu", "cuda", "opencl" or "auto"; n_gpu_layers: the last N
     layers on that backend (a large number: all of them); progress: called with 0..1 while
-    the weights load; lora: LoRA adapter GGUFs to apply, each a path or a (path, scale) pair."""
+    the weights load; lora: LoRA adapter GGUFs to apply, each a path or a (path, scale) pair;
+    rope: overrides of the file's rotary settings, as keywords of lantern_model_params
+    (rope_scaling="yarn", rope_freq_scale=0.25, yarn_orig_ctx=32768, yarn_beta_fast=...)."""
 
-    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None, lora=()):
+    _ROPE = ("rope_scaling", "rope_freq_base", "rope_freq_scale", "yarn_orig_ctx", "yarn_ext_factor",
+             "yarn_attn_factor", "yarn_beta_fast", "yarn_beta_slow")
+
+    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None, lora=(), **rope):
         lib = _library()
         params = lib.lantern_model_default_params()
         params.backend, params.device = backend.encode(), device
@@ -178,6 +188,10 @@ class Model:
         paths = (_cs * len(adapters))(*[os.fsencode(p) for p, _ in adapters])
         scales = (ctypes.c_float * len(adapters))(*[float(s) for _, s in adapters])
         params.lora_paths, params.lora_scales, params.n_lora = paths, scales, len(adapters)
+        for key, value in rope.items():
+            if key not in self._ROPE:
+                raise TypeError(f"Model() got an unexpected keyword argument '{key}'")
+            setattr(params, key, value.encode() if key == "rope_scaling" else value)
         callback = _Progress(lambda fraction, _: progress(fraction)) if progress else _Progress()
         params.progress = callback
         self._contexts = weakref.WeakSet()  # closed before the model: they use its backends
@@ -186,6 +200,7 @@ class Model:
             _raise()
         self.n_vocab = _check(lib.lantern_model_n_vocab(self._h))
         self.n_ctx_train = _check(lib.lantern_model_n_ctx_train(self._h))
+        self.n_ctx_max = _check(lib.lantern_model_n_ctx_max(self._h))
         self.description = lib.lantern_model_description(self._h).decode()
 
     def close(self):

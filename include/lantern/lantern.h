@@ -34,6 +34,25 @@ struct LoraAdapterParams {
     float scale = 1.0f;
 };
 
+// Overrides of the file's rotary position settings (llama.cpp's --rope-* and
+// --yarn-* options). Unset fields keep what the file says; Error
+// (InvalidArgument) for a value out of range, Error(Unsupported) for YaRN on
+// an architecture that cannot take it (gemma2, gemma3).
+struct RopeOverrides {
+    std::string scaling;        // "none", "linear" or "yarn"; empty: the file's
+    float freq_base = 0.0f;     // theta base; 0: the file's
+    float freq_scale = 0.0f;    // 1 / context scaling factor; 0: the file's
+    int yarn_orig_ctx = 0;      // context the model was trained for; 0: the file's
+    // YaRN: how much the high-frequency pairs keep their trained rotation
+    // (0: plain interpolation), a multiplier on the attention magnitude
+    // 1 + 0.1 ln(factor), and the correction range in rotations. Negative:
+    // the file's, else 1, 1, 32 and 1.
+    float yarn_ext_factor = -1.0f;
+    float yarn_attn_factor = -1.0f;
+    float yarn_beta_fast = -1.0f;
+    float yarn_beta_slow = -1.0f;
+};
+
 struct ModelParams {
     // "cpu", "cuda", "opencl", or "auto" (the first GPU backend built in and
     // present, else the CPU).
@@ -50,6 +69,7 @@ struct ModelParams {
     // runs each adapted layer. Error(Format) for one that does not fit the
     // model (a tensor it lacks, a shape, another architecture).
     std::vector<LoraAdapterParams> lora_adapters;
+    RopeOverrides rope;
 };
 
 struct ModelInfo {
@@ -65,6 +85,10 @@ struct ModelInfo {
     int n_embd = 0;
     int n_vocab = 0;
     int n_ctx_train = 0;
+    // The longest context the rope settings are meant for: n_ctx_train, or
+    // the original context times the factor under linear or YaRN scaling
+    // when that is longer (a Qwen2.5 file with YaRN 4 over 32,768: 131,072).
+    int n_ctx_max = 0;
     int n_gpu_layers = 0;      // layers actually on the GPU backend
     bool has_chat_template = false;  // the file carries tokenizer.chat_template
     // How an embedding model pools its tokens' states ({arch}.pooling_type):

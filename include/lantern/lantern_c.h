@@ -99,6 +99,17 @@ typedef struct {
     const char *const *lora_paths;
     const float *lora_scales;
     int n_lora;
+    /* Rope overrides (lantern::RopeOverrides): rope_scaling "none", "linear"
+     * or "yarn" (NULL: the file's); 0 keeps the file's base, scale and
+     * original context; a negative yarn_* keeps the file's (else 1, 1, 32, 1). */
+    const char *rope_scaling;
+    float rope_freq_base;
+    float rope_freq_scale;
+    int yarn_orig_ctx;
+    float yarn_ext_factor;
+    float yarn_attn_factor;
+    float yarn_beta_fast;
+    float yarn_beta_slow;
 } lantern_model_params;
 
 LANTERN_C_API lantern_model_params lantern_model_default_params(void);
@@ -108,6 +119,8 @@ LANTERN_C_API void lantern_model_free(lantern_model *model); /* NULL: nothing */
 
 LANTERN_C_API int lantern_model_n_vocab(const lantern_model *model);
 LANTERN_C_API int lantern_model_n_ctx_train(const lantern_model *model);
+/* The longest context the rope settings are for (ModelInfo::n_ctx_max). */
+LANTERN_C_API int lantern_model_n_ctx_max(const lantern_model *model);
 LANTERN_C_API int lantern_model_n_embd(const lantern_model *model);
 LANTERN_C_API int lantern_model_n_layer(const lantern_model *model);
 /* "llama 135M Q4_1", as llama-bench prints it; owned by the model. */

@@ -110,6 +110,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
         return std::unique_ptr<Model>(new Model(std::move(m)));
     }
     m->hp = read_hparams(*m->file);
+    apply_rope_overrides(m->hp, params.rope);
     if (m->tokenizer->n_vocab() != m->hp.n_vocab) {
         throw Error(ErrorCode::Format, path + ": the vocabulary has " + std::to_string(m->tokenizer->n_vocab()) +
                                            " tokens but the model " + std::to_string(m->hp.n_vocab));
@@ -141,6 +142,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     m->table->realign(*m->cpu);
     m->arch = find_architecture(m->hp.arch);  // non-null: read_hparams checked it
     m->weights = m->arch->bind(*m->table, m->hp);
+    m->rope_factors = apply_yarn(m->hp, m->weights, *m->cpu);
     for (const LoraAdapterParams& a : params.lora_adapters) {
         m->adapters.push_back(load_lora(a.path, a.scale, *m->table, m->hp, *m->cpu, m->weights));
     }
@@ -190,6 +192,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     info.n_embd = static_cast<int>(m->hp.n_embd);
     info.n_vocab = static_cast<int>(m->hp.n_vocab);
     info.n_ctx_train = static_cast<int>(m->hp.n_ctx_train);
+    info.n_ctx_max = static_cast<int>(m->hp.n_ctx_max());
     info.has_chat_template = m->chat_template.has_value() && !m->chat_template->empty();
     // llama.cpp's LLAMA_POOLING_TYPE: 1 mean, 2 cls, 3 last (0 none and 4
     // rank have no single vector to give: mean, as when absent).

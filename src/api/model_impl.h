@@ -17,6 +17,7 @@
 #include "model/arch.h"
 #include "model/hparams.h"
 #include "model/lora.h"
+#include "model/rope_scaling.h"
 #include "model/weights.h"
 #include "sampling/token_texts.h"
 #include "tokenizer/tokenizer.h"
@@ -45,6 +46,7 @@ struct Model::Impl {
     std::unique_ptr<WeightTable> table;
     std::vector<std::unique_ptr<LoraAdapter>> adapters;  // ModelParams::lora_adapters (weights.lora)
     ModelWeights weights;
+    std::unique_ptr<RopeFactorTensors> rope_factors;  // YaRN's (weights.rope_freqs), if any
     WeightStore store;
 
     ModelInfo info;

@@ -141,7 +141,11 @@ int lantern_device_info(int i, char* backend, int backend_capacity, int* index, 
 
 lantern_model_params lantern_model_default_params(void) {
     const lantern::ModelParams d;
-    return {nullptr, d.device, d.n_gpu_layers, d.n_threads, d.vocab_only ? 1 : 0, nullptr, nullptr, nullptr, nullptr, 0};
+    const lantern::RopeOverrides& r = d.rope;
+    return {nullptr,           d.device,           d.n_gpu_layers,     d.n_threads,         d.vocab_only ? 1 : 0,
+            nullptr,           nullptr,            nullptr,            nullptr,             0,
+            nullptr,           r.freq_base,        r.freq_scale,       r.yarn_orig_ctx,     r.yarn_ext_factor,
+            r.yarn_attn_factor, r.yarn_beta_fast,  r.yarn_beta_slow};
 }
 
 lantern_model* lantern_model_load(const char* path, const lantern_model_params* params) {
@@ -160,6 +164,14 @@ lantern_model* lantern_model_load(const char* path, const lantern_model_params* 
                 require(p.lora_paths[i] != nullptr, "lora_paths[" + std::to_string(i) + "] is null");
                 mp.lora_adapters.push_back({p.lora_paths[i], p.lora_scales != nullptr ? p.lora_scales[i] : 1.0f});
             }
+            if (p.rope_scaling != nullptr) mp.rope.scaling = p.rope_scaling;
+            mp.rope.freq_base = p.rope_freq_base;
+            mp.rope.freq_scale = p.rope_freq_scale;
+            mp.rope.yarn_orig_ctx = p.yarn_orig_ctx;
+            mp.rope.yarn_ext_factor = p.yarn_ext_factor;
+            mp.rope.yarn_attn_factor = p.yarn_attn_factor;
+            mp.rope.yarn_beta_fast = p.yarn_beta_fast;
+            mp.rope.yarn_beta_slow = p.yarn_beta_slow;
             if (p.progress != nullptr) {
                 mp.progress = [fn = p.progress, user = p.progress_user_data](float f) { fn(f, user); };
             }
@@ -177,6 +189,10 @@ int lantern_model_n_vocab(const lantern_model* model) {
 int lantern_model_n_ctx_train(const lantern_model* model) {
     return guarded([&] { return model_of(model).info().n_ctx_train; });
 }
+int lantern_model_n_ctx_max(const lantern_model* model) {
+    return guarded([&] { return model_of(model).info().n_ctx_max; });
+}
+
 int lantern_model_n_embd(const lantern_model* model) {
     return guarded([&] { return model_of(model).info().n_embd; });
 }

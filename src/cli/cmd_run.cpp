@@ -444,10 +444,12 @@ void add_run_command(CLI::App& app) {
             d.model_path = o->draft_model;
             d.lora.clear();  // the adapters are the model's, not the draft's
             d.lora_scaled.clear();
+            d.rope = {};  // and so are the rope overrides
+            d.rope_factor = 0;
             draft = d.load(true);
         }
         ContextParams cp;
-        cp.n_ctx = std::min(o->n_ctx, model->info().n_ctx_train > 0 ? model->info().n_ctx_train : o->n_ctx);
+        cp.n_ctx = std::min(o->n_ctx, model->info().n_ctx_max > 0 ? model->info().n_ctx_max : o->n_ctx);
         cp.n_batch = o->n_batch;
         Context ctx(*model, cp);
         SamplerParams sp = o->sampling;

@@ -47,7 +47,7 @@ void add_serve_command(CLI::App& app) {
             }
         }
         std::unique_ptr<Model> model = o->model.load();
-        if (model->info().n_ctx_train > 0) o->engine.n_ctx = std::min(o->engine.n_ctx, model->info().n_ctx_train);
+        if (model->info().n_ctx_max > 0) o->engine.n_ctx = std::min(o->engine.n_ctx, model->info().n_ctx_max);
         server::Engine engine(*model, o->engine);
         server::HttpServer http(*model, engine, o->http);
         http.bind();

@@ -64,6 +64,16 @@ void ModelOptions::add_to(CLI::App& cmd) {
     cmd.add_option("--lora-scaled", lora_scaled, "a LoRA adapter GGUF and the scale to apply it with (repeatable)")
         ->type_size(2)
         ->type_name("FILE SCALE");
+    cmd.add_option("--rope-scaling", rope.scaling, "rope scaling: none, linear or yarn (default: the file's)")
+        ->check(CLI::IsMember({"none", "linear", "yarn"}));
+    cmd.add_option("--rope-scale", rope_factor, "context scaling factor of the rope (--rope-freq-scale 1/N)");
+    cmd.add_option("--rope-freq-base", rope.freq_base, "rope base frequency (default: the file's)");
+    cmd.add_option("--rope-freq-scale", rope.freq_scale, "rope frequency scale, 1 / the context factor");
+    cmd.add_option("--yarn-orig-ctx", rope.yarn_orig_ctx, "YaRN: the context the model was trained for");
+    cmd.add_option("--yarn-ext-factor", rope.yarn_ext_factor, "YaRN: extrapolation mix (0: plain interpolation, default 1)");
+    cmd.add_option("--yarn-attn-factor", rope.yarn_attn_factor, "YaRN: multiplier on its attention magnitude (default 1)");
+    cmd.add_option("--yarn-beta-fast", rope.yarn_beta_fast, "YaRN: correction range's fast end in rotations (default 32)");
+    cmd.add_option("--yarn-beta-slow", rope.yarn_beta_slow, "YaRN: correction range's slow end in rotations (default 1)");
 }
 
 std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
@@ -81,6 +91,13 @@ std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
             throw Error(ErrorCode::InvalidArgument, "--lora-scaled " + lora_scaled[i] + ": '" + scale + "' is not a number");
         }
         p.lora_adapters.push_back({lora_scaled[i], s});
+    }
+    p.rope = rope;
+    if (rope_factor != 0.0f) {
+        if (!(rope_factor > 0.0f) || !std::isfinite(rope_factor)) {
+            throw Error(ErrorCode::InvalidArgument, "--rope-scale must be a positive number");
+        }
+        p.rope.freq_scale = 1.0f / rope_factor;
     }
     const bool tty = isatty(STDERR_FILENO) != 0;
     int last = -1;
@@ -107,6 +124,9 @@ std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
                      p.n_threads);
         for (const LoraAdapterParams& a : p.lora_adapters) {
             std::fprintf(stderr, "LoRA adapter: %s (scale %g)\n", a.path.c_str(), static_cast<double>(a.scale));
+        }
+        if (i.n_ctx_max > i.n_ctx_train) {
+            std::fprintf(stderr, "rope scaling: contexts up to %d tokens (trained for %d)\n", i.n_ctx_max, i.n_ctx_train);
         }
         std::fprintf(stderr, "load time: %.1f ms\n", ms);
     }

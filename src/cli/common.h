@@ -20,6 +20,8 @@ struct ModelOptions {
     bool verbose = false;
     std::vector<std::string> lora;                          // --lora FILE: scale 1
     std::vector<std::string> lora_scaled;  // --lora-scaled FILE SCALE ...: pairs
+    RopeOverrides rope;      // --rope-scaling, --rope-freq-base, --rope-freq-scale, --yarn-*
+    float rope_factor = 0;   // --rope-scale N: rope.freq_scale = 1 / N
 
     void add_to(CLI::App& cmd);
     // Loads with a progress bar on stderr (when it is a terminal) and prints

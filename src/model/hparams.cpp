@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "gguf/gguf.h"
 #include "lantern/error.h"
@@ -18,21 +19,37 @@ int64_t require_int(const gguf::File& f, const std::string& key) {
 }
 
 // Rope scaling: the type defaults to linear when only a factor is given;
-// a factor of 0 (or none) means no scaling.
+// a factor of 0 means no scaling.
 void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
     const std::optional<std::string> type = f.get_string(a + "rope.scaling.type");
     const double factor = f.get_float(a + "rope.scaling.factor").value_or(0.0);
     const std::string t = type.value_or("linear");
-    if (t == "yarn") {
-        throw Error(ErrorCode::Unsupported, f.path() + ": rope scaling type 'yarn' is not supported");
-    } else if (t == "linear") {
-        if (factor > 0.0) hp.rope_scale = static_cast<float>(1.0 / factor);
-    } else if (t != "none" && t != "longrope" && t != "su") {
+    if (t == "linear" || t == "yarn") {
+        if (factor > 0.0) {
+            hp.rope_scaling = t == "yarn" ? RopeScaling::Yarn : RopeScaling::Linear;
+            hp.rope_freq_scale = static_cast<float>(1.0 / factor);
+        }
+    } else if (t == "longrope" || t == "su") {
+        hp.rope_scaling = RopeScaling::LongRope;
+    } else if (t != "none") {
         throw Error(ErrorCode::Unsupported, f.path() + ": rope scaling type '" + t + "' is not supported");
     }
+    hp.rope_scale = hp.rope_freq_scale;
     const double attn_factor = f.get_float(a + "rope.scaling.attn_factor").value_or(0.0);
     hp.rope_attn_factor = attn_factor > 0.0 ? static_cast<float>(attn_factor) : 1.0f;
-    hp.n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length").value_or(hp.n_ctx_train);
+    hp.n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length").value_or(0);
+    if (hp.n_ctx_orig <= 0) hp.n_ctx_orig = hp.n_ctx_train;
+    const auto yarn = [&](const char* key, float fallback) {
+        const double v = f.get_float(a + "rope.scaling." + key).value_or(fallback);
+        if (!std::isfinite(v) || v < 0.0) {
+            throw Error(ErrorCode::Format, f.path() + ": '" + a + "rope.scaling." + key + "' must be a non-negative number");
+        }
+        return static_cast<float>(v);
+    };
+    hp.yarn_ext_factor = yarn("yarn_ext_factor", 1.0f);
+    hp.yarn_attn_factor = yarn("yarn_attn_factor", 1.0f);
+    hp.yarn_beta_fast = yarn("yarn_beta_fast", 32.0f);
+    hp.yarn_beta_slow = yarn("yarn_beta_slow", 1.0f);
 }
 
 // Which layers attend through a window. gemma3: the file's pattern (an int n:
@@ -70,6 +87,12 @@ void read_sliding_window(const gguf::File& f, const std::string& a, HParams& hp)
 float HParams::attention_scale() const {
     if (query_scale > 0.0f) return query_scale;
     return 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
+int64_t HParams::n_ctx_max() const {
+    if (rope_scaling != RopeScaling::Linear && rope_scaling != RopeScaling::Yarn) return n_ctx_train;
+    const double scaled = std::round(static_cast<double>(n_ctx_orig) / rope_freq_scale);
+    return std::max<int64_t>(n_ctx_train, static_cast<int64_t>(std::min(scaled, double(INT32_MAX))));
 }
 
 bool HParams::is_sliding(int64_t il) const {

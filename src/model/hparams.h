@@ -18,6 +18,9 @@ namespace gguf {
 class File;
 }
 
+// {arch}.rope.scaling.type.
+enum class RopeScaling { None, Linear, Yarn, LongRope };
+
 struct HParams {
     std::string arch;          // general.architecture
     int64_t n_vocab = 0;
@@ -31,16 +34,31 @@ struct HParams {
     int64_t n_rot = 0;         // {arch}.rope.dimension_count (default head_dim)
     float rms_eps = 1e-5f;     // {arch}.attention.layer_norm_rms_epsilon
     float rope_base = 10000.0f;   // {arch}.rope.freq_base
-    // Linear rope scaling: 1 / {arch}.rope.scaling.factor when the type is
-    // "linear" or absent (a factor without a type is linear); 1 for "none"
-    // and for phi3's "longrope"/"su" (their factor tensors carry the scaling).
+    // {arch}.rope.scaling.type: "linear" when only a factor is given, None
+    // without one; phi3's "longrope"/"su" carry their scaling in factor
+    // tensors.
+    RopeScaling rope_scaling = RopeScaling::None;
+    // 1 / {arch}.rope.scaling.factor under linear or YaRN scaling, else 1.
+    float rope_freq_scale = 1.0f;
+    // The rope op's frequency scale: rope_freq_scale, but under YaRN
+    // apply_yarn() (model/rope_scaling.h) moves the scaling into per-pair
+    // frequency factors and sets this to 1.
     float rope_scale = 1.0f;
-    // {arch}.rope.scaling.attn_factor: multiplies the rotated dimensions
-    // (phi3 longrope writes it).
+    // Multiplies the rotated dimensions: {arch}.rope.scaling.attn_factor
+    // (phi3 longrope writes it), times YaRN's magnitude once applied.
     float rope_attn_factor = 1.0f;
     // {arch}.rope.scaling.original_context_length (default n_ctx_train): phi3
-    // uses its long rope factors when the context is longer than this.
+    // uses its long rope factors past it; YaRN's correction range and the
+    // scaled context (n_ctx_max) start from it.
     int64_t n_ctx_orig = 0;
+    // YaRN ({arch}.rope.scaling.yarn_*, else llama.cpp's defaults): the
+    // share of extrapolation kept in the high-frequency pairs (1 under YaRN),
+    // a multiplier on its magnitude 1 + 0.1 ln(factor), and the correction
+    // range in rotations per original context.
+    float yarn_ext_factor = 1.0f;
+    float yarn_attn_factor = 1.0f;
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
     RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, qwen3, phi3, gemma3 (smollm3: normal)
 
     // Sliding-window attention (gemma3's local layers; llama/mistral files
@@ -67,6 +85,9 @@ struct HParams {
 
     // Attention scale used by the attention op.
     float attention_scale() const;
+    // The longest context the rope settings are for: n_ctx_train, or
+    // n_ctx_orig / rope_scale under linear or YaRN scaling when longer.
+    int64_t n_ctx_max() const;
     // Whether layer il attends through a sliding window.
     bool is_sliding(int64_t il) const;
     // Whether layer il rotates Q and K (all but smollm3's NoPE layers).

@@ -419,6 +419,30 @@ TEST(CApi, BackendsDevicesAndProgress) {
     EXPECT_EQ(seen.last, 1.0f);
 }
 
+// Rope overrides: the defaults keep the file's settings; linear scaling by 2
+// doubles the context the model is for; a bad value is refused by name.
+TEST(CApi, RopeOverrides) {
+    lantern_model_params p = lantern_model_default_params();
+    EXPECT_EQ(p.rope_scaling, nullptr);
+    EXPECT_EQ(p.rope_freq_scale, 0.0f);
+    EXPECT_LT(p.yarn_beta_fast, 0.0f);
+    lantern_model* m = lantern_model_load(default_model_path().c_str(), &p);
+    ASSERT_NE(m, nullptr) << lantern_last_error();
+    const int trained = lantern_model_n_ctx_train(m);
+    EXPECT_EQ(lantern_model_n_ctx_max(m), trained);
+    lantern_model_free(m);
+    p.rope_scaling = "linear";
+    p.rope_freq_scale = 0.5f;
+    m = lantern_model_load(default_model_path().c_str(), &p);
+    ASSERT_NE(m, nullptr) << lantern_last_error();
+    EXPECT_EQ(lantern_model_n_ctx_max(m), 2 * trained);
+    lantern_model_free(m);
+    p.rope_scaling = "cubic";
+    EXPECT_EQ(lantern_model_load(default_model_path().c_str(), &p), nullptr);
+    EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(lantern_last_error()).find("scaling 'cubic'"), std::string::npos) << lantern_last_error();
+}
+
 // The library exports the C API and nothing else (the engine inside it is
 // hidden, so it cannot clash with another copy of it in the process).
 TEST(CApi, ExportsOnlyTheCApi) {

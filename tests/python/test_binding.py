@@ -244,3 +244,29 @@ def test_lora_adapters(lantern, tmp_path):
     with pytest.raises(lantern.LanternError) as e:
         lantern.Model(base, lora=[base])
     assert "general.type is not" in str(e.value)
+
+
+def test_rope_overrides(lantern, tmp_path):
+    import subprocess
+    ref = ROOT / "tests" / "reference"
+    plain, yarn = tmp_path / "tiny-qwen2.gguf", tmp_path / "tiny-qwen2-yarn.gguf"
+    subprocess.run([sys.executable, ref / "make_tiny_model.py", "qwen2", plain], check=True, capture_output=True)
+    subprocess.run([sys.executable, ref / "make_tiny_model.py", "qwen2", yarn, "--yarn", "4"], check=True,
+                   capture_output=True)
+
+    def logits(path, **kw):
+        with lantern.Model(path, n_threads=2, **kw) as m:
+            ctx = lantern.Context(m, n_ctx=32)
+            ctx.decode([5, 42, 7, 99, 100, 3])
+            return list(ctx.logits()), m.n_ctx_max
+
+    keyed, n_max = logits(yarn)
+    assert n_max == 1024
+    overridden, n_max = logits(plain, rope_scaling="yarn", rope_freq_scale=0.25, yarn_orig_ctx=256)
+    assert overridden == keyed and n_max == 1024
+    assert logits(plain)[0] != keyed
+    with pytest.raises(lantern.LanternError) as e:
+        lantern.Model(plain, rope_scaling="cubic")
+    assert "scaling 'cubic' is not one of none, linear, yarn" in str(e.value)
+    with pytest.raises(TypeError):
+        lantern.Model(plain, rope_sclaing="yarn")

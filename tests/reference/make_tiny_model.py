@@ -272,6 +272,14 @@ def build(args) -> None:
         w.add_rope_scaling_attn_factors(1.19)
         w.add_rope_scaling_orig_ctx_len(256)
 
+    if args.yarn:
+        w.add_rope_scaling_type(RopeScalingType.YARN)
+        w.add_rope_scaling_factor(args.yarn)
+        w.add_rope_scaling_orig_ctx_len(256)
+        if args.yarn_betas:
+            w.add_float32(f"{file_arch}.rope.scaling.yarn_beta_fast", args.yarn_betas[0])
+            w.add_float32(f"{file_arch}.rope.scaling.yarn_beta_slow", args.yarn_betas[1])
+
     sink = TensorSink(w, args.type, args.output_type or args.type)
 
     def mat(n_out: int, n_in: int, scale: float = 1.0) -> np.ndarray:
@@ -357,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--softcap-low", action="store_true", help="gemma2: softcaps 5 / 3 instead of 50 / 30")
     ap.add_argument("--plain", action="store_true",
                     help="skip optional features (rope factors/scaling, partial rotary)")
+    ap.add_argument("--yarn", type=float, default=0.0, metavar="FACTOR",
+                    help="YaRN rope scaling by FACTOR over an original context of 256 (with llama's "
+                         "rope_freqs too; mistral and gemma3 write linear scaling: --plain for them)")
+    ap.add_argument("--yarn-betas", type=float, nargs=2, default=None, metavar=("FAST", "SLOW"),
+                    help="with --yarn: write rope.scaling.yarn_beta_fast/slow")
     ap.add_argument("--wide", action="store_true",
                     help="n_embd 256 / n_ff 512 (what the k-quant types use)")
     args = ap.parse_args(argv)

@@ -70,8 +70,15 @@ Conventions (documented because they are easy to get wrong)
   cos/sin are multiplied by {arch}.rope.scaling.attn_factor when present
   (llama.cpp multiplies it into the rope "attn_factor"; phi3 longrope writes
   it).  Rope scaling: {arch}.rope.scaling.type none -> freq_scale 1; linear
-  (also the default when only a factor is given) -> 1/factor; yarn is not
-  implemented (error).
+  (also the default when only a factor is given) -> 1/factor; yarn -> as
+  transformers' "yarn" rope init: pair i's inverse frequency mixes the
+  trained one (extrapolation) and the trained one / factor (interpolation)
+  with weight 1 - ramp(i) for the trained one, ramp linear from 0 at
+  floor(d(beta_fast)) to 1 at ceil(d(beta_slow)) (clamped to [0, n_rot-1]),
+  d(r) = n_rot ln(orig_ctx / (2 pi r)) / (2 ln base), orig_ctx =
+  rope.scaling.original_context_length, beta_fast/slow =
+  rope.scaling.yarn_beta_fast/slow (default 32/1); cos/sin are multiplied
+  by 0.1 ln(factor) + 1 as well (llama.cpp's defaults: ext_factor 1).
 * Attention: scale 1/sqrt(head_dim) (gemma3: see below), GQA with query head h
   reading kv head h // (n_head / n_head_kv), causal softmax, optional
   {arch}.attn_logit_softcapping (s = c*tanh(s/c)) before the mask.
@@ -292,7 +299,7 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
     elif scaling_type == "linear":
         freq_scale = 1.0 / factor
     elif scaling_type == "yarn":
-        raise UnsupportedModel("yarn rope scaling is not implemented in the reference")
+        freq_scale = 1.0  # the yarn mix below carries the scaling
     else:
         # longrope / su (phi3): the frequency factors tensors carry the scaling
         freq_scale = 1.0
@@ -300,6 +307,11 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
 
     n_ctx_train = int(g("context_length", 0) or 0)
     n_ctx_orig = int(g("rope.scaling.original_context_length", n_ctx_train) or n_ctx_train)
+    yarn = None
+    if scaling_type == "yarn" and factor > 0.0:
+        yarn = {"factor": factor, "orig_ctx": n_ctx_orig,
+                "beta_fast": float(g("rope.scaling.yarn_beta_fast", 32.0)),
+                "beta_slow": float(g("rope.scaling.yarn_beta_slow", 1.0))}
 
     # vocabulary size = rows of the output matrix (or of token_embd when tied)
     out = w.get("output.weight", w.get("token_embd.weight"))
@@ -347,7 +359,7 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
         final_softcap=final_softcap, embd_scale=embd_scale,
         bos_id=meta.get("tokenizer.ggml.bos_token_id"),
         eos_id=meta.get("tokenizer.ggml.eos_token_id"),
-        extra={"rope_scaling_type": scaling_type, "rope_scaling_factor": factor},
+        extra={"rope_scaling_type": scaling_type, "rope_scaling_factor": factor, "yarn": yarn},
     )
 
 
@@ -446,8 +458,23 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def yarn_inv_freq(inv_freq: np.ndarray, n_rot: int, base: float, yarn: dict):
+    """YaRN's inverse frequencies and magnitude (see the module docstring)."""
+    def correction_dim(rotations: float) -> float:
+        return n_rot * math.log(yarn["orig_ctx"] / (rotations * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(correction_dim(yarn["beta_fast"])), 0)
+    high = min(math.ceil(correction_dim(yarn["beta_slow"])), n_rot - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(n_rot // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    keep = 1.0 - ramp  # share of the trained (extrapolated) frequency
+    mixed = inv_freq / yarn["factor"] * (1.0 - keep) + inv_freq * keep
+    magnitude = 0.1 * math.log(yarn["factor"]) + 1.0 if yarn["factor"] > 1.0 else 1.0
+    return mixed, magnitude
+
+
 def rope_cos_sin(positions: np.ndarray, n_rot: int, base: float, freq_scale: float,
-                 freq_factors: np.ndarray | None, attn_factor: float):
+                 freq_factors: np.ndarray | None, attn_factor: float, yarn: dict | None = None):
     """cos/sin tables of shape (n_tokens, n_rot/2)."""
     i = np.arange(n_rot // 2, dtype=np.float64)
     inv_freq = base ** (-2.0 * i / n_rot)
@@ -456,6 +483,9 @@ def rope_cos_sin(positions: np.ndarray, n_rot: int, base: float, freq_scale: flo
         if ff.shape[0] != n_rot // 2:
             raise UnsupportedModel(f"rope frequency factors have {ff.shape[0]} entries, expected {n_rot // 2}")
         inv_freq = inv_freq / ff
+    if yarn is not None:
+        inv_freq, magnitude = yarn_inv_freq(inv_freq, n_rot, base, yarn)
+        attn_factor = attn_factor * magnitude
     theta = np.asarray(positions, dtype=np.float64)[:, None] * (freq_scale * inv_freq)[None, :]
     return np.cos(theta) * attn_factor, np.sin(theta) * attn_factor
 
@@ -603,8 +633,9 @@ def forward(m: Model, tokens: list[int], n_ctx: int | None = None,
         else:
             base, fscale = hp.rope_base, hp.freq_scale
         if not (arch == "smollm3" and (il + 1) % 4 == 0):
+            yarn = None if arch == "gemma3" and is_swa else hp.extra["yarn"]
             cos, sin = rope_cos_sin(q_pos, hp.n_rot, base, fscale, _rope_factors(m, il, n_ctx),
-                                    hp.rope_attn_factor)
+                                    hp.rope_attn_factor, yarn)
             q = apply_rope(q, cos, sin, hp.n_rot, hp.rope_neox)
             k = apply_rope(k, cos, sin, hp.n_rot, hp.rope_neox)
 

@@ -154,6 +154,11 @@ INSTANTIATE_TEST_SUITE_P(
         ArchCase{"mistral", "f32", 1e-6, "--arch-name mistral", 64, "_named"},
         // qwen2: Q/K/V biases, neox rope, tied output.
         ArchCase{"qwen2", "f32", 2e-6}, ArchCase{"qwen2", "q8_0", 2e-3}, ArchCase{"qwen2", "q5_k", 2e-3},
+        // YaRN 4 over an original context of 256: qwen2 with the default
+        // correction range, llama with its Llama 3 factors and the file's
+        // betas 16 / 2 (the default range would cost 6e-4 at position 19).
+        ArchCase{"qwen2", "f32", 2e-6, "--yarn 4", 64, "_yarn"}, ArchCase{"qwen2", "q8_0", 2e-3, "--yarn 4", 64, "_yarn"},
+        ArchCase{"llama", "f32", 1e-6, "--yarn 4 --yarn-betas 16 2", 64, "_yarn"},
         // qwen3: per-head Q/K norms before neox rope, head_dim != n_embd /
         // n_head, tied output, no biases.
         ArchCase{"qwen3", "f32", 2e-6}, ArchCase{"qwen3", "q8_0", 2e-3}, ArchCase{"qwen3", "q4_k", 2e-3},
@@ -198,13 +203,14 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
     struct Case {
         std::string arch;
         int n_ctx;
+        std::string extra = "";  // make_tiny_model.py options (default --softcap)
     };
     for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"qwen3", 64}, Case{"smollm3", 64},
                           Case{"mixtral", 64}, Case{"qwen3moe", 64}, Case{"gemma2", 64}, Case{"phi3", 64},
-                          Case{"phi3", 300}, Case{"gemma3", 64}}) {
+                          Case{"phi3", 300}, Case{"gemma3", 64}, Case{"llama", 64, "--yarn 4"}}) {
         const std::string path = temp_path("offload-" + c.arch + ".gguf").string();
         run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + c.arch + " '" + path +
-            "' --softcap > /dev/null");
+            "' " + (c.extra.empty() ? "--softcap" : c.extra) + " > /dev/null");
         auto logits = [&](bool offload) {
             ModelParams p;
             p.n_threads = 2;
@@ -230,7 +236,7 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
         };
         const std::vector<float> cpu = logits(false);
         EXPECT_EQ(cpu.size(), tokens.size() * 269) << c.arch;
-        EXPECT_EQ(logits(true), cpu) << c.arch << " n_ctx " << c.n_ctx;
+        EXPECT_EQ(logits(true), cpu) << c.arch << " n_ctx " << c.n_ctx << " " << c.extra;
         std::remove(path.c_str());
     }
 }
@@ -249,11 +255,13 @@ TEST(ArchOnGpu, EveryArchitectureAgreesWithTheCpu) {
     int ran = 0;
     for (const BackendFactory& f : gpu_backend_factories()) {
         if (f.devices().empty()) continue;
-        for (const std::string arch :
-             {"llama", "mistral", "qwen2", "qwen3", "smollm3", "mixtral", "qwen3moe", "phi3", "gemma2", "gemma3"}) {
+        for (const std::string spec : {"llama", "mistral", "qwen2", "qwen3", "smollm3", "mixtral", "qwen3moe", "phi3",
+                                       "gemma2", "gemma3", "qwen2 --yarn 4"}) {
+            const std::string arch = spec.substr(0, spec.find(' '));
+            const std::string extra = spec.size() > arch.size() ? spec.substr(arch.size()) : "";
             const std::string path = temp_path(std::string("gpu-") + f.name + "-" + arch + ".gguf").string();
             run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + arch + " '" + path +
-                "' > /dev/null");
+                "'" + extra + " > /dev/null");
             auto logits = [&](const std::string& backend) {
                 ModelParams p;
                 p.n_threads = 2;
@@ -277,8 +285,8 @@ TEST(ArchOnGpu, EveryArchitectureAgreesWithTheCpu) {
             ASSERT_EQ(gpu.size(), cpu.size());
             double worst = 0.0;
             for (size_t t = 0; t < cpu.size(); ++t) worst = std::max(worst, nmse(gpu[t], cpu[t]));
-            std::printf("[ nmse     ] %s %s against the CPU: worst position %.3g\n", f.name, arch.c_str(), worst);
-            EXPECT_LE(worst, 1e-4) << f.name << " " << arch;
+            std::printf("[ nmse     ] %s %s against the CPU: worst position %.3g\n", f.name, spec.c_str(), worst);
+            EXPECT_LE(worst, 1e-4) << f.name << " " << spec;
             std::remove(path.c_str());
             ++ran;
         }
@@ -354,7 +362,7 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
         std::string message;
     };
     const Case cases[] = {
-        {{{"llama.rope.scaling.type", gguf::Value(std::string("yarn"))}}, "rope scaling type 'yarn' is not supported"},
+        {{{"llama.rope.scaling.type", gguf::Value(std::string("dynamic"))}}, "rope scaling type 'dynamic' is not supported"},
         {{{"general.architecture", gguf::Value(std::string("gpt2"))}},
          "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, smollm3, phi3, gemma2, "
          "gemma3)"},

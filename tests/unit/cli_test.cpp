@@ -438,6 +438,41 @@ TEST(Cli, LoraAdaptersApply) {
     std::remove(adapter.c_str());
 }
 
+// --rope-scaling/--rope-scale/--yarn-*: a file without scaling run with the
+// flags generates what the same file with YaRN keys generates; bad values
+// are refused naming the flag.
+TEST(Cli, RopeScalingFlags) {
+    const std::string plain = temp_path("rope-cli.gguf").string(), yarn = temp_path("rope-cli-yarn.gguf").string();
+    const std::string ref = (source_dir() / "tests/reference").string();
+    ASSERT_EQ(std::system(("python3 " + ref + "/make_tiny_model.py qwen2 " + shell_quote(plain) + " > /dev/null && python3 " +
+                           ref + "/make_tiny_model.py qwen2 " + shell_quote(yarn) + " --yarn 4 > /dev/null")
+                              .c_str()),
+              0);
+    const std::string run = " -n 12 --temp 0 -t 2 --no-display-prompt -p hello";
+    const CliOutput keyed = run_lantern("run -m " + shell_quote(yarn) + run);
+    ASSERT_EQ(keyed.exit_code, 0) << keyed.err;
+    EXPECT_NE(keyed.err.find("rope scaling: contexts up to 1024 tokens"), std::string::npos) << keyed.err;
+    const CliOutput flags =
+        run_lantern("run -m " + shell_quote(plain) + run + " --rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 256");
+    ASSERT_EQ(flags.exit_code, 0) << flags.err;
+    EXPECT_EQ(flags.out, keyed.out);
+    const CliOutput off = run_lantern("run -m " + shell_quote(yarn) + run + " --rope-scaling none");
+    const CliOutput base = run_lantern("run -m " + shell_quote(plain) + run);
+    ASSERT_EQ(off.exit_code, 0) << off.err;
+    EXPECT_EQ(off.out, base.out);
+    CliOutput o = run_lantern("run -m " + shell_quote(plain) + run + " --rope-scale -2");
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("--rope-scale must be a positive number"), std::string::npos) << o.err;
+    o = run_lantern("run -m " + shell_quote(plain) + run + " --rope-scaling cubic");
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("--rope-scaling"), std::string::npos) << o.err;
+    o = run_lantern("run -m " + shell_quote(yarn) + run + " --yarn-beta-slow 0");
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("yarn_beta_slow must be positive"), std::string::npos) << o.err;
+    std::remove(plain.c_str());
+    std::remove(yarn.c_str());
+}
+
 // --layers: a shape's layers cut to a few (quick files of a large model's
 // layer shape, for kernel benchmarks); the model runs.
 TEST(Cli, SynthWithFewerLayers) {
