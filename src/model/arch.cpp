@@ -7,13 +7,15 @@ namespace {
 
 // mistral: real Mistral GGUFs say "llama"; files that say "mistral" are the
 // same graph (hparams.cpp gives both the same conventions).
-constexpr std::array<Architecture, 9> kArchitectures = {{
+constexpr std::array<Architecture, 11> kArchitectures = {{
     {"llama", bind_llama, build_llama},
     {"mistral", bind_llama, build_llama},
     {"qwen2", bind_llama, build_llama},
     {"qwen3", bind_llama, build_llama},
     {"qwen3moe", bind_llama, build_llama},
     {"smollm3", bind_llama, build_llama},
+    {"granite", bind_llama, build_llama},
+    {"granitemoe", bind_llama, build_llama},
     {"phi3", bind_phi3, build_phi3},
     {"gemma2", bind_gemma3, build_gemma3},
     {"gemma3", bind_gemma3, build_gemma3},
@@ -108,6 +110,7 @@ Tensor* output_head(Graph& g, const HParams& hp, const ModelWeights& w, const St
         return normed;
     }
     Tensor* logits = linear(g, w, w.output, normed);
+    if (hp.logit_scale > 0.0f) logits = g.scale(logits, 1.0f / hp.logit_scale);
     if (hp.final_softcap > 0.0f) logits = g.softcap(logits, hp.final_softcap);
     g.mark_output(logits);
     return logits;

@@ -1,10 +1,12 @@
-// llama, mistral, qwen2, qwen3, qwen3moe, smollm3: embedding, per layer
+// llama, mistral, qwen2, qwen3, qwen3moe, smollm3, granite, granitemoe:
+// embedding (granite: scaled), per layer
 // RMSNorm -> Q/K/V (+ biases, qwen2) -> per-head RMSNorm of Q and K (qwen3,
 // qwen3moe) -> RoPE (normal; neox for qwen2 and qwen3; Llama 3 frequency
 // factors; none on smollm3's every fourth layer) -> KV cache -> attention ->
 // output projection -> residual -> RMSNorm -> SwiGLU FFN, or a mixture of
-// SwiGLU experts (Mixtral, qwen3moe) -> residual, then the final norm and the
-// output head. A head's size is the file's key_length (Qwen3: 128 for any
+// SwiGLU experts (Mixtral, qwen3moe, granitemoe) -> residual, then the final
+// norm and the output head (granite: divided by its logit scale). Granite
+// also scales both branch outputs before their residual adds. A head's size is the file's key_length (Qwen3: 128 for any
 // width), not necessarily n_embd / n_head.
 //
 // Each residual add is fused with the RMSNorm that follows it (AddRmsNorm):
@@ -60,6 +62,10 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
 
     g.set_layer(-1);
     Tensor* x = g.get_rows(w.tok_embd, in.tokens);  // [n_embd, T]
+    if (hp.embedding_scale > 0.0f) x = g.scale(x, hp.embedding_scale);
+    const auto residual = [&](Tensor* branch) {
+        return hp.residual_scale > 0.0f ? g.scale(branch, hp.residual_scale) : branch;
+    };
 
     g.set_layer(0);
     Tensor* cur = g.rms_norm(x, w.layers[0].attn_norm, hp.rms_eps);
@@ -86,18 +92,18 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         if (l.q_norm != nullptr) qh = g.rms_norm(qh, l.q_norm, hp.rms_eps);
         if (l.k_norm != nullptr) kh = g.rms_norm(kh, l.k_norm, hp.rms_eps);
         Tensor* attn = attend(g, hp, kv, in, il, qh, kh, v, rope);
-        Tensor* o = linear(g, w, l.wo, attn);
+        Tensor* o = residual(linear(g, w, l.wo, attn));
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 
         // Feed-forward (SwiGLU), or a mixture of SwiGLU experts.
         if (l.ffn_gate_exps != nullptr) {
-            last_ffn = g.moe_ffn(cur, l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
-                                 static_cast<int>(hp.n_expert_used), hp.expert_weights_norm);
+            last_ffn = residual(g.moe_ffn(cur, l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
+                                          static_cast<int>(hp.n_expert_used), hp.expert_weights_norm));
             continue;
         }
         const std::vector<Tensor*> gate_up = linear_group(g, w, {l.ffn_gate, l.ffn_up}, cur);
-        last_ffn = linear(g, w, l.ffn_down, g.silu_mul(gate_up[0], gate_up[1]));
+        last_ffn = residual(linear(g, w, l.ffn_down, g.silu_mul(gate_up[0], gate_up[1])));
     }
     return output_head(g, hp, w, in, x, last_ffn);
 }

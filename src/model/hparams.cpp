@@ -134,11 +134,26 @@ HParams read_hparams(const gguf::File& f) {
     hp.rope_base_local = static_cast<float>(
         f.get_float(a + "rope.freq_base_swa").value_or(hp.arch == "gemma3" ? 10000.0 : hp.rope_base));
     read_rope_scaling(f, a, hp);
-    hp.rope_mode = hp.arch == "llama" || hp.arch == "mistral" || hp.arch == "smollm3" ? RopeMode::Normal : RopeMode::Neox;
+    const bool granite = hp.arch == "granite" || hp.arch == "granitemoe";
+    hp.rope_mode = hp.arch == "llama" || hp.arch == "mistral" || hp.arch == "smollm3" || granite ? RopeMode::Normal
+                                                                                                : RopeMode::Neox;
     if (hp.arch == "smollm3") hp.no_rope_every = 4;
     read_sliding_window(f, a, hp);
     hp.attn_softcap = static_cast<float>(f.get_float(a + "attn_logit_softcapping").value_or(0.0));
     hp.final_softcap = static_cast<float>(f.get_float(a + "final_logit_softcapping").value_or(0.0));
+    if (granite) {
+        const auto scale = [&](const std::string& key) {
+            const double v = f.get_float(a + key).value_or(0.0);
+            if (!std::isfinite(v) || v < 0.0) {
+                throw Error(ErrorCode::Format, f.path() + ": '" + a + key + "' must be a non-negative number");
+            }
+            return static_cast<float>(v);
+        };
+        hp.embedding_scale = scale("embedding_scale");
+        hp.residual_scale = scale("residual_scale");
+        hp.logit_scale = scale("logit_scale");
+        hp.query_scale = scale("attention.scale");
+    }
     if (hp.arch == "gemma3" || hp.arch == "gemma2") {
         // query_pre_attn_scalar: the file's attention.scale if any; the 27B
         // models (Gemma 3: 62 layers, Gemma 2: 46) scale by n_embd / n_head

@@ -59,7 +59,7 @@ struct HParams {
     float yarn_attn_factor = 1.0f;
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
-    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, qwen3, phi3, gemma3 (smollm3: normal)
+    RopeMode rope_mode = RopeMode::Normal;  // Neox for qwen2, qwen3, phi3, gemma3 (smollm3, granite: normal)
 
     // Sliding-window attention (gemma3's local layers; llama/mistral files
     // that carry the key window every layer).
@@ -70,6 +70,12 @@ struct HParams {
     float attn_softcap = 0.0f;         // {arch}.attn_logit_softcapping (0: off)
     float final_softcap = 0.0f;        // {arch}.final_logit_softcapping (0: off)
     float query_scale = 0.0f;          // attention scale override (0: 1/sqrt(head_dim))
+    // granite, granitemoe: the embeddings are multiplied by embedding_scale,
+    // each block's attention and FFN outputs by residual_scale before their
+    // residual adds, and the logits divided by logit_scale ({arch}.*; 0: off).
+    float embedding_scale = 0.0f;
+    float residual_scale = 0.0f;
+    float logit_scale = 0.0f;
     // smollm3: every n-th layer (il + 1 a multiple of it) attends without
     // RoPE ("NoPE"); 4, fixed by the architecture (no GGUF key). 0: none.
     int64_t no_rope_every = 0;

@@ -5,7 +5,8 @@
          [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
          [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
 
-ARCH: llama | mistral | mixtral | qwen2 | qwen3 | qwen3moe | smollm3 | phi3 | gemma2 | gemma3
+ARCH: llama | mistral | mixtral | qwen2 | qwen3 | qwen3moe | smollm3 | phi3 | gemma2 | gemma3 |
+      granite | granitemoe
 TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
       q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
       multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
@@ -41,6 +42,9 @@ Per-architecture features exercised (disable the optional ones with --plain):
           the FFN a router (ffn_gate_inp) and 3-D ffn_{gate,up,down}_exps.
   qwen3moe qwen3 with 8 experts of expert_feed_forward_length n_ff / 2, 3 used.
   smollm3 4 layers, the last without rope (NoPE every 4th); tied output.
+  granite llama with IBM's multipliers: embedding_scale 12, residual_scale
+          0.22, attention.scale 0.5 (not 1/sqrt(16)), logit_scale 8.
+  granitemoe granite with 4 experts, 2 used (as mixtral); tied output.
   phi3    fused attn_qkv and fused ffn_up (gate|up); partial rotary
           (rope.dimension_count = 3/4 head_dim); longrope factors
           rope_factors_short/long.weight and rope.scaling.attn_factor; context
@@ -74,7 +78,8 @@ from gguf.quants import quantize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kquants  # noqa: E402
 
-ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3")
+ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3",
+         "granite", "granitemoe")
 
 LEGACY_TYPES = {
     "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
@@ -214,7 +219,8 @@ def build(args) -> None:
     n_layer = args.n_layer or {"gemma3": 6, "gemma2": 4, "smollm3": 4}.get(arch, 2)
     n_ctx = 512
     file_arch = args.arch_name or ("llama" if arch in ("mistral", "mixtral") else arch)
-    n_expert, n_used, n_ff_exp = {"mixtral": (4, 2, n_ff), "qwen3moe": (8, 3, n_ff // 2)}.get(arch, (0, 0, 0))
+    n_expert, n_used, n_ff_exp = {"mixtral": (4, 2, n_ff), "qwen3moe": (8, 3, n_ff // 2),
+                                  "granitemoe": (4, 2, n_ff)}.get(arch, (0, 0, 0))
 
     w = GGUFWriter(args.out, file_arch)
     w.add_name(f"tiny-{arch}-{args.type}")
@@ -268,6 +274,11 @@ def build(args) -> None:
         if not plain:
             w.add_rope_scaling_type(RopeScalingType.LINEAR)
             w.add_rope_scaling_factor(2.0)
+    if arch in ("granite", "granitemoe"):
+        w.add_float32(f"{file_arch}.embedding_scale", 12.0)
+        w.add_float32(f"{file_arch}.residual_scale", 0.22)
+        w.add_float32(f"{file_arch}.attention.scale", 0.5)
+        w.add_float32(f"{file_arch}.logit_scale", 8.0)
     if arch == "phi3" and not plain:
         w.add_rope_scaling_attn_factors(1.19)
         w.add_rope_scaling_orig_ctx_len(256)
@@ -294,7 +305,7 @@ def build(args) -> None:
         arch, np.sqrt(n_embd)) / np.sqrt(n_embd)
     sink.add("token_embd.weight", rng.standard_normal((n_vocab, n_embd)) * embd_std)
     sink.add("output_norm.weight", norm(n_embd))
-    if arch not in ("qwen2", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3"):
+    if arch not in ("qwen2", "qwen3", "qwen3moe", "smollm3", "gemma2", "gemma3", "granitemoe"):
         sink.add("output.weight", mat(n_vocab, n_embd, 2.0))
     if arch == "llama" and not plain:
         sink.add("rope_freqs.weight", np.geomspace(1.0, 8.0, n_rot // 2))

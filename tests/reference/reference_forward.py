@@ -118,6 +118,11 @@ Conventions (documented because they are easy to get wrong)
         index) each give down_e(silu(gate_e h) * up_e h) from the 3-D
         ffn_{gate,up,down}_exps tensors, weighted by p renormalised over the
         chosen ones (unless {arch}.expert_weights_norm is false).
+    granite / granitemoe: as llama / Mixtral (normal rope), with IBM's four
+        multipliers: emb * {arch}.embedding_scale, attention scale
+        {arch}.attention.scale (instead of 1/sqrt(head_dim)), each attention
+        and FFN output * {arch}.residual_scale before its residual add, and
+        logits / {arch}.logit_scale (each only when present and nonzero).
     smollm3: as llama (normal rope), but layers il with (il + 1) % 4 == 0
         use no rope at all ("NoPE"; the 4 is fixed, no GGUF key).
     phi3: fused attn_qkv (rows: Q | K | V) or separate q/k/v; fused ffn_up
@@ -162,7 +167,8 @@ except ImportError as exc:  # pragma: no cover
     sys.stderr.write(f"reference_forward.py needs the gguf package: {exc}\n")
     raise
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3")
+SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3",
+                   "granite", "granitemoe")
 NEOX_ARCHS = ("qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3")
 
 
@@ -230,6 +236,8 @@ class HParams:
     attn_softcap: float
     final_softcap: float
     embd_scale: float
+    residual_scale: float
+    logit_scale: float
     bos_id: int | None
     eos_id: int | None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -348,6 +356,13 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
     attn_softcap = float(g("attn_logit_softcapping", 0.0) or 0.0)
     final_softcap = float(g("final_logit_softcapping", 0.0) or 0.0)
     embd_scale = math.sqrt(n_embd) if arch in ("gemma2", "gemma3") else 1.0
+    residual_scale = logit_scale = 1.0
+    if arch in ("granite", "granitemoe"):
+        embd_scale = float(g("embedding_scale", 0.0) or 1.0)
+        residual_scale = float(g("residual_scale", 0.0) or 1.0)
+        logit_scale = float(g("logit_scale", 0.0) or 1.0)
+        if float(g("attention.scale", 0.0) or 0.0) > 0:
+            attn_scale = float(g("attention.scale"))
 
     return HParams(
         arch=arch, n_vocab=n_vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
@@ -356,7 +371,8 @@ def build_hparams(meta: dict[str, Any], w: dict[str, np.ndarray], swa_policy: st
         rope_attn_factor=rope_attn_factor, rope_neox=arch in NEOX_ARCHS,
         n_ctx_train=n_ctx_train, n_ctx_orig=n_ctx_orig, sliding_window=sw,
         swa_layers=swa_layers, attn_scale=attn_scale, attn_softcap=attn_softcap,
-        final_softcap=final_softcap, embd_scale=embd_scale,
+        final_softcap=final_softcap, embd_scale=embd_scale, residual_scale=residual_scale,
+        logit_scale=logit_scale,
         bos_id=meta.get("tokenizer.ggml.bos_token_id"),
         eos_id=meta.get("tokenizer.ggml.eos_token_id"),
         extra={"rope_scaling_type": scaling_type, "rope_scaling_factor": factor, "yarn": yarn},
@@ -659,11 +675,11 @@ def forward(m: Model, tokens: list[int], n_ctx: int | None = None,
 
         if m.has(pre + "post_attention_norm.weight"):
             attn = rms_norm(attn, m.w[pre + "post_attention_norm.weight"], hp.eps)
-        x = x + attn
+        x = x + attn * hp.residual_scale
 
         h = rms_norm(x, m.get(pre + "ffn_norm.weight"), hp.eps)
         if m.has(pre + "ffn_gate_inp.weight"):
-            x = x + moe_ffn(m, h, pre)
+            x = x + moe_ffn(m, h, pre) * hp.residual_scale
             continue
         if m.has(pre + "ffn_gate.weight"):
             gate = linear(m, h, pre + "ffn_gate")
@@ -676,14 +692,14 @@ def forward(m: Model, tokens: list[int], n_ctx: int | None = None,
         ffn = linear(m, act * up, pre + "ffn_down")
         if m.has(pre + "post_ffw_norm.weight"):
             ffn = rms_norm(ffn, m.w[pre + "post_ffw_norm.weight"], hp.eps)
-        x = x + ffn
+        x = x + ffn * hp.residual_scale
 
     if cache is not None:
         cache.n_past = n_past + n
 
     x = rms_norm(x, m.get("output_norm.weight"), hp.eps)
     out_name = "output" if m.has("output.weight") else "token_embd"
-    logits = linear(m, x, out_name)
+    logits = linear(m, x, out_name) / hp.logit_scale
     if hp.final_softcap > 0:
         logits = hp.final_softcap * np.tanh(logits / hp.final_softcap)
     return logits
