@@ -248,6 +248,12 @@ Tensor* Graph::attention(Tensor* q, Tensor* k_cache, Tensor* v_cache, Tensor* po
     return t;
 }
 
+Tensor* Graph::sigmoid_gate(Tensor* x, Tensor* gate) {
+    require(gate->ne[0] == 1 && gate->ne[1] == x->ne[1] && gate->ne[2] == x->ne[2] && gate->ne[3] == x->ne[3],
+            "sigmoid_gate", [&] { return "the gate must be one value per row: " + shape_str(x) + " " + shape_str(gate); });
+    return new_node(Op::SigmoidGate, DType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, {x, gate}, "sigmoid_gate");
+}
+
 Tensor* Graph::softcap(Tensor* x, float cap) {
     require(cap > 0.0f, "softcap", "the cap must be positive");
     Tensor* t = new_node(Op::Softcap, DType::F32, {x->ne[0], x->ne[1], x->ne[2], x->ne[3]}, {x}, "softcap");

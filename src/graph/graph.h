@@ -66,6 +66,7 @@ public:
     Tensor* attention(Tensor* q, Tensor* k_cache, Tensor* v_cache, Tensor* pos, Tensor* seq,
                       int n_head_kv, int n_ctx_seq, float scale, float softcap, int window);
     Tensor* softcap(Tensor* x, float cap);
+    Tensor* sigmoid_gate(Tensor* x, Tensor* gate);
     Tensor* moe_ffn(Tensor* x, Tensor* router, Tensor* gate, Tensor* up, Tensor* down, int n_used, bool norm_weights);
     // Fused: returns the fused node; use add_rms_norm_sum / _norm for its halves.
     Tensor* add_rms_norm(Tensor* a, Tensor* b, Tensor* w, float eps);

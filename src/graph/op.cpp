@@ -20,6 +20,7 @@ const char* op_name(Op op) {
         case Op::KvStore: return "kv_store";
         case Op::Attention: return "attention";
         case Op::Softcap: return "softcap";
+        case Op::SigmoidGate: return "sigmoid_gate";
         case Op::AddRmsNorm: return "add_rms_norm";
         case Op::RopeQK: return "rope_qk";
         case Op::MulMatAdd: return "mul_mat_add";

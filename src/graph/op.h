@@ -65,6 +65,10 @@ enum class Op : uint8_t {
     // Logit soft-capping: dst = f[0] * tanh(src0 / f[0]), f[0] > 0 (Gemma's
     // final_logit_softcapping). Same shape; src0 rows may be strided.
     Softcap,
+    // Gated rows: dst row r = src0 row r * sigmoid(src1[0] of row r); src1
+    // [1, rows] (may be a strided view). Qwen2-MoE's shared expert, gated
+    // per token.
+    SigmoidGate,
     // Mixture-of-experts feed-forward (Mixtral, Qwen3-MoE). src0 x [D, T] f32,
     // src1 router [D, E], src2 gate [D, F, E], src3 up [D, F, E], src4 down
     // [F, D, E] (any weight types; gate and up alike). Per token: p =

@@ -7,10 +7,11 @@ namespace {
 
 // mistral: real Mistral GGUFs say "llama"; files that say "mistral" are the
 // same graph (hparams.cpp gives both the same conventions).
-constexpr std::array<Architecture, 11> kArchitectures = {{
+constexpr std::array<Architecture, 12> kArchitectures = {{
     {"llama", bind_llama, build_llama},
     {"mistral", bind_llama, build_llama},
     {"qwen2", bind_llama, build_llama},
+    {"qwen2moe", bind_llama, build_llama},
     {"qwen3", bind_llama, build_llama},
     {"qwen3moe", bind_llama, build_llama},
     {"smollm3", bind_llama, build_llama},

@@ -1,10 +1,11 @@
-// llama, mistral, qwen2, qwen3, qwen3moe, smollm3, granite, granitemoe:
+// llama, mistral, qwen2, qwen2moe, qwen3, qwen3moe, smollm3, granite, granitemoe:
 // embedding (granite: scaled), per layer
 // RMSNorm -> Q/K/V (+ biases, qwen2) -> per-head RMSNorm of Q and K (qwen3,
 // qwen3moe) -> RoPE (normal; neox for qwen2 and qwen3; Llama 3 frequency
 // factors; none on smollm3's every fourth layer) -> KV cache -> attention ->
 // output projection -> residual -> RMSNorm -> SwiGLU FFN, or a mixture of
-// SwiGLU experts (Mixtral, qwen3moe, granitemoe) -> residual, then the final
+// SwiGLU experts (Mixtral, qwen3moe, granitemoe; qwen2moe adds a shared
+// SwiGLU expert gated per token by a sigmoid) -> residual, then the final
 // norm and the output head (granite: divided by its logit scale). Granite
 // also scales both branch outputs before their residual adds. A head's size is the file's key_length (Qwen3: 128 for any
 // width), not necessarily n_embd / n_head.
@@ -42,6 +43,13 @@ ModelWeights bind_llama(const WeightTable& w, const HParams& hp) {
             l.ffn_gate_exps = w.require(p + "ffn_gate_exps.weight", {e, f, x});
             l.ffn_up_exps = w.require(p + "ffn_up_exps.weight", {e, f, x});
             l.ffn_down_exps = w.require(p + "ffn_down_exps.weight", {f, e, x});
+            if (hp.arch == "qwen2moe") {
+                const int64_t s = hp.n_ff_shexp;
+                l.ffn_gate_inp_shexp = w.require(p + "ffn_gate_inp_shexp.weight", {e});
+                l.ffn_gate_shexp = w.require(p + "ffn_gate_shexp.weight", {e, s});
+                l.ffn_up_shexp = w.require(p + "ffn_up_shexp.weight", {e, s});
+                l.ffn_down_shexp = w.require(p + "ffn_down_shexp.weight", {s, e});
+            }
         } else {
             if (w.find(p + "ffn_gate_exps.weight") != nullptr) {
                 throw Error(ErrorCode::Format, "the file has expert tensors (" + p +
@@ -98,8 +106,14 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
 
         // Feed-forward (SwiGLU), or a mixture of SwiGLU experts.
         if (l.ffn_gate_exps != nullptr) {
-            last_ffn = residual(g.moe_ffn(cur, l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
-                                          static_cast<int>(hp.n_expert_used), hp.expert_weights_norm));
+            Tensor* moe = g.moe_ffn(cur, l.ffn_gate_inp, l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps,
+                                    static_cast<int>(hp.n_expert_used), hp.expert_weights_norm);
+            if (l.ffn_gate_shexp != nullptr) {
+                const std::vector<Tensor*> gu = linear_group(g, w, {l.ffn_gate_shexp, l.ffn_up_shexp}, cur);
+                Tensor* shared = linear(g, w, l.ffn_down_shexp, g.silu_mul(gu[0], gu[1]));
+                moe = g.add(moe, g.sigmoid_gate(shared, g.mul_mat(l.ffn_gate_inp_shexp, cur)));
+            }
+            last_ffn = residual(moe);
             continue;
         }
         const std::vector<Tensor*> gate_up = linear_group(g, w, {l.ffn_gate, l.ffn_up}, cur);

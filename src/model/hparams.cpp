@@ -169,7 +169,9 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.n_expert > 0) {
         hp.n_expert_used = require_int(f, a + "expert_used_count");
         hp.n_ff_exp = f.get_int(a + "expert_feed_forward_length").value_or(hp.n_ff);
-        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm").value_or(true);
+        // Qwen2-MoE leaves the chosen experts' weights as softmax gave them.
+        hp.expert_weights_norm = f.get_bool(a + "expert_weights_norm").value_or(hp.arch != "qwen2moe");
+        hp.n_ff_shexp = f.get_int(a + "expert_shared_feed_forward_length").value_or(hp.n_ff);
         if (hp.n_expert_used > hp.n_expert) {
             throw Error(ErrorCode::Format, f.path() + ": expert_used_count (" + std::to_string(hp.n_expert_used) +
                                                ") is more than expert_count (" + std::to_string(hp.n_expert) + ")");
@@ -181,7 +183,7 @@ HParams read_hparams(const gguf::File& f) {
         if (f.get_int(a + "expert_shared_count").value_or(0) > 0) {
             throw Error(ErrorCode::Unsupported, f.path() + ": shared experts are not supported");
         }
-    } else if (hp.arch == "qwen3moe") {
+    } else if (hp.arch == "qwen3moe" || hp.arch == "qwen2moe") {
         throw Error(ErrorCode::Format, f.path() + ": missing metadata key '" + a + "expert_count'");
     }
 

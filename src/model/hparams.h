@@ -87,7 +87,11 @@ struct HParams {
     int64_t n_expert = 0;       // {arch}.expert_count (0: a dense FFN)
     int64_t n_expert_used = 0;  // {arch}.expert_used_count
     int64_t n_ff_exp = 0;       // {arch}.expert_feed_forward_length (default n_ff)
-    bool expert_weights_norm = true;
+    bool expert_weights_norm = true;  // {arch}.expert_weights_norm (qwen2moe: false)
+    // qwen2moe's shared expert beside the routed ones, gated per token by
+    // sigmoid(ffn_gate_inp_shexp x): {arch}.expert_shared_feed_forward_length
+    // (default n_ff).
+    int64_t n_ff_shexp = 0;
 
     // Attention scale used by the attention op.
     float attention_scale() const;

@@ -43,6 +43,10 @@ struct LayerWeights {
     Tensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff_exp, n_expert]
     Tensor* ffn_up_exps = nullptr;    // [n_embd, n_ff_exp, n_expert]
     Tensor* ffn_down_exps = nullptr;  // [n_ff_exp, n_embd, n_expert]
+    Tensor* ffn_gate_inp_shexp = nullptr;  // [n_embd] qwen2moe: the shared expert's gate
+    Tensor* ffn_gate_shexp = nullptr;      // [n_embd, n_ff_shexp]
+    Tensor* ffn_up_shexp = nullptr;        // [n_embd, n_ff_shexp]
+    Tensor* ffn_down_shexp = nullptr;      // [n_ff_shexp, n_embd]
     Tensor* post_ffw_norm = nullptr;  // [n_embd] gemma3, on the FFN output
     Tensor* rope_freqs = nullptr;  // [n_rot / 2] per-layer frequency factors, optional
 };

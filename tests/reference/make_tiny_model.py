@@ -5,8 +5,8 @@
          [--output-type TYPE] [--seed N] [--n-layer N] [--tokenizer gpt2|llama]
          [--arch-name NAME] [--sliding-window N] [--softcap] [--plain] [--wide]
 
-ARCH: llama | mistral | mixtral | qwen2 | qwen3 | qwen3moe | smollm3 | phi3 | gemma2 | gemma3 |
-      granite | granitemoe
+ARCH: llama | mistral | mixtral | qwen2 | qwen2moe | qwen3 | qwen3moe | smollm3 | phi3 | gemma2 |
+      gemma3 | granite | granitemoe
 TYPE: f32 (default) f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 (via gguf.quants.quantize)
       q2_k q3_k q4_k q5_k q6_k (via kquants.py; these need rows that are a
       multiple of 256, so the model is widened to n_embd 256 / n_ff 512, as
@@ -41,6 +41,9 @@ Per-architecture features exercised (disable the optional ones with --plain):
   mixtral written as "llama" with llama.expert_count 4, expert_used_count 2:
           the FFN a router (ffn_gate_inp) and 3-D ffn_{gate,up,down}_exps.
   qwen3moe qwen3 with 8 experts of expert_feed_forward_length n_ff / 2, 3 used.
+  qwen2moe qwen2 with 8 experts of n_ff / 2, 2 used, weights not renormalised,
+          and a shared expert of expert_shared_feed_forward_length 96 (K-quants: 256) behind
+          a sigmoid gate (ffn_*_shexp, ffn_gate_inp_shexp); untied output.
   smollm3 4 layers, the last without rope (NoPE every 4th); tied output.
   granite llama with IBM's multipliers: embedding_scale 12, residual_scale
           0.22, attention.scale 0.5 (not 1/sqrt(16)), logit_scale 8.
@@ -78,8 +81,8 @@ from gguf.quants import quantize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kquants  # noqa: E402
 
-ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3",
-         "granite", "granitemoe")
+ARCHS = ("llama", "mistral", "mixtral", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2",
+         "gemma3", "granite", "granitemoe")
 
 LEGACY_TYPES = {
     "f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
@@ -220,7 +223,8 @@ def build(args) -> None:
     n_ctx = 512
     file_arch = args.arch_name or ("llama" if arch in ("mistral", "mixtral") else arch)
     n_expert, n_used, n_ff_exp = {"mixtral": (4, 2, n_ff), "qwen3moe": (8, 3, n_ff // 2),
-                                  "granitemoe": (4, 2, n_ff)}.get(arch, (0, 0, 0))
+                                  "qwen2moe": (8, 2, n_ff // 2), "granitemoe": (4, 2, n_ff)}.get(arch, (0, 0, 0))
+    n_ff_shexp = (256 if is_k else 96) if arch == "qwen2moe" else 0
 
     w = GGUFWriter(args.out, file_arch)
     w.add_name(f"tiny-{arch}-{args.type}")
@@ -241,12 +245,14 @@ def build(args) -> None:
     if arch == "phi3" and not plain:
         n_rot = (3 * head_dim // 4) // 2 * 2
     w.add_rope_dimension_count(n_rot)
-    w.add_rope_freq_base(1e6 if arch in ("qwen2", "qwen3", "qwen3moe", "gemma3") else 10000.0)
+    w.add_rope_freq_base(1e6 if arch in ("qwen2", "qwen2moe", "qwen3", "qwen3moe", "gemma3") else 10000.0)
     if n_expert:
         w.add_expert_count(n_expert)
         w.add_expert_used_count(n_used)
-        if arch == "qwen3moe":
+        if arch in ("qwen3moe", "qwen2moe"):
             w.add_expert_feed_forward_length(n_ff_exp)
+        if n_ff_shexp:
+            w.add_expert_shared_feed_forward_length(n_ff_shexp)
     if arch in ("qwen3", "qwen3moe"):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
@@ -325,7 +331,7 @@ def build(args) -> None:
             sink.add(p + "attn_q.weight", mat(nq, n_embd))
             sink.add(p + "attn_k.weight", mat(nkv, n_embd))
             sink.add(p + "attn_v.weight", mat(nkv, n_embd))
-        if arch == "qwen2":
+        if arch in ("qwen2", "qwen2moe"):
             sink.add(p + "attn_q.bias", 0.1 * rng.standard_normal(nq))
             sink.add(p + "attn_k.bias", 0.1 * rng.standard_normal(nkv))
             sink.add(p + "attn_v.bias", 0.1 * rng.standard_normal(nkv))
@@ -343,6 +349,12 @@ def build(args) -> None:
             sink.add(p + "ffn_gate_exps.weight", np.stack([mat(n_ff_exp, n_embd) for _ in range(n_expert)]))
             sink.add(p + "ffn_up_exps.weight", np.stack([mat(n_ff_exp, n_embd) for _ in range(n_expert)]))
             sink.add(p + "ffn_down_exps.weight", np.stack([mat(n_embd, n_ff_exp) for _ in range(n_expert)]))
+            if n_ff_shexp:
+                sink.add(p + "ffn_gate_inp_shexp.weight", 2.0 * rng.standard_normal(n_embd) / np.sqrt(n_embd),
+                         quantizable=False)
+                sink.add(p + "ffn_gate_shexp.weight", mat(n_ff_shexp, n_embd))
+                sink.add(p + "ffn_up_shexp.weight", mat(n_ff_shexp, n_embd))
+                sink.add(p + "ffn_down_shexp.weight", mat(n_embd, n_ff_shexp))
         elif arch == "phi3":
             sink.add(p + "ffn_up.weight", np.concatenate([mat(n_ff, n_embd), mat(n_ff, n_embd)], axis=0))
             sink.add(p + "ffn_down.weight", mat(n_embd, n_ff))

@@ -117,7 +117,11 @@ Conventions (documented because they are easy to get wrong)
         softmax over all E; the expert_used_count largest (ties to the lower
         index) each give down_e(silu(gate_e h) * up_e h) from the 3-D
         ffn_{gate,up,down}_exps tensors, weighted by p renormalised over the
-        chosen ones (unless {arch}.expert_weights_norm is false).
+        chosen ones (unless {arch}.expert_weights_norm is false; qwen2moe
+        defaults to false).
+    qwen2moe: as qwen2 with a mixture of experts, plus a shared expert
+        down_s(silu(gate_s h) * up_s h) (ffn_{gate,up,down}_shexp) scaled per
+        token by sigmoid(ffn_gate_inp_shexp . h) and added to the experts' sum.
     granite / granitemoe: as llama / Mixtral (normal rope), with IBM's four
         multipliers: emb * {arch}.embedding_scale, attention scale
         {arch}.attention.scale (instead of 1/sqrt(head_dim)), each attention
@@ -167,9 +171,9 @@ except ImportError as exc:  # pragma: no cover
     sys.stderr.write(f"reference_forward.py needs the gguf package: {exc}\n")
     raise
 
-SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2", "gemma3",
-                   "granite", "granitemoe")
-NEOX_ARCHS = ("qwen2", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3")
+SUPPORTED_ARCHS = ("llama", "mistral", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "smollm3", "phi3", "gemma2",
+                   "gemma3", "granite", "granitemoe")
+NEOX_ARCHS = ("qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3", "gemma2", "gemma3")
 
 
 class UnsupportedModel(Exception):
@@ -542,7 +546,7 @@ def moe_ffn(m: Model, h: np.ndarray, pre: str) -> np.ndarray:
     """Mixture of experts, token by token (see the module docstring)."""
     arch = m.hp.arch
     k = int(m.meta[f"{arch}.expert_used_count"])
-    norm = bool(m.meta.get(f"{arch}.expert_weights_norm", True))
+    norm = bool(m.meta.get(f"{arch}.expert_weights_norm", arch != "qwen2moe"))
     router = m.get(pre + "ffn_gate_inp.weight")                  # (E, n_embd)
     gate, up, down = (m.get(pre + f"ffn_{n}_exps.weight") for n in ("gate", "up", "down"))  # (E, ...)
     out = np.zeros_like(h)
@@ -552,6 +556,11 @@ def moe_ffn(m: Model, h: np.ndarray, pre: str) -> np.ndarray:
         w = p[chosen] / (p[chosen].sum() if norm else 1.0)
         for e, we in zip(chosen, w):
             out[t] += we * (down[e] @ (silu(gate[e] @ h[t]) * (up[e] @ h[t])))
+    if m.has(pre + "ffn_gate_shexp.weight"):
+        g_s, u_s, d_s = (m.get(pre + f"ffn_{n}_shexp.weight") for n in ("gate", "up", "down"))
+        gate_inp = m.get(pre + "ffn_gate_inp_shexp.weight").reshape(-1)
+        shared = (silu(h @ g_s.T) * (h @ u_s.T)) @ d_s.T
+        out += shared / (1.0 + np.exp(-(h @ gate_inp)))[:, None]
     return out
 
 

@@ -174,6 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
         // granite: llama with an embedding scale, a residual scale on both
         // branches, its own attention scale and a logit divisor; granitemoe
         // the same over 2 of 4 experts, tied output.
+        // qwen2moe: qwen2 with 2 of 8 experts, weights not renormalised, and a
+        // shared expert behind a per-token sigmoid gate.
+        ArchCase{"qwen2moe", "f32", 2e-6}, ArchCase{"qwen2moe", "f16", 1e-5}, ArchCase{"qwen2moe", "q8_0", 2e-3},
         ArchCase{"granite", "f32", 1e-6}, ArchCase{"granite", "q4_0", 1e-3}, ArchCase{"granitemoe", "f32", 1e-6},
         ArchCase{"granitemoe", "f16", 1e-5},
         // smollm3: 4 layers, the last without rope; tied output.
@@ -213,7 +216,7 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
     for (const Case& c : {Case{"llama", 64}, Case{"mistral", 64}, Case{"qwen2", 64}, Case{"qwen3", 64}, Case{"smollm3", 64},
                           Case{"mixtral", 64}, Case{"qwen3moe", 64}, Case{"gemma2", 64}, Case{"phi3", 64},
                           Case{"phi3", 300}, Case{"gemma3", 64}, Case{"llama", 64, "--yarn 4"},
-                          Case{"granite", 64}, Case{"granitemoe", 64}}) {
+                          Case{"granite", 64}, Case{"granitemoe", 64}, Case{"qwen2moe", 64}}) {
         const std::string path = temp_path("offload-" + c.arch + ".gguf").string();
         run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + c.arch + " '" + path +
             "' " + (c.extra.empty() ? "--softcap" : c.extra) + " > /dev/null");
@@ -262,7 +265,7 @@ TEST(ArchOnGpu, EveryArchitectureAgreesWithTheCpu) {
     for (const BackendFactory& f : gpu_backend_factories()) {
         if (f.devices().empty()) continue;
         for (const std::string spec : {"llama", "mistral", "qwen2", "qwen3", "smollm3", "mixtral", "qwen3moe", "phi3",
-                                       "gemma2", "gemma3", "qwen2 --yarn 4", "granite", "granitemoe"}) {
+                                       "gemma2", "gemma3", "qwen2 --yarn 4", "granite", "granitemoe", "qwen2moe"}) {
             const std::string arch = spec.substr(0, spec.find(' '));
             const std::string extra = spec.size() > arch.size() ? spec.substr(arch.size()) : "";
             const std::string path = temp_path(std::string("gpu-") + f.name + "-" + arch + ".gguf").string();
@@ -370,8 +373,8 @@ TEST_F(ArchHParams, UnsupportedRopeScalingAndArchitecture) {
     const Case cases[] = {
         {{{"llama.rope.scaling.type", gguf::Value(std::string("dynamic"))}}, "rope scaling type 'dynamic' is not supported"},
         {{{"general.architecture", gguf::Value(std::string("gpt2"))}},
-         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, smollm3, granite, "
-         "granitemoe, phi3, gemma2, gemma3)"},
+         "architecture 'gpt2' is not supported (supported: llama, mistral, qwen2, qwen2moe, qwen3, qwen3moe, smollm3, "
+         "granite, granitemoe, phi3, gemma2, gemma3)"},
     };
     for (const Case& c : cases) {
         const std::string path = edited_copy(model_, "unsupported.gguf", c.edit);

@@ -349,6 +349,19 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         c->outputs.push_back(c->graph.moe_ffn(x, router, gate, up, down, 2, true));
         add(std::move(c));
     }
+    // Qwen2-MoE's shared expert gate: rows scaled by the sigmoid of a
+    // strided gate (every other value of a [2, T] product), one row (a
+    // decode step's) long enough to be split over blocks.
+    for (const int64_t T : {int64_t{7}, int64_t{1}}) {
+        auto c = new_case("sigmoid_gate_T" + std::to_string(T), 1e-7);
+        CaseLeaves b{*c, std::mt19937(++k)};
+        const int64_t D = T == 1 ? 5632 : 96;
+        Tensor* x = b.leaf(DType::F32, {D, T}, "x");
+        Tensor* g = b.leaf(DType::F32, {2, T}, "g", -6.0f, 6.0f);
+        Tensor* gate = c->graph.view(g, {1, T}, {g->nb[0], g->nb[1]}, 0, "gate");
+        c->outputs.push_back(c->graph.sigmoid_gate(x, gate));
+        add(std::move(c));
+    }
     return cases;
 }
 

@@ -181,6 +181,14 @@ void eval(const Tensor& d) {
                 store(d, a, i1, i2, i3);
             });
             return;
+        case Op::SigmoidGate:
+            each_row(d, [&](int64_t i1, int64_t i2, int64_t i3) {
+                std::vector<double> a = row(*s[0], i1, i2, i3);
+                const double g = row(*s[1], i1, i2, i3)[0];
+                for (double& v : a) v /= 1.0 + std::exp(-g);
+                store(d, a, i1, i2, i3);
+            });
+            return;
         case Op::Softcap:
             each_row(d, [&](int64_t i1, int64_t i2, int64_t i3) {
                 std::vector<double> a = row(*s[0], i1, i2, i3);

@@ -32,6 +32,7 @@ const OpTable<Kernel>& ops() {
         {Op::KvStore, cpu::kv_store_accepts, {cpu::kv_store, nullptr}},
         {Op::Attention, cpu::attention_accepts, {cpu::attention, cpu::attention_scratch}},
         {Op::Softcap, nullptr, {cpu::softcap, nullptr}},
+        {Op::SigmoidGate, nullptr, {cpu::sigmoid_gate, nullptr}},
         {Op::MoeFfn, cpu::moe_ffn_accepts, {cpu::moe_ffn, cpu::moe_ffn_scratch}},
         {Op::AddRmsNorm, nullptr, {cpu::add_rms_norm, nullptr}},
         {Op::RopeQK, nullptr, {cpu::rope_qk, nullptr}},

@@ -55,6 +55,7 @@ void scale(const KernelContext&, const Tensor&);
 void silu_mul(const KernelContext&, const Tensor&);
 void gelu_mul(const KernelContext&, const Tensor&);
 void softcap(const KernelContext&, const Tensor&);
+void sigmoid_gate(const KernelContext&, const Tensor&);
 void copy(const KernelContext&, const Tensor&);
 bool copy_accepts(const Tensor&);
 // norm.cpp

@@ -1,5 +1,6 @@
 // Row-wise elementwise ops: add, mul (with broadcast), scale, SiLU x up,
-// GELU x up, logit soft-capping, and type-converting copies.
+// GELU x up, logit soft-capping, sigmoid-gated rows, and type-converting
+// copies.
 #include <cmath>
 #include <cstring>
 
@@ -50,6 +51,17 @@ void add(const KernelContext& ctx, const Tensor& dst) {
 
 void mul(const KernelContext& ctx, const Tensor& dst) {
     binary(ctx, dst, [](float x, float y) { return x * y; });
+}
+
+void sigmoid_gate(const KernelContext& ctx, const Tensor& dst) {
+    const Tensor& a = *dst.src[0];
+    const Tensor& g = *dst.src[1];
+    const int64_t n = dst.ne[0];
+    for_rows(ctx, dst, [&](float* y, int64_t i1, int64_t i2, int64_t i3) {
+        const float* x = bcast_row(a, i1, i2, i3);
+        const float s = 1.0f / (1.0f + std::exp(-bcast_row(g, i1, i2, i3)[0]));
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+    });
 }
 
 void silu_mul(const KernelContext& ctx, const Tensor& dst) {

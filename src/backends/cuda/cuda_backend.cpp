@@ -29,6 +29,7 @@ const OpTable<Kernel>& ops() {
         {Op::Mul, accepts_f32_binary, {run_mul, nullptr}},
         {Op::Scale, accepts_f32_unary, {run_scale, nullptr}},
         {Op::Softcap, accepts_f32_unary, {run_softcap, nullptr}},
+        {Op::SigmoidGate, accepts_sigmoid_gate, {run_sigmoid_gate, nullptr}},
         {Op::SiluMul, accepts_f32_binary, {run_silu_mul, nullptr}},
         {Op::GeluMul, accepts_f32_binary, {run_gelu_mul, nullptr}},
         {Op::SoftMax, accepts_soft_max, {run_soft_max, nullptr}},

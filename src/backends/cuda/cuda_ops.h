@@ -110,12 +110,14 @@ void dump_matvec_trace();
 // elementwise.cu
 bool accepts_f32_binary(const Tensor& node);  // Add, Mul, SiluMul, GeluMul
 bool accepts_f32_unary(const Tensor& node);   // Scale, Softcap
+bool accepts_sigmoid_gate(const Tensor& node);
 bool accepts_copy(const Tensor& node);
 bool accepts_get_rows(const Tensor& node);
 void run_add(const Ctx&, const Tensor&);
 void run_mul(const Ctx&, const Tensor&);
 void run_scale(const Ctx&, const Tensor&);
 void run_softcap(const Ctx&, const Tensor&);
+void run_sigmoid_gate(const Ctx&, const Tensor&);
 void run_silu_mul(const Ctx&, const Tensor&);
 void run_gelu_mul(const Ctx&, const Tensor&);
 void run_copy(const Ctx&, const Tensor&);

@@ -1,5 +1,5 @@
 // Row-wise elementwise ops (add, mul with broadcast over rows; scale;
-// softcap; SiLU x up; GELU x up), type-converting copies, and row lookup (GetRows) in every
+// softcap; SiLU x up; GELU x up; sigmoid-gated rows), type-converting copies, and row lookup (GetRows) in every
 // weight layout. One block per destination row.
 #include <algorithm>
 #include <type_traits>
@@ -32,7 +32,7 @@ __device__ __forceinline__ size_t row_at(const Dims& d, int64_t i1, int64_t i2, 
     return (i1 % d.ne[1]) * d.nb[1] + (i2 % d.ne[2]) * d.nb[2] + (i3 % d.ne[3]) * d.nb[3];
 }
 
-enum class Bin { Add, Mul, SiluMul, GeluMul, Scale, Softcap };
+enum class Bin { Add, Mul, SiluMul, GeluMul, Scale, Softcap, SigmoidGate };
 
 template <Bin OP>
 __global__ void __launch_bounds__(kThreads) k_binary(const uint8_t* a, Dims da, const uint8_t* b, Dims db, uint8_t* y,
@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kThreads) k_binary(const uint8_t* a, Dims da, 
         if constexpr (OP == Bin::GeluMul) v = gelu_tanh_f(x) * xb[i];
         if constexpr (OP == Bin::Scale) v = x * param;
         if constexpr (OP == Bin::Softcap) v = param * tanhf(x / param);
+        if constexpr (OP == Bin::SigmoidGate) v = x / (1.0f + __expf(-xb[0]));
         out[i] = v;
     }
 }
@@ -173,6 +174,11 @@ bool accepts_f32_binary(const Tensor& node) {
 
 bool accepts_f32_unary(const Tensor& node) { return f32_rows(node) && f32_rows(*node.src[0]); }
 
+bool accepts_sigmoid_gate(const Tensor& node) {
+    return f32_rows(node) && f32_rows(*node.src[0]) && node.src[1]->type == DType::F32 && node.src[1]->nb[1] % 4 == 0 &&
+           node.src[1]->nb[2] % 4 == 0 && node.src[1]->nb[3] % 4 == 0;
+}
+
 bool accepts_copy(const Tensor& node) {
     const Tensor& a = *node.src[0];
     return is_plain(node.type) && is_plain(a.type) && a.nb[0] == dtype_type_size(a.type) &&
@@ -195,6 +201,7 @@ void run_silu_mul(const Ctx& ctx, const Tensor& node) { run_binary<Bin::SiluMul>
 void run_gelu_mul(const Ctx& ctx, const Tensor& node) { run_binary<Bin::GeluMul>(ctx, node); }
 void run_scale(const Ctx& ctx, const Tensor& node) { run_binary<Bin::Scale>(ctx, node, node.param_f(0)); }
 void run_softcap(const Ctx& ctx, const Tensor& node) { run_binary<Bin::Softcap>(ctx, node, node.param_f(0)); }
+void run_sigmoid_gate(const Ctx& ctx, const Tensor& node) { run_binary<Bin::SigmoidGate>(ctx, node); }
 
 void run_copy(const Ctx& ctx, const Tensor& node) {
     const int64_t rows = node.n_rows();

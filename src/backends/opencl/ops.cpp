@@ -24,6 +24,7 @@ const OpTable<OpRun>& op_table() {
         {Op::Mul, elementwise_accepts, {run_mul, needs<ProgramId::Elementwise>}},
         {Op::Scale, elementwise_accepts, {run_scale, needs<ProgramId::Elementwise>}},
         {Op::Softcap, elementwise_accepts, {run_softcap, needs<ProgramId::Elementwise>}},
+        {Op::SigmoidGate, elementwise_accepts, {run_sigmoid_gate, needs<ProgramId::Elementwise>}},
         {Op::SiluMul, elementwise_accepts, {run_silu_mul, needs<ProgramId::Elementwise>}},
         {Op::GeluMul, elementwise_accepts, {run_gelu_mul, needs<ProgramId::Elementwise>}},
         {Op::SoftMax, elementwise_accepts, {run_soft_max, needs<ProgramId::Norm>}},

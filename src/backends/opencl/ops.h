@@ -39,6 +39,7 @@ void run_silu_mul(Dispatch& d, const Tensor& node);
 void run_gelu_mul(Dispatch& d, const Tensor& node);
 void run_scale(Dispatch& d, const Tensor& node);
 void run_softcap(Dispatch& d, const Tensor& node);
+void run_sigmoid_gate(Dispatch& d, const Tensor& node);
 void run_copy(Dispatch& d, const Tensor& node);
 
 // ---- ops_norm.cpp

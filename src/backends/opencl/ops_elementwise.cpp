@@ -1,11 +1,11 @@
-// Host side of kernels/elementwise.cl: add, mul, SiLU/GELU x up, scale,
-// softcap, copy.
+// Host side of kernels/elementwise.cl: add, mul, SiLU/GELU x up, sigmoid
+// gate, scale, softcap, copy.
 #include "backends/opencl/ops.h"
 
 namespace lantern::ocl {
 namespace {
 
-enum BinaryOp { kAdd = 0, kMul = 1, kSiluMul = 2, kGeluMul = 3 };
+enum BinaryOp { kAdd = 0, kMul = 1, kSiluMul = 2, kGeluMul = 3, kSigmoidGate = 4 };
 
 bool f32_rows(const Tensor* t) { return t == nullptr || (t->type == DType::F32 && t->nb[0] == sizeof(float)); }
 
@@ -53,6 +53,7 @@ void run_add(Dispatch& d, const Tensor& node) { run_binary(d, node, kAdd); }
 void run_mul(Dispatch& d, const Tensor& node) { run_binary(d, node, kMul); }
 void run_silu_mul(Dispatch& d, const Tensor& node) { run_binary(d, node, kSiluMul); }
 void run_gelu_mul(Dispatch& d, const Tensor& node) { run_binary(d, node, kGeluMul); }
+void run_sigmoid_gate(Dispatch& d, const Tensor& node) { run_binary(d, node, kSigmoidGate); }
 
 namespace {
 

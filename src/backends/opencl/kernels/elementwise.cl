@@ -1,5 +1,5 @@
 // Row-wise elementwise ops: add, mul (with broadcast), SiLU x up, GELU x up,
-// scale, logit soft-capping, type-converting copies, and the gated activation
+// sigmoid-gated rows, scale, logit soft-capping, type-converting copies, and the gated activation
 // with 8-bit output.
 //
 // Launch: global (ne0, rows of dst), one work-item per element. A source row
@@ -10,6 +10,7 @@
 #define OP_MUL 1
 #define OP_SILU_MUL 2
 #define OP_GELU_MUL 3
+#define OP_SIGMOID_GATE 4
 
 inline float silu_f(float x) { return x / (1.0f + exp(-x)); }
 
@@ -25,6 +26,7 @@ inline float apply_binary(int op, float x, float y) {
         case OP_ADD: return x + y;
         case OP_MUL: return x * y;
         case OP_SILU_MUL: return silu_f(x) * y;
+        case OP_SIGMOID_GATE: return x / (1.0f + exp(-y));
         default: return gelu_tanh_f(x) * y;
     }
 }
@@ -44,7 +46,8 @@ kernel void binary_f32(int op,
     if (i0 >= ne0) return;
     const long i1 = r % ne1, i2 = (r / ne1) % ne2, i3 = r / ((long)ne1 * ne2);
     const float x = LT_CPTR(float, a, a_off + row_offset(i1 % a_ne1, i2 % a_ne2, i3 % a_ne3, a_nb1, a_nb2, a_nb3))[i0];
-    const float y = LT_CPTR(float, b, b_off + row_offset(i1 % b_ne1, i2 % b_ne2, i3 % b_ne3, b_nb1, b_nb2, b_nb3))[i0];
+    // The gate is one value per row.
+    const float y = LT_CPTR(float, b, b_off + row_offset(i1 % b_ne1, i2 % b_ne2, i3 % b_ne3, b_nb1, b_nb2, b_nb3))[op == OP_SIGMOID_GATE ? 0 : i0];
     LT_PTR(float, d, d_off + row_offset(i1, i2, i3, d_nb1, d_nb2, d_nb3))[i0] = apply_binary(op, x, y);
 }
 
