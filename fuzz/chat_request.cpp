@@ -62,6 +62,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!client_error(e)) throw;
     }
     try {
+        (void)lantern::server::parse_infill_request(body);
+    } catch (const ApiError&) {
+    } catch (const lantern::Error& e) {
+        if (!client_error(e)) throw;
+    }
+    try {
         (void)lantern::parse_chat_reply(in[1], tools);
     } catch (const lantern::Error&) {
     }

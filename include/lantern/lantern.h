@@ -98,6 +98,26 @@ struct ModelInfo {
 };
 
 
+// Fill in the middle (code models): the text before and after the gap, and
+// other files of the project as context (a repository-level prompt where
+// the vocabulary has the separators, Qwen2.5-Coder's format; else each file
+// as text under a "--- name ---" line).
+struct FimFile {
+    std::string name;
+    std::string text;
+};
+struct FillInMiddle {
+    std::string prefix;
+    std::string suffix;
+    std::vector<FimFile> files;
+    std::string file_name = "main";  // the current file's name, written when files are given
+    std::string repo_name = "project";
+};
+struct FimPrompt {
+    std::vector<int32_t> tokens;
+    bool truncated = false;  // the prefix's start, the suffix's end or the files were cut to fit
+};
+
 struct DeviceInfo {
     std::string backend;       // "cuda", "opencl"
     int index = 0;             // pass as ModelParams::device
@@ -131,6 +151,18 @@ public:
     bool is_end_of_generation(int32_t token) const;
     int32_t bos_token() const;
     int32_t eos_token() const;
+
+    // Whether the vocabulary has fill-in-the-middle tokens (prefix, suffix,
+    // middle), from its keys or their published texts.
+    bool has_fill_in_middle() const;
+    // The prompt that asks the model for the middle: [BOS] [files] PRE
+    // prefix SUF suffix MID; generation then writes the middle and ends with
+    // an end-of-generation token (the separators count as such). With
+    // max_tokens > 0 the prompt is cut to fit: the suffix keeps its first
+    // quarter of the room at most, the prefix its last tokens, the files
+    // what is left. Error(Unsupported) for a model without FIM tokens,
+    // Error(InvalidArgument) when even the markers do not fit.
+    FimPrompt fill_in_middle(const FillInMiddle& request, int max_tokens = 0) const;
 
     // Renders a conversation with the model's chat template, or with
     // `override_template` (a built-in name such as "chatml", or Jinja source).

@@ -292,9 +292,10 @@ void HttpServer::routes() {
                                  {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
     });
 
-    auto completion = [this](bool chat) {
-        return [this, chat](const httplib::Request& http_req, httplib::Response& res) {
-            auto req = std::make_shared<CompletionRequest>(parse_completion_request(http_req.body, chat, options_.reasoning));
+    auto completion = [this](bool chat, bool infill = false) {
+        return [this, chat, infill](const httplib::Request& http_req, httplib::Response& res) {
+            auto req = std::make_shared<CompletionRequest>(
+                infill ? parse_infill_request(http_req.body) : parse_completion_request(http_req.body, chat, options_.reasoning));
             for (const LogitBias& b : req->sampling.logit_bias) {
                 if (b.token >= model_.n_vocab()) {
                     throw ApiError(400, "'logit_bias' names token " + std::to_string(b.token) + ", outside the vocabulary (" +
@@ -332,7 +333,24 @@ void HttpServer::routes() {
             // A chat template writes its own BOS when it wants one.
             const std::string bos = model_.bos_token() >= 0 ? model_.token_to_piece(model_.bos_token(), true) : "";
             const bool add_special = !chat || bos.empty() || text.rfind(bos, 0) != 0;
-            gen->prompt = model_.tokenize(text, add_special, chat);
+            bool truncated = false;
+            if (req->fim) {
+                // The gap's surroundings, cut to leave room for the middle
+                // (at most a quarter of the context) and its start.
+                if (!model_.has_fill_in_middle()) {
+                    throw ApiError(400, std::string(infill ? "/infill" : "'suffix'") +
+                                            " needs a code model with fill-in-the-middle tokens; this one has none");
+                }
+                const std::vector<int32_t> start = model_.tokenize(text, false, false);
+                const int n_ctx = engine_.params().n_ctx;
+                const int room = n_ctx - std::min(req->max_tokens, n_ctx / 4) - static_cast<int>(start.size()) - 1;
+                FimPrompt fim = model_.fill_in_middle(*req->fim, std::max(room, 1));
+                truncated = fim.truncated;
+                gen->prompt = std::move(fim.tokens);
+                gen->prompt.insert(gen->prompt.end(), start.begin(), start.end());
+            } else {
+                gen->prompt = model_.tokenize(text, add_special, chat);
+            }
             gen->sampling = req->sampling;
             gen->max_tokens = req->max_tokens;
             gen->stop = req->stop;
@@ -365,7 +383,8 @@ void HttpServer::routes() {
                 for (const GenerationResult& r : rs) {
                     if (r.finish_reason == "error") throw ApiError(500, r.error, "server_error");
                 }
-                send_json(res, 200, completion_response(*req, rs, id, model_name, created));
+                send_json(res, 200, req->native ? native_response(rs.front(), model_name, truncated)
+                                                : completion_response(*req, rs, id, model_name, created));
                 return;
             }
 
@@ -438,6 +457,10 @@ void HttpServer::routes() {
                 gens[i]->on_text = [stream, req, id, model_name, created, sse, choices, index, chat_text](
                                        const std::string& piece, const std::vector<TokenLogprob>& tokens) {
                     if (stream->cancelled) return false;
+                    if (req->native) {
+                        stream->push(sse(native_chunk(piece)), false);
+                        return true;
+                    }
                     if (req->chat) {
                         const std::string events = chat_text(index, piece, tokens, false);
                         if (!events.empty()) stream->push(events, false);
@@ -449,9 +472,17 @@ void HttpServer::routes() {
                     for (const TokenLogprob& t : tokens) offset += t.token.size();
                     return true;
                 };
-                gens[i]->on_done = [stream, req, id, model_name, created, sse, choices, index,
-                                    chat_text](const GenerationResult& r) {
+                gens[i]->on_done = [stream, req, id, model_name, created, sse, choices, index, chat_text,
+                                    truncated](const GenerationResult& r) {
                     std::string tail;
+                    if (req->native) {
+                        // llama.cpp's stream: a last event with stop true, no [DONE].
+                        json last = r.finish_reason == "error" ? error_body(ApiError(500, r.error, "server_error"))
+                                                               : native_response(r, model_name, truncated);
+                        if (last.contains("content")) last["content"] = "";  // the pieces came before
+                        stream->push(sse(last), true);
+                        return;
+                    }
                     if (r.finish_reason == "error") {
                         if (!choices->failed) tail = sse(error_body(ApiError(500, r.error, "server_error")));
                         choices->failed = true;
@@ -515,6 +546,7 @@ void HttpServer::routes() {
     };
     s.Post("/v1/chat/completions", completion(true));
     s.Post("/v1/completions", completion(false));
+    s.Post("/infill", completion(false, true));
 }
 
 }  // namespace lantern::server

@@ -92,7 +92,29 @@ json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>
 
 }  // namespace
 
-CompletionRequest parse_completion_request(const std::string& body_text, bool chat, bool reasoning) {
+namespace {
+
+enum class Endpoint { Chat, Completions, Infill };
+
+// llama.cpp's /infill: the text around the gap, the project's other files,
+// and what is already written of the middle.
+void parse_infill_fields(const json& body, CompletionRequest& r) {
+    FillInMiddle fim;
+    fim.prefix = field<std::string>(body, "input_prefix", "");
+    fim.suffix = field<std::string>(body, "input_suffix", "");
+    if (auto it = body.find("input_extra"); it != body.end() && !it->is_null()) {
+        if (!it->is_array()) throw ApiError(400, "'input_extra' must be a list of {\"filename\", \"text\"} objects");
+        for (const json& chunk : *it) {
+            if (!chunk.is_object()) throw ApiError(400, "'input_extra' entries must be {\"filename\", \"text\"} objects");
+            fim.files.push_back({field<std::string>(chunk, "filename", "tmp"), field<std::string>(chunk, "text", "")});
+        }
+    }
+    r.fim = std::move(fim);
+    r.prompt = field<std::string>(body, "prompt", "");
+}
+
+CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint, bool reasoning) {
+    const bool chat = endpoint == Endpoint::Chat;
     json body;
     try {
         body = json::parse(body_text);
@@ -108,11 +130,21 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         // The conversation and its tools (lantern/chat.h; a lantern::Error
         // naming the field is a 400 too).
         r.conversation = parse_chat_request(body_text);
+    } else if (endpoint == Endpoint::Infill) {
+        r.native = true;
+        parse_infill_fields(body, r);
     } else {
         auto it = body.find("prompt");
         if (it == body.end() || !it->is_string()) throw ApiError(400, "'prompt' must be a string");
         r.prompt = it->get<std::string>();
-        if (r.prompt.empty()) throw ApiError(400, "'prompt' is empty");
+        // OpenAI's insertion: the prompt is the text before the gap.
+        if (auto s = body.find("suffix"); s != body.end() && !s->is_null()) {
+            if (!s->is_string()) throw ApiError(400, "'suffix' must be a string");
+            r.fim = FillInMiddle{.prefix = r.prompt, .suffix = s->get<std::string>()};
+            r.prompt.clear();
+        } else if (r.prompt.empty()) {
+            throw ApiError(400, "'prompt' is empty");
+        }
     }
 
     r.stream = field<bool>(body, "stream", false);
@@ -122,6 +154,11 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
         r.include_usage = field<bool>(*it, "include_usage", false);
     }
     r.max_tokens = field<int>(body, "max_tokens", field<int>(body, "max_completion_tokens", 256));
+    if (endpoint == Endpoint::Infill) {
+        // llama.cpp's n_predict; -1 (its default) runs to the context's end.
+        const int n_predict = field<int>(body, "n_predict", r.max_tokens);
+        r.max_tokens = n_predict < 0 ? std::numeric_limits<int>::max() : n_predict;
+    }
     // Completions' echo: the prompt in front of the text, and with logprobs
     // the prompt's tokens scored (max_tokens 0: only that, as evaluation
     // harnesses ask for a text's likelihood).
@@ -192,6 +229,10 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     if (r.logprobs > kMaxTop) throw ApiError(400, "at most " + std::to_string(kMaxTop) + " top logprobs per token");
     if (r.echo && r.stream) throw ApiError(400, "'echo' with 'stream' is not supported");
+    if (r.fim && r.echo) throw ApiError(400, "'echo' cannot be combined with 'suffix'");
+    if (r.native && (r.n != 1 || r.logprobs >= 0)) {
+        throw ApiError(400, "/infill gives one answer without logprobs ('n' 1, no 'logprobs')");
+    }
     // {"token id": bias in [-100, 100]} as OpenAI takes it, or false to ban
     // the token (llama.cpp's server). The ids are checked against the
     // vocabulary by the caller (check_logit_bias).
@@ -269,6 +310,14 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     return r;
 }
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& body, bool chat, bool reasoning) {
+    return parse_request(body, chat ? Endpoint::Chat : Endpoint::Completions, reasoning);
+}
+
+CompletionRequest parse_infill_request(const std::string& body) { return parse_request(body, Endpoint::Infill, false); }
 
 std::string base64_floats(const std::vector<float>& v) {
     static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -404,5 +453,18 @@ json completion_chunk(const CompletionRequest& req, int index, const std::string
                 {"model", model},
                 {"choices", json::array({choice})}};
 }
+
+json native_response(const GenerationResult& r, const std::string& model, bool truncated) {
+    return json{{"content", r.text},
+                {"stop", true},
+                {"model", model},
+                {"tokens_predicted", r.completion_tokens},
+                {"tokens_evaluated", r.prompt_tokens},
+                {"tokens_cached", r.cached_tokens},
+                {"truncated", truncated},
+                {"stop_type", r.finish_reason == "length" ? "limit" : "eos"}};
+}
+
+json native_chunk(const std::string& text) { return json{{"content", text}, {"stop", false}}; }
 
 }  // namespace lantern::server

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,7 +26,12 @@ struct CompletionRequest {
     // Chat: the conversation, "tools" (or the older "functions"),
     // "tool_choice" and "parallel_tool_calls" (lantern/chat.h).
     ChatRequest conversation;
-    std::string prompt;  // completions
+    std::string prompt;  // completions; with `fim`: the middle's start, after the MID token
+    // Fill in the middle: completions' "suffix" (the prompt is the prefix),
+    // or llama.cpp's /infill.
+    std::optional<FillInMiddle> fim;
+    // llama.cpp's own response format ({"content", "stop", ...}; /infill).
+    bool native = false;
     SamplerParams sampling;
     int max_tokens = 256;
     std::vector<std::string> stop;
@@ -52,6 +58,14 @@ struct CompletionRequest {
 // Parses and validates a request body; throws ApiError(400) naming the field.
 // `reasoning`: CompletionRequest::reasoning when the body does not say.
 CompletionRequest parse_completion_request(const std::string& body, bool chat, bool reasoning = true);
+// llama.cpp's /infill: input_prefix, input_suffix, input_extra [{filename,
+// text}], prompt (the middle's start), n_predict, and the sampling fields.
+CompletionRequest parse_infill_request(const std::string& body);
+
+// /infill's answer in llama.cpp's format: the whole one (stop true), or a
+// streamed piece (stop false; the last event has stop true and the counts).
+nlohmann::json native_response(const GenerationResult& r, const std::string& model, bool truncated);
+nlohmann::json native_chunk(const std::string& text);
 
 nlohmann::json error_body(const ApiError& e);
 

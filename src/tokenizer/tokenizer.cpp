@@ -31,6 +31,24 @@ constexpr std::string_view kEogOnlyTexts[] = {
     "<|eom_id|>", "<|endoftext|>", "<|end_of_text|>", "<|return|>", "<|call|>",
 };
 
+// Published fill-in-the-middle token texts (Qwen2.5-Coder, StarCoder,
+// SantaCoder, CodeLlama, DeepSeek-Coder), per role.
+constexpr std::string_view kFimPreTexts[] = {
+    "<|fim_prefix|>", "<fim_prefix>", "<fim-prefix>", "<PRE>", "\xE2\x96\x81<PRE>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",  // <｜fim▁begin｜>
+};
+constexpr std::string_view kFimSufTexts[] = {
+    "<|fim_suffix|>", "<fim_suffix>", "<fim-suffix>", "<SUF>", "\xE2\x96\x81<SUF>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>",  // <｜fim▁hole｜>
+};
+constexpr std::string_view kFimMidTexts[] = {
+    "<|fim_middle|>", "<fim_middle>", "<fim-middle>", "<MID>", "\xE2\x96\x81<MID>",
+    "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",  // <｜fim▁end｜>
+};
+constexpr std::string_view kFimPadTexts[] = {"<|fim_pad|>", "<fim_pad>", "<fim-pad>"};
+constexpr std::string_view kFimRepTexts[] = {"<|repo_name|>", "<repo_name>", "<reponame>"};
+constexpr std::string_view kFimSepTexts[] = {"<|file_sep|>", "<file_sep>"};
+
 bool is_special_type(TokenType t) {
     return t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown;
 }
@@ -52,6 +70,7 @@ struct Tokenizer::Impl {
 
     bool add_bos = false, add_eos = false, add_space_prefix = false, remove_extra_ws = false;
     int32_t eot = -1, nl = -1;
+    FimTokens fim;
     int32_t byte_unk = -1;  // BPE: what a byte without a token becomes (-1: dropped)
     std::vector<uint8_t> special;                       // [n_vocab]
     std::array<std::vector<int32_t>, 256> by_first_byte;  // special ids, longest text first
@@ -216,7 +235,24 @@ Tokenizer::Tokenizer(VocabData data, WarningFn on_warning) {
         if (m.eot >= 0) break;
         m.eot = special_named(text);
     }
-    for (int32_t id : {d.eos, m.eot, d.eom}) {
+    auto first_named = [&](int32_t given, const auto& texts) {
+        for (std::string_view text : texts) {
+            if (given >= 0) break;
+            given = special_named(text);
+        }
+        return given;
+    };
+    m.fim.pre = first_named(d.fim_pre, kFimPreTexts);
+    m.fim.suf = first_named(d.fim_suf, kFimSufTexts);
+    m.fim.mid = first_named(d.fim_mid, kFimMidTexts);
+    if (m.fim.usable()) {
+        m.fim.pad = first_named(d.fim_pad, kFimPadTexts);
+        m.fim.rep = first_named(d.fim_rep, kFimRepTexts);
+        m.fim.sep = first_named(d.fim_sep, kFimSepTexts);
+    } else {
+        m.fim = FimTokens{};
+    }
+    for (int32_t id : {d.eos, m.eot, d.eom, m.fim.pad, m.fim.rep, m.fim.sep}) {
         if (id >= 0) m.eog.push_back(id);
     }
     for (std::string_view text : kEotTexts) {
@@ -393,6 +429,7 @@ int32_t Tokenizer::eom() const { return impl_->data.eom; }
 int32_t Tokenizer::unk() const { return impl_->data.unk; }
 int32_t Tokenizer::pad() const { return impl_->data.pad; }
 int32_t Tokenizer::nl() const { return impl_->nl; }
+const FimTokens& Tokenizer::fim() const { return impl_->fim; }
 const VocabData& Tokenizer::data() const { return impl_->data; }
 
 bool Tokenizer::is_eog(int32_t id) const {

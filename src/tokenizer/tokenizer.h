@@ -100,6 +100,14 @@ struct VocabData {
     std::optional<bool> add_bos, add_eos, add_space_prefix, remove_extra_whitespaces;
 };
 
+// A code model's fill-in-the-middle tokens (-1: absent): prefix, suffix and
+// middle markers, and the padding, repository and file separators of
+// repository-level prompts.
+struct FimTokens {
+    int32_t pre = -1, suf = -1, mid = -1, pad = -1, rep = -1, sep = -1;
+    bool usable() const { return pre >= 0 && suf >= 0 && mid >= 0; }
+};
+
 // Reads the tokenizer.ggml.* keys. Throws lantern::Error(Format) naming the
 // key when one is missing (model, tokens) or has the wrong type or length.
 VocabData vocab_data_from_gguf(const gguf::File& f);
@@ -144,11 +152,16 @@ public:
     int32_t unk() const;
     int32_t pad() const;
     int32_t nl() const;    // the token for "\n" (SPM <0x0A>, BPE "Ċ"), or -1
+    // From the file's keys, else special tokens found by their published
+    // texts (<|fim_prefix|>, <fim_prefix>, <PRE>, ...); the padding and
+    // separators only where prefix, suffix and middle are there.
+    const FimTokens& fim() const;
     const VocabData& data() const;
 
     // End of generation: eos, eot, eom and every control/user-defined token
     // whose text is a published end marker (<|im_end|>, <end_of_turn>,
-    // <|eot_id|>, <|endoftext|>, <|end|>, ...).
+    // <|eot_id|>, <|endoftext|>, <|end|>, ...), and a FIM model's padding
+    // and separators (it writes one where the middle ends).
     bool is_eog(int32_t id) const;
     const std::vector<int32_t>& eog_ids() const;  // sorted
     bool is_special(int32_t id) const;  // control, user-defined or unknown type

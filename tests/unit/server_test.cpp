@@ -761,6 +761,111 @@ TEST_F(Server, EmbeddingsFollowTheFilesPooling) {
     std::remove(copy.c_str());
 }
 
+// Fill in the middle: a model without FIM tokens refuses /infill and a
+// completion's 'suffix'; a copy of the default model whose file names three
+// of its special tokens as FIM markers answers both, llama.cpp's /infill in
+// its own format (whole and streamed), from the prompt Model::fill_in_middle
+// makes.
+TEST_F(Server, FillInTheMiddle) {
+    int status = 0;
+    json e = post("/infill", {{"input_prefix", "def f():\n    "}, {"input_suffix", "\n"}}, &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("fill-in-the-middle"), std::string::npos) << e;
+    e = post("/v1/completions", {{"prompt", "def f():\n    "}, {"suffix", "\n"}}, &status);
+    EXPECT_EQ(status, 400);
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("'suffix'"), std::string::npos) << e;
+
+    const std::string copy = temp_path("fim-model.gguf").string();
+    {
+        const auto f = gguf::File::open(default_model_path().string());
+        gguf::Writer w;
+        for (const auto& [key, value] : f->metadata()) w.set(key, value);
+        w.set("tokenizer.ggml.fim_pre_token_id", uint32_t{3});  // <repo_name>
+        w.set("tokenizer.ggml.fim_suf_token_id", uint32_t{4});  // <reponame>
+        w.set("tokenizer.ggml.fim_mid_token_id", uint32_t{6});  // <filename>
+        for (const gguf::TensorInfo& t : f->tensors()) w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
+        w.write(copy);
+    }
+    ModelParams p;
+    p.n_threads = 2;
+    auto fim = Model::load(copy, p);
+    ASSERT_TRUE(fim->has_fill_in_middle());
+    server::EngineParams ep;
+    ep.n_slots = 1;
+    ep.n_ctx = 256;
+    server::Engine engine(*fim, ep);
+    server::ServerOptions so;
+    so.port = 0;
+    server::HttpServer http(*fim, engine, so);
+    http.bind();
+    std::thread serving([&] { http.serve(); });
+    httplib::Client c("127.0.0.1", http.port());
+    c.set_read_timeout(300, 0);
+    auto call = [&](const std::string& path, const json& body, int* code) {
+        auto res = c.Post(path, body.dump(), "application/json");
+        EXPECT_TRUE(res);
+        *code = res ? res->status : 0;
+        return res ? res->body : std::string();
+    };
+
+    const std::string prefix = "def add(a, b):\n    ", suffix = "\n\nprint(add(1, 2))\n";
+    const size_t prompt_tokens = fim->fill_in_middle({.prefix = prefix, .suffix = suffix}).tokens.size();
+    const json infill = json::parse(call("/infill", {{"input_prefix", prefix}, {"input_suffix", suffix},
+                                                     {"n_predict", 8}, {"temperature", 0}}, &status));
+    ASSERT_EQ(status, 200) << infill;
+    EXPECT_EQ(infill["stop"], true);
+    EXPECT_EQ(infill["tokens_evaluated"], prompt_tokens);
+    EXPECT_GT(infill["tokens_predicted"].get<int>(), 0);
+    EXPECT_EQ(infill["truncated"], false);
+    const std::string content = infill["content"].get<std::string>();
+
+    // OpenAI's 'suffix' asks for the same, in the completions format.
+    const json openai = json::parse(call("/v1/completions", {{"prompt", prefix}, {"suffix", suffix}, {"max_tokens", 8},
+                                                             {"temperature", 0}}, &status));
+    ASSERT_EQ(status, 200) << openai;
+    EXPECT_EQ(openai["choices"][0]["text"], content);
+    EXPECT_EQ(openai["usage"]["prompt_tokens"], prompt_tokens);
+
+    // Streamed: pieces with stop false, then one event with stop true.
+    const std::string body = call("/infill", {{"input_prefix", prefix}, {"input_suffix", suffix}, {"n_predict", 8},
+                                              {"temperature", 0}, {"stream", true}}, &status);
+    ASSERT_EQ(status, 200);
+    bool done = false;
+    const std::vector<json> events = sse_events(body, &done);
+    EXPECT_FALSE(done);  // llama.cpp's streams end without [DONE]
+    ASSERT_FALSE(events.empty());
+    std::string streamed;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+        EXPECT_EQ(events[i]["stop"], false);
+        streamed += events[i]["content"].get<std::string>();
+    }
+    EXPECT_EQ(events.back()["stop"], true);
+    EXPECT_EQ(events.back()["content"], "");
+    EXPECT_EQ(streamed, content);
+
+    // Text already written of the middle goes after the middle marker; other
+    // files go first; a prompt too long for the context is cut, and says so.
+    std::string long_prefix;
+    for (int i = 0; i < 400; ++i) long_prefix += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+    const json cut = json::parse(call("/infill", {{"input_prefix", long_prefix}, {"input_suffix", suffix},
+                                                  {"input_extra", {{{"filename", "util.py"}, {"text", "def g(): pass\n"}}}},
+                                                  {"prompt", "return"}, {"n_predict", 4}, {"temperature", 0}}, &status));
+    ASSERT_EQ(status, 200) << cut;
+    EXPECT_EQ(cut["truncated"], true);
+    EXPECT_LT(cut["tokens_evaluated"].get<int>(), 256);
+    for (const json& b : {json{{"input_prefix", "a"}, {"n", 2}}, json{{"input_prefix", "a"}, {"logprobs", 2}},
+                          json{{"input_prefix", "a"}, {"input_extra", "file"}}}) {
+        e = json::parse(call("/infill", b, &status));
+        EXPECT_EQ(status, 400) << b;
+    }
+    e = json::parse(call("/v1/completions", {{"prompt", "a"}, {"suffix", "b"}, {"echo", true}}, &status));
+    EXPECT_EQ(status, 400);
+
+    http.stop();
+    serving.join();
+    std::remove(copy.c_str());
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
