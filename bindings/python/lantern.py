@@ -76,6 +76,8 @@ _SIGNATURES = {
     "lantern_token_bos": (ctypes.c_int32, [_p]),
     "lantern_token_is_eog": (ctypes.c_int, [_p, ctypes.c_int32]),
     "lantern_tokenize": (ctypes.c_int, [_p, _cs, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, _i32p, ctypes.c_int]),
+    "lantern_fill_in_middle": (ctypes.c_int, [_p, _cs, ctypes.c_size_t, _cs, ctypes.c_size_t, ctypes.c_int, _i32p,
+                                              ctypes.c_int]),
     "lantern_token_to_piece": (ctypes.c_int, [_p, ctypes.c_int32, ctypes.c_int, _cs, ctypes.c_int]),
     "lantern_detokenize": (ctypes.c_int, [_p, _i32p, ctypes.c_int, ctypes.c_int, _cs, ctypes.c_int]),
     "lantern_chat_apply": (ctypes.c_int, [_p, ctypes.POINTER(_cs), ctypes.POINTER(_cs), ctypes.c_int, ctypes.c_int,
@@ -173,17 +175,20 @@ class Model:
     """A GGUF model. backend: "cpu", "cuda", "opencl" or "auto"; n_gpu_layers: the last N
     layers on that backend (a large number: all of them); progress: called with 0..1 while
     the weights load; lora: LoRA adapter GGUFs to apply, each a path or a (path, scale) pair;
+    vocab_only: the vocabulary and chat template alone (tokenize, templates; no contexts);
     rope: overrides of the file's rotary settings, as keywords of lantern_model_params
     (rope_scaling="yarn", rope_freq_scale=0.25, yarn_orig_ctx=32768, yarn_beta_fast=...)."""
 
     _ROPE = ("rope_scaling", "rope_freq_base", "rope_freq_scale", "yarn_orig_ctx", "yarn_ext_factor",
              "yarn_attn_factor", "yarn_beta_fast", "yarn_beta_slow")
 
-    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None, lora=(), **rope):
+    def __init__(self, path, backend="cpu", n_gpu_layers=0, n_threads=0, device=0, progress=None, lora=(),
+                 vocab_only=False, **rope):
         lib = _library()
         params = lib.lantern_model_default_params()
         params.backend, params.device = backend.encode(), device
         params.n_gpu_layers, params.n_threads = n_gpu_layers, n_threads
+        params.vocab_only = int(vocab_only)
         adapters = [(a, 1.0) if isinstance(a, (str, bytes, os.PathLike)) else tuple(a) for a in lora]
         paths = (_cs * len(adapters))(*[os.fsencode(p) for p, _ in adapters])
         scales = (ctypes.c_float * len(adapters))(*[float(s) for _, s in adapters])
@@ -225,6 +230,16 @@ class Model:
         n = _check(lib.lantern_tokenize(self._h, data, len(data), int(add_special), int(parse_special), None, 0))
         out = (ctypes.c_int32 * n)()
         _check(lib.lantern_tokenize(self._h, data, len(data), int(add_special), int(parse_special), out, n))
+        return list(out)
+
+    def fill_in_middle(self, prefix, suffix, max_tokens=0):
+        """The prompt (token ids) asking a code model for what goes between prefix and suffix;
+        LanternError for a model without fill-in-the-middle tokens."""
+        p, s = prefix.encode(), suffix.encode()
+        lib = _library()
+        n = _check(lib.lantern_fill_in_middle(self._h, p, len(p), s, len(s), max_tokens, None, 0))
+        out = (ctypes.c_int32 * n)()
+        _check(lib.lantern_fill_in_middle(self._h, p, len(p), s, len(s), max_tokens, out, n))
         return list(out)
 
     def detokenize(self, tokens, render_special=False):

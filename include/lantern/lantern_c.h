@@ -138,6 +138,13 @@ LANTERN_C_API int lantern_token_is_eog(const lantern_model *model, int32_t token
  * special tokens such as "<|im_start|>" as themselves. */
 LANTERN_C_API int lantern_tokenize(const lantern_model *model, const char *text, size_t text_len, int add_special,
                                    int parse_special, int32_t *tokens, int capacity);
+/* Fill in the middle (code models): the prompt asking for what goes between
+ * prefix and suffix (lantern::Model::fill_in_middle; max_tokens > 0 cuts it
+ * to fit), as lantern_tokenize returns tokens: the count, or a negative
+ * status (LANTERN_ERR_UNSUPPORTED for a model without FIM tokens). */
+LANTERN_C_API int lantern_fill_in_middle(const lantern_model *model, const char *prefix, size_t prefix_len,
+                                         const char *suffix, size_t suffix_len, int max_tokens, int32_t *tokens,
+                                         int capacity);
 /* A token's text (render_special: special tokens as their text, not ""). */
 LANTERN_C_API int lantern_token_to_piece(const lantern_model *model, int32_t token, int render_special, char *buf,
                                          int capacity);

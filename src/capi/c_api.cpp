@@ -228,6 +228,23 @@ int lantern_tokenize(const lantern_model* model, const char* text, size_t text_l
         });
 }
 
+int lantern_fill_in_middle(const lantern_model* model, const char* prefix, size_t prefix_len, const char* suffix,
+                           size_t suffix_len, int max_tokens, int32_t* tokens, int capacity) {
+    return guarded(
+        [&] {
+            require((prefix != nullptr || prefix_len == 0) && (suffix != nullptr || suffix_len == 0),
+                    "the prefix or suffix is null");
+            require(capacity >= 0 && (tokens != nullptr || capacity == 0), "the token buffer is null or its capacity negative");
+            lantern::FillInMiddle r;
+            r.prefix.assign(prefix == nullptr ? "" : prefix, prefix_len);
+            r.suffix.assign(suffix == nullptr ? "" : suffix, suffix_len);
+            const std::vector<int32_t> ids = model_of(model).fill_in_middle(r, max_tokens).tokens;
+            require(ids.size() < static_cast<size_t>(INT32_MAX), "too many tokens for an int count");
+            std::copy_n(ids.begin(), std::min(ids.size(), static_cast<size_t>(capacity)), tokens);
+            return static_cast<int>(ids.size());
+        });
+}
+
 int lantern_token_to_piece(const lantern_model* model, int32_t token, int render_special, char* buf, int capacity) {
     return guarded(
         [&] {

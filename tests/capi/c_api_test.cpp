@@ -443,6 +443,32 @@ TEST(CApi, RopeOverrides) {
     EXPECT_NE(std::string(lantern_last_error()).find("scaling 'cubic'"), std::string::npos) << lantern_last_error();
 }
 
+// Fill in the middle: StarCoder's vocabulary gives PRE prefix SUF suffix
+// MID; the default model (no FIM tokens) is refused by name.
+TEST(CApi, FillInTheMiddle) {
+    lantern_model_params p = lantern_model_default_params();
+    p.vocab_only = 1;
+    const std::string starcoder = (testdata_dir() / "vocab/ggml-vocab-starcoder.gguf").string();
+    lantern_model* m = lantern_model_load(starcoder.c_str(), &p);
+    ASSERT_NE(m, nullptr) << lantern_last_error();
+    const std::string prefix = "def f():\n    ", suffix = "\n";
+    const int n = lantern_fill_in_middle(m, prefix.data(), prefix.size(), suffix.data(), suffix.size(), 0, nullptr, 0);
+    ASSERT_GT(n, 3);
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    ASSERT_EQ(lantern_fill_in_middle(m, prefix.data(), prefix.size(), suffix.data(), suffix.size(), 0, ids.data(), n), n);
+    int32_t pre = -1, mid = -1;
+    ASSERT_EQ(lantern_tokenize(m, "<fim_prefix>", 12, 0, 1, &pre, 1), 1);
+    ASSERT_EQ(lantern_tokenize(m, "<fim_middle>", 12, 0, 1, &mid, 1), 1);
+    EXPECT_EQ(ids.front(), pre);
+    EXPECT_EQ(ids.back(), mid);
+    lantern_model_free(m);
+    m = lantern_model_load(default_model_path().c_str(), &p);
+    ASSERT_NE(m, nullptr) << lantern_last_error();
+    EXPECT_EQ(lantern_fill_in_middle(m, "a", 1, "b", 1, 0, nullptr, 0), LANTERN_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(lantern_last_error()).find("fill-in-the-middle"), std::string::npos) << lantern_last_error();
+    lantern_model_free(m);
+}
+
 // The library exports the C API and nothing else (the engine inside it is
 // hidden, so it cannot clash with another copy of it in the process).
 TEST(CApi, ExportsOnlyTheCApi) {

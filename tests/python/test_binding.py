@@ -246,6 +246,18 @@ def test_lora_adapters(lantern, tmp_path):
     assert "general.type is not" in str(e.value)
 
 
+def test_fill_in_middle(lantern):
+    testdata = pathlib.Path(os.environ.get("LANTERN_TESTDATA", ROOT.parent / "shared" / "testdata"))
+    with lantern.Model(testdata / "vocab" / "ggml-vocab-starcoder.gguf", vocab_only=True) as coder:
+        ids = coder.fill_in_middle("def f():\n    ", "\n", max_tokens=5)
+        assert len(ids) == 5
+        assert coder.detokenize([ids[0], ids[-1]], render_special=True) == "<fim_prefix><fim_middle>"
+    with lantern.Model(MODEL, vocab_only=True) as m:
+        with pytest.raises(lantern.LanternError) as e:
+            m.fill_in_middle("def f():", "\n")
+    assert "fill-in-the-middle" in str(e.value)
+
+
 def test_rope_overrides(lantern, tmp_path):
     import subprocess
     ref = ROOT / "tests" / "reference"
