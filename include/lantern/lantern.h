@@ -276,6 +276,9 @@ public:
     // file cannot be read or written.
     void save_sequence_file(int seq, const std::string& path, const std::vector<int32_t>& tokens = {}) const;
     std::vector<int32_t> load_sequence_file(int seq, const std::string& path);
+    // Whether the file begins as a saved sequence does (its magic), so that a
+    // caller about to replace it can tell its own states from other files.
+    static bool is_sequence_file(const std::string& path);
 
     PerfStats perf() const;
     void reset_perf();

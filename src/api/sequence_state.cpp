@@ -209,6 +209,12 @@ void Context::save_sequence_file(int seq, const std::string& path, const std::ve
     }
 }
 
+bool Context::is_sequence_file(const std::string& path) {
+    char magic[4] = {};
+    std::ifstream in(path, std::ios::binary);
+    return in.read(magic, 4) && std::memcmp(magic, kMagic, 4) == 0;
+}
+
 std::vector<int32_t> Context::load_sequence_file(int seq, const std::string& path) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
     if (!in) throw Error(ErrorCode::Io, "cannot open " + path);

@@ -186,9 +186,7 @@ void check_speculative(const RunOptions& o) {
 size_t load_prompt_cache(const RunOptions& o, Context& ctx, const std::vector<int32_t>& tokens) {
     const std::string& path = o.prompt_cache;
     if (!std::filesystem::exists(path)) return 0;
-    char magic[4] = {};
-    std::ifstream(path, std::ios::binary).read(magic, 4);
-    if (std::memcmp(magic, "LNTS", 4) != 0) {
+    if (!Context::is_sequence_file(path)) {
         throw Error(ErrorCode::InvalidArgument, "--prompt-cache: " + path + " exists and is not a saved prompt state");
     }
     std::vector<int32_t> saved;

@@ -70,6 +70,9 @@ TEST(SequenceState, LoadedSequenceContinuesAsTheSavedOne) {
     Context d(*m, ContextParams{.n_ctx = 128});
     EXPECT_TRUE(d.load_sequence_file(0, path).empty());
     EXPECT_EQ(continue_after(*m, d, 0), want);
+    EXPECT_TRUE(Context::is_sequence_file(path));
+    EXPECT_FALSE(Context::is_sequence_file(default_model_path().string()));
+    EXPECT_FALSE(Context::is_sequence_file(path + ".missing"));
     std::filesystem::remove(path);
     EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
