@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,7 @@ struct RunOptions {
     int n_draft = 5;
     std::string prompt_cache;  // --prompt-cache: the prompt's state, reused and saved
     bool prompt_cache_ro = false;
+    std::optional<std::string> suffix;  // --suffix: fill in the middle between the prompt and it
 };
 
 // "15043+1", "15043-0.5", "15043-inf" (a ban): llama.cpp's --logit-bias form.
@@ -206,7 +208,8 @@ size_t load_prompt_cache(const RunOptions& o, Context& ctx, const std::vector<in
 
 void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampler& sampler,
                     Model* draft_model = nullptr) {
-    const std::vector<int32_t> tokens = model.tokenize(o.prompt, true, true);
+    const std::vector<int32_t> tokens =
+        o.suffix ? model.fill_in_middle({.prefix = o.prompt, .suffix = *o.suffix}).tokens : model.tokenize(o.prompt, true, true);
     if (tokens.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
     if (static_cast<int>(tokens.size()) >= ctx.n_ctx()) {
         throw Error(ErrorCode::ContextFull, "the prompt has " + std::to_string(tokens.size()) +
@@ -240,6 +243,7 @@ void run_completion(const RunOptions& o, const Model& model, Context& ctx, Sampl
     }
     bool stopped = false;
     generate(model, ctx, sampler, o.n_predict, o.ignore_eos, o.reverse_prompts, false, &stopped);
+    if (o.suffix && !o.no_display_prompt) std::fwrite(o.suffix->data(), 1, o.suffix->size(), stdout);
     std::printf("\n");
 }
 
@@ -404,6 +408,9 @@ void add_run_command(CLI::App& app) {
                     "file of the prompt's state: its longest common start with the prompt is reused, and the "
                     "state saved after the prompt (completions, not --chat)");
     cmd->add_flag("--prompt-cache-ro", o->prompt_cache_ro, "use --prompt-cache's file but do not update it");
+    cmd->add_option("--suffix", o->suffix,
+                    "fill in the middle (code models with FIM tokens): generate what goes between the prompt and "
+                    "this text");
     cmd->callback([o] {
         if (!o->prompt_file.empty()) o->prompt = read_text_file(o->prompt_file);
         for (const std::string& b : o->logit_bias) o->sampling.logit_bias.push_back(parse_logit_bias(b));
@@ -432,6 +439,9 @@ void add_run_command(CLI::App& app) {
             check_grammar(o->sampling.grammar);
         }
         if (!o->draft_model.empty()) check_speculative(*o);
+        if (o->suffix && (o->chat || !o->draft_model.empty())) {
+            throw Error(ErrorCode::InvalidArgument, "--suffix fills in a completion's middle: not with --chat or --draft-model");
+        }
         if (!o->prompt_cache.empty() && (o->chat || o->prompt.empty())) {
             throw Error(ErrorCode::InvalidArgument, "--prompt-cache works with a completion (-p), not a chat");
         }
@@ -454,7 +464,7 @@ void add_run_command(CLI::App& app) {
         sp.seed = o->seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(o->seed);
         Sampler sampler(sp, *model);
         if (o->chat_template == "plain" && o->reverse_prompts.empty()) o->reverse_prompts.push_back("\nUser");
-        if (o->chat || o->prompt.empty()) {
+        if (o->chat || (o->prompt.empty() && !o->suffix)) {
             run_chat(*o, *model, ctx, sampler);
         } else {
             run_completion(*o, *model, ctx, sampler, draft.get());

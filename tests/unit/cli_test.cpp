@@ -473,6 +473,37 @@ TEST(Cli, RopeScalingFlags) {
     std::remove(yarn.c_str());
 }
 
+// --suffix: the middle between the prompt and the suffix, from a model whose
+// file names FIM tokens (a copy of the default model naming three of its
+// special tokens); stdout is prefix, middle, suffix. A model without FIM
+// tokens is refused by name.
+TEST(Cli, SuffixFillsInTheMiddle) {
+    const std::string copy = temp_path("fim-cli.gguf").string();
+    {
+        const auto f = gguf::File::open(default_model_path().string());
+        gguf::Writer w;
+        for (const auto& [key, value] : f->metadata()) w.set(key, value);
+        w.set("tokenizer.ggml.fim_pre_token_id", uint32_t{3});
+        w.set("tokenizer.ggml.fim_suf_token_id", uint32_t{4});
+        w.set("tokenizer.ggml.fim_mid_token_id", uint32_t{6});
+        for (const gguf::TensorInfo& t : f->tensors()) w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
+        w.write(copy);
+    }
+    const std::string args = " -n 6 --temp 0 -t 2 -p 'def add(a, b):' --suffix 'print(add(1, 2))'";
+    CliOutput o = run_lantern("run -m " + shell_quote(copy) + args);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out.rfind("def add(a, b):", 0), 0u) << o.out;
+    EXPECT_GE(o.out.size(), std::string("print(add(1, 2))\n").size());
+    EXPECT_EQ(o.out.substr(o.out.size() - std::string("print(add(1, 2))\n").size()), "print(add(1, 2))\n") << o.out;
+    o = run_lantern("run" + args);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("no fill-in-the-middle tokens"), std::string::npos) << o.err;
+    o = run_lantern("run --chat" + args);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.err.find("--suffix"), std::string::npos) << o.err;
+    std::remove(copy.c_str());
+}
+
 // --layers: a shape's layers cut to a few (quick files of a large model's
 // layer shape, for kernel benchmarks); the model runs.
 TEST(Cli, SynthWithFewerLayers) {
