@@ -251,8 +251,16 @@ constexpr bool kDirect = std::is_same_v<K, kquant::Q4_K> || std::is_same_v<K, kq
 #endif
 
 // Weights are prefetched kPrefetchAhead super-blocks ahead (prefetch_ahead,
-// tile.h): Q6_K from DRAM 3.8 -> 5.9 GB/s.
+// tile.h): Q6_K from DRAM 3.8 -> 5.9 GB/s. A 2-core AMD EPYC with AVX2
+// wants about 4 KB ahead, into the next tile's rows, as the 32-element
+// types do (dot_legacy.cpp): tinyllama Q4_K, two threads, alternated
+// binaries: 4 super-blocks 18.3-18.9 t/s, 16 20.7-21.9, 32 23.6-27.0
+// (llama.cpp on the same machine: 27.3-28.0).
+#if LANTERN_SIMD_WIDTH == 256
+constexpr int kPrefetchAhead = 32;
+#else
 constexpr int kPrefetchAhead = 4;
+#endif
 
 template <class K>
 struct KTile {

@@ -59,8 +59,17 @@ private:
     // 2-core Xeon (AVX-512), tg of synthetic tinyllama 1.1B, two threads,
     // same session: Q4_0 23.7 -> 30.2 t/s, Q8_0 15.5 -> 20.3 (256 bytes:
     // Q4_0 28.1; 384: 29.3; 768: 27.5; 1,024: 26.4); SmolLM2-135M Q4_1
-    // 66 -> 78 t/s on one thread; prompt speed unchanged.
+    // 66 -> 78 t/s on one thread; prompt speed unchanged. A 2-core AMD EPYC
+    // with AVX2 wants it much further: its rows are 1-3 KB, so 4 KB ahead is
+    // the next tile's rows (tinyllama Q4_0, alternated binaries: 512 bytes
+    // 15.4-19.4 t/s, 1,024 15.6-17.8, 4,096 23.1-29.4, 8,192 27.0-29.0,
+    // 16,384 24.9-29.7; SmolLM2 Q4_1 108-111 -> 115-124). The AVX-512 and
+    // NEON tiers keep the Xeon's 512 (NEON unmeasured).
+#if LANTERN_SIMD_WIDTH == 256
+    static constexpr size_t kPrefetchBytes = 4096;
+#else
     static constexpr size_t kPrefetchBytes = 512;
+#endif
 
     // The constant subtracted from u through the activation sums.
     static constexpr int kCorrection = W::kSigned ? (LANTERN_SIMD_VNNI ? 128 : 0) : W::kOffset;
