@@ -107,9 +107,9 @@ struct FimFile {
     std::string text;
 };
 struct FillInMiddle {
-    std::string prefix;
-    std::string suffix;
-    std::vector<FimFile> files;
+    std::string prefix = {};  // (initialised: designated initializers may leave them out)
+    std::string suffix = {};
+    std::vector<FimFile> files = {};
     std::string file_name = "main";  // the current file's name, written when files are given
     std::string repo_name = "project";
 };

@@ -846,7 +846,7 @@ TEST_F(Server, FillInTheMiddle) {
     // Text already written of the middle goes after the middle marker; other
     // files go first; a prompt too long for the context is cut, and says so.
     std::string long_prefix;
-    for (int i = 0; i < 400; ++i) long_prefix += "x" + std::to_string(i) + " = " + std::to_string(i) + "\n";
+    for (int i = 0; i < 400; ++i) long_prefix += std::string("x") + std::to_string(i) + " = " + std::to_string(i) + "\n";
     const json cut = json::parse(call("/infill", {{"input_prefix", long_prefix}, {"input_suffix", suffix},
                                                   {"input_extra", {{{"filename", "util.py"}, {"text", "def g(): pass\n"}}}},
                                                   {"prompt", "return"}, {"n_predict", 4}, {"temperature", 0}}, &status));
