@@ -46,10 +46,8 @@ FimPrompt Model::fill_in_middle(const FillInMiddle& r, int max_tokens) const {
     FimPrompt out;
     const bool bos = tok.add_bos() && tok.bos() >= 0;
     const int64_t fixed = 3 + (bos ? 1 : 0);
-    const auto total = [&] {
-        return fixed + static_cast<int64_t>(files.size() + prefix.size() + suffix.size());
-    };
-    if (max_tokens > 0 && total() > max_tokens) {
+    const int64_t total = fixed + static_cast<int64_t>(files.size() + prefix.size() + suffix.size());
+    if (max_tokens > 0 && total > max_tokens) {
         if (fixed > max_tokens) {
             throw Error(ErrorCode::InvalidArgument, "a fill-in-the-middle prompt needs at least " +
                                                         std::to_string(fixed) + " tokens");

@@ -18,6 +18,13 @@ int64_t require_int(const gguf::File& f, const std::string& key) {
     return *v;
 }
 
+// A key that must hold a non-negative number when present.
+float non_negative(const gguf::File& f, const std::string& key, float fallback) {
+    const double v = f.get_float(key).value_or(fallback);
+    if (!std::isfinite(v) || v < 0.0) throw Error(ErrorCode::Format, f.path() + ": '" + key + "' must be a non-negative number");
+    return static_cast<float>(v);
+}
+
 // Rope scaling: the type defaults to linear when only a factor is given;
 // a factor of 0 means no scaling.
 void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
@@ -39,17 +46,10 @@ void read_rope_scaling(const gguf::File& f, const std::string& a, HParams& hp) {
     hp.rope_attn_factor = attn_factor > 0.0 ? static_cast<float>(attn_factor) : 1.0f;
     hp.n_ctx_orig = f.get_int(a + "rope.scaling.original_context_length").value_or(0);
     if (hp.n_ctx_orig <= 0) hp.n_ctx_orig = hp.n_ctx_train;
-    const auto yarn = [&](const char* key, float fallback) {
-        const double v = f.get_float(a + "rope.scaling." + key).value_or(fallback);
-        if (!std::isfinite(v) || v < 0.0) {
-            throw Error(ErrorCode::Format, f.path() + ": '" + a + "rope.scaling." + key + "' must be a non-negative number");
-        }
-        return static_cast<float>(v);
-    };
-    hp.yarn_ext_factor = yarn("yarn_ext_factor", 1.0f);
-    hp.yarn_attn_factor = yarn("yarn_attn_factor", 1.0f);
-    hp.yarn_beta_fast = yarn("yarn_beta_fast", 32.0f);
-    hp.yarn_beta_slow = yarn("yarn_beta_slow", 1.0f);
+    hp.yarn_ext_factor = non_negative(f, a + "rope.scaling.yarn_ext_factor", 1.0f);
+    hp.yarn_attn_factor = non_negative(f, a + "rope.scaling.yarn_attn_factor", 1.0f);
+    hp.yarn_beta_fast = non_negative(f, a + "rope.scaling.yarn_beta_fast", 32.0f);
+    hp.yarn_beta_slow = non_negative(f, a + "rope.scaling.yarn_beta_slow", 1.0f);
 }
 
 // Which layers attend through a window. gemma3: the file's pattern (an int n:
@@ -142,17 +142,10 @@ HParams read_hparams(const gguf::File& f) {
     hp.attn_softcap = static_cast<float>(f.get_float(a + "attn_logit_softcapping").value_or(0.0));
     hp.final_softcap = static_cast<float>(f.get_float(a + "final_logit_softcapping").value_or(0.0));
     if (granite) {
-        const auto scale = [&](const std::string& key) {
-            const double v = f.get_float(a + key).value_or(0.0);
-            if (!std::isfinite(v) || v < 0.0) {
-                throw Error(ErrorCode::Format, f.path() + ": '" + a + key + "' must be a non-negative number");
-            }
-            return static_cast<float>(v);
-        };
-        hp.embedding_scale = scale("embedding_scale");
-        hp.residual_scale = scale("residual_scale");
-        hp.logit_scale = scale("logit_scale");
-        hp.query_scale = scale("attention.scale");
+        hp.embedding_scale = non_negative(f, a + "embedding_scale", 0.0f);
+        hp.residual_scale = non_negative(f, a + "residual_scale", 0.0f);
+        hp.logit_scale = non_negative(f, a + "logit_scale", 0.0f);
+        hp.query_scale = non_negative(f, a + "attention.scale", 0.0f);
     }
     if (hp.arch == "gemma3" || hp.arch == "gemma2") {
         // query_pre_attn_scalar: the file's attention.scale if any; the 27B
