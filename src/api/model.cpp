@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "api/model_impl.h"
@@ -45,12 +47,17 @@ std::string size_label(uint64_t n) {
     return buf;
 }
 
+// LANTERN_CPU_REPACK=0 keeps the CPU's weights in the file's layout.
+bool cpu_repack_enabled() {
+    const char* v = std::getenv("LANTERN_CPU_REPACK");
+    return v == nullptr || std::string_view(v) != "0";
+}
+
 }  // namespace
 
-// Asks for a replica of every weight a device-placed node reads, for a
-// one-token and a many-token step (a backend may accept an op at one batch
-// size and not another).
-void plan_weight_uploads(Model::Impl& m) {
+// For a one-token and a many-token step: a backend may accept an op at one
+// batch size and not another.
+void plan_weights(Model::Impl& m, bool pack_cpu) {
     Scheduler sched(*m.cpu, m.gpu.get(), static_cast<int>(m.hp.n_layer), m.n_gpu_layers, nullptr);
     // And for a short and the longest context: the context can change which
     // weights a step reads (phi3's long rope factors past its original one).
@@ -78,8 +85,16 @@ void plan_weight_uploads(Model::Impl& m) {
         m.build(g, kv, in);
         Scheduler::Assignment a = sched.assign(g);
         for (size_t i = 0; i < a.nodes.size(); ++i) {
-            if (a.backends[i]->is_host()) continue;
-            for (const Tensor* s : a.nodes[i]->src) {
+            const Tensor& node = *a.nodes[i];
+            if (a.backends[i]->is_host()) {
+                const Tensor* w = node.src[0];
+                if (pack_cpu && (node.op == Op::MulMat || node.op == Op::MulMatAdd) && w->storage_root() == w &&
+                    (w->flags & kTensorWeight)) {
+                    m.cpu->pack_weight(*w);
+                }
+                continue;
+            }
+            for (const Tensor* s : node.src) {
                 if (s == nullptr) continue;
                 const Tensor* root = s->storage_root();
                 if (root->flags & kTensorWeight) m.store.request(root, m.table->host_data(root), a.backends[i]);
@@ -149,7 +164,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
 
     const int n_layer = static_cast<int>(m->hp.n_layer);
     m->n_gpu_layers = m->gpu ? std::clamp(params.n_gpu_layers, 0, n_layer + 1) : 0;
-    if (m->gpu && m->n_gpu_layers > 0) plan_weight_uploads(*m);
+    const bool pack_cpu = cpu_repack_enabled() && (!m->gpu || m->n_gpu_layers <= n_layer);
+    if ((m->gpu && m->n_gpu_layers > 0) || pack_cpu) plan_weights(*m, pack_cpu);
 
     // Read every weight page once (mapped files load lazily) and upload the
     // device replicas, reporting progress over both.

@@ -13,6 +13,7 @@
 #include "lantern/lantern.h"
 #include "model/quantize.h"
 #include "op_harness.h"
+#include "quant/packed.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -201,6 +202,21 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- every architecture offloaded to a device ------------------------------------
 
+// Every position's logits: a prompt of the first 8 tokens, then one token at a time.
+std::vector<std::vector<float>> prompt_then_steps(Model& model, const std::vector<int32_t>& tokens, int n_ctx) {
+    Context ctx(model, ContextParams{.n_ctx = n_ctx, .n_batch = 8});
+    std::vector<std::vector<float>> out;
+    size_t next = 0;
+    while (next < tokens.size()) {
+        const size_t end = next == 0 ? 8 : next + 1;
+        Batch b;
+        for (; next < end; ++next) b.add(tokens[next], static_cast<int>(next), 0, true);
+        ctx.decode(b);
+        for (int r = 0; r < ctx.n_outputs(); ++r) out.emplace_back(ctx.logits(r), ctx.logits(r) + model.n_vocab());
+    }
+    return out;
+}
+
 // Each architecture with every layer and the output on the fake device
 // backend (CPU kernels presented as a device: weight replicas, device KV
 // cache, copies between backends): the logits must equal the CPU's exactly.
@@ -228,26 +244,47 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
             if (offload) {
                 m.gpu = make_fake_device(*m.cpu);
                 m.n_gpu_layers = static_cast<int>(m.hp.n_layer) + 1;
-                plan_weight_uploads(m);
+                plan_weights(m, false);
                 m.store.upload(nullptr);
             }
-            Context ctx(*model, ContextParams{.n_ctx = c.n_ctx, .n_batch = 8});
-            std::vector<float> out;
-            size_t next = 0;
-            while (next < tokens.size()) {  // a prompt of 8, then one token at a time
-                const size_t end = next == 0 ? 8 : next + 1;
-                Batch b;
-                for (; next < end; ++next) b.add(tokens[next], static_cast<int>(next), 0, true);
-                ctx.decode(b);
-                for (int r = 0; r < ctx.n_outputs(); ++r) out.insert(out.end(), ctx.logits(r), ctx.logits(r) + model->n_vocab());
-            }
-            return out;
+            return prompt_then_steps(*model, tokens, c.n_ctx);
         };
-        const std::vector<float> cpu = logits(false);
-        EXPECT_EQ(cpu.size(), tokens.size() * 269) << c.arch;
+        const std::vector<std::vector<float>> cpu = logits(false);
+        EXPECT_EQ(cpu.size(), tokens.size()) << c.arch;
         EXPECT_EQ(logits(true), cpu) << c.arch << " n_ctx " << c.n_ctx << " " << c.extra;
         std::remove(path.c_str());
     }
+}
+
+// --- weights packed for the CPU at load ---------------------------------------------
+
+// A Q4_0 model loads with its matrix products' weights packed where this CPU
+// packs Q4_0 (quant/packed.h), LANTERN_CPU_REPACK=0 keeps them as in the
+// file, and the two give the same logits (equal here: with rows of two and
+// four blocks the two orders of the sums round alike).
+TEST(CpuRepack, LoadPacksTheProductsWeights) {
+    if (quant::packed_ops(DType::Q4_0) == nullptr) GTEST_SKIP() << "no packed Q4_0 on this CPU";
+    const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3, 250, 17, 18, 19};
+    const std::string path = temp_path("repack-llama.gguf").string();
+    run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " llama '" + path +
+        "' --type q4_0 > /dev/null");
+    auto logits = [&](bool repack, size_t& packed) {
+        if (!repack) setenv("LANTERN_CPU_REPACK", "0", 1);
+        ModelParams p;
+        p.n_threads = 2;
+        auto model = Model::load(path, p);
+        unsetenv("LANTERN_CPU_REPACK");
+        packed = model->impl().cpu->packed_bytes();
+        return prompt_then_steps(*model, tokens, 64);
+    };
+    size_t packed = 0, unpacked = 0;
+    const auto a = logits(true, packed), b = logits(false, unpacked);
+    EXPECT_GT(packed, 0u);
+    EXPECT_EQ(unpacked, 0u);
+    ASSERT_EQ(a.size(), tokens.size());
+    ASSERT_EQ(b.size(), tokens.size());
+    for (size_t t = 0; t < a.size(); ++t) EXPECT_LE(nmse(a[t], b[t]), 1e-10) << "position " << t;
+    std::remove(path.c_str());
 }
 
 // --- every architecture on every GPU backend built in ----------------------------
@@ -277,17 +314,7 @@ TEST(ArchOnGpu, EveryArchitectureAgreesWithTheCpu) {
                 p.backend = backend;
                 p.n_gpu_layers = backend == "cpu" ? 0 : 99;
                 auto model = Model::load(path, p);
-                Context ctx(*model, ContextParams{.n_ctx = 64, .n_batch = 8});
-                std::vector<std::vector<float>> out;
-                size_t next = 0;
-                while (next < tokens.size()) {
-                    const size_t end = next == 0 ? 8 : next + 1;
-                    Batch b;
-                    for (; next < end; ++next) b.add(tokens[next], static_cast<int>(next), 0, true);
-                    ctx.decode(b);
-                    for (int r = 0; r < ctx.n_outputs(); ++r) out.emplace_back(ctx.logits(r), ctx.logits(r) + model->n_vocab());
-                }
-                return out;
+                return prompt_then_steps(*model, tokens, 64);
             };
             const auto cpu = logits("cpu");
             const auto gpu = logits(f.name);

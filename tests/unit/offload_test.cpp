@@ -24,7 +24,7 @@ std::vector<std::vector<float>> run(int ngl, std::vector<Op> hidden = {}, int* d
     if (ngl > 0) {
         m.gpu = make_fake_device(*m.cpu, std::move(hidden));
         m.n_gpu_layers = ngl;
-        plan_weight_uploads(m);
+        plan_weights(m, false);
         m.store.upload(nullptr);
         if (device_nodes != nullptr) *device_nodes = static_cast<int>(m.store.bytes_on(m.gpu.get()) > 0);
     }

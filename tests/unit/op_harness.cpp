@@ -395,7 +395,8 @@ double nmse(const std::vector<float>& a, const std::vector<float>& ref) {
     return den > 0 ? num / den : num;
 }
 
-CaseResult run_case(OpCase& c, Backend& backend, int timing_runs, ComputeHints hints) {
+CaseResult run_case(OpCase& c, Backend& backend, int timing_runs, ComputeHints hints,
+                    const std::function<void(Tensor&)>& after_upload) {
     CaseResult r;
     const std::vector<Tensor*>& nodes = c.graph.nodes();
     for (const Tensor* n : nodes) {
@@ -466,6 +467,11 @@ CaseResult run_case(OpCase& c, Backend& backend, int timing_runs, ComputeHints h
         }
     };
     upload();
+    if (after_upload) {
+        for (auto& [t, bytes] : c.leaves) {
+            if (t->flags & kTensorWeight) after_upload(*t);
+        }
+    }
     backend.compute(nodes, hints);
     backend.synchronize();
 

@@ -7,6 +7,7 @@
 // plain scalar implementation of every op in double precision.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -72,7 +73,9 @@ struct CaseResult {
 // > 0 repeats the compute that many times and reports the mean time.
 // `hints`: what compute() is told (prefill: a prompt step, which GPU
 // backends run without recording it unless asked to).
-CaseResult run_case(OpCase& c, Backend& backend, int timing_runs = 0, ComputeHints hints = {});
+// `after_upload`, if set, is called on each weight once its bytes are in place.
+CaseResult run_case(OpCase& c, Backend& backend, int timing_runs = 0, ComputeHints hints = {},
+                    const std::function<void(Tensor&)>& after_upload = {});
 
 // sum((a - ref)^2) / sum(ref^2); infinity when either holds a NaN or the
 // sizes differ.

@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/scheduler.h"
 #include "op_harness.h"
+#include "quant/packed.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -81,6 +82,86 @@ TEST(FusedDefaults, MatchFusedKernels) {
     const auto unfused = run(*plain);
     ASSERT_EQ(fused.size(), unfused.size());
     for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(nmse(unfused[i], fused[i]), 1e-12) << "output " << i;
+}
+
+// Whether any matrix product of the case reads a weight the CPU packs.
+bool packs_a_weight(const OpCase& c) {
+    for (const Tensor* n : c.graph.nodes()) {
+        if (n->op != Op::MulMat && n->op != Op::MulMatAdd) continue;
+        const Tensor& w = *n->src[0];
+        if ((w.flags & kTensorWeight) && quant::can_pack(w.type, w.ne[1], w.ne[0])) return true;
+    }
+    return false;
+}
+
+// Every matrix-product case again with its weights packed where this CPU
+// packs them (quant/packed.h): the packed tiles against the reference.
+TEST(CpuPacked, MatrixProductCasesMatchReference) {
+    std::unique_ptr<Backend> ref = make_reference_backend();
+    int packed_cases = 0;
+    for (auto& cp : make_op_cases(kSeed)) {
+        OpCase& c = *cp;
+        if (!uses_op(c, Op::MulMat) && !uses_op(c, Op::MulMatAdd)) continue;
+        SCOPED_TRACE(c.name);
+        CpuBackend cpu(2);
+        const CaseResult want = run_case(c, *ref);
+        const CaseResult got = run_case(c, cpu, 0, {}, [&](Tensor& w) { cpu.pack_weight(w); });
+        ASSERT_TRUE(got.supported);
+        EXPECT_TRUE(got.guards_intact);
+        const bool expect_packed = packs_a_weight(c);
+        EXPECT_EQ(cpu.packed_bytes() > 0, expect_packed);
+        packed_cases += expect_packed ? 1 : 0;
+        ASSERT_EQ(got.outputs.size(), want.outputs.size());
+        for (size_t i = 0; i < got.outputs.size(); ++i) EXPECT_LE(nmse(got.outputs[i], want.outputs[i]), c.tolerance);
+    }
+    if (quant::packed_ops(DType::Q4_0) != nullptr) {
+        EXPECT_GT(packed_cases, 0);
+    }
+}
+
+// Packed against unpacked for every tile width (1 .. 4 activation rows and
+// a remainder), several row blocks, an odd block count, and batched
+// activations: the same integer sums, so only the float order differs.
+TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
+    for (DType t : {DType::Q4_0}) {
+        if (quant::packed_ops(t) == nullptr) {
+            GTEST_SKIP() << "no packed layout for " << dtype_name(t) << " on this CPU";
+        }
+        for (int64_t M : {1, 2, 3, 6, 67}) {
+            for (int64_t batches : {1, 2}) {
+                SCOPED_TRACE(std::string(dtype_name(t)) + " M=" + std::to_string(M) + " batches=" + std::to_string(batches));
+                OpCase c;
+                CaseLeaves b{c, std::mt19937(static_cast<uint32_t>(M * 10 + batches))};
+                Tensor* w = b.weight(t, {288, 80}, "w");
+                Tensor* x = b.leaf(DType::F32, {288, M, batches}, "x");
+                c.outputs.push_back(c.graph.mul_mat(w, x));
+                CpuBackend plain(2), packed(2);
+                const CaseResult want = run_case(c, plain);
+                const CaseResult got = run_case(c, packed, 0, {}, [&](Tensor& wt) { EXPECT_TRUE(packed.pack_weight(wt)); });
+                EXPECT_EQ(plain.packed_bytes(), 0u);
+                EXPECT_GT(packed.packed_bytes(), 0u);
+                ASSERT_TRUE(got.supported);
+                EXPECT_TRUE(got.guards_intact);
+                EXPECT_LE(nmse(got.outputs[0], want.outputs[0]), 1e-11);
+            }
+        }
+    }
+}
+
+// Rows that are not a whole number of groups, and 3-D weights, stay unpacked.
+TEST(CpuPacked, LeavesOtherShapesUnpacked) {
+    OpCase c;
+    CaseLeaves b{c, std::mt19937(5)};
+    Tensor* odd = b.weight(DType::Q4_0, {64, 12}, "odd");
+    Tensor* experts = b.weight(DType::Q4_0, {64, 16, 2}, "experts");
+    CpuBackend cpu(1);
+    std::unique_ptr<Buffer> buf = cpu.alloc(odd->nbytes() + experts->nbytes(), BufferKind::Weights);
+    odd->buffer = experts->buffer = buf.get();
+    odd->offset = 0;
+    experts->offset = odd->nbytes();
+    EXPECT_FALSE(cpu.pack_weight(*odd));
+    EXPECT_FALSE(cpu.pack_weight(*experts));
+    EXPECT_EQ(cpu.packed_bytes(), 0u);
 }
 
 }  // namespace

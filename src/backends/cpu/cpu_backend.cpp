@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/op_table.h"
 #include "lantern/error.h"
+#include "quant/packed.h"
 
 namespace lantern {
 namespace {
@@ -96,6 +97,35 @@ std::unique_ptr<Buffer> CpuBackend::wrap(const void* data, size_t size) {
 
 bool CpuBackend::supports(const Tensor& node) const { return ops().supports(node); }
 
+bool CpuBackend::pack_weight(const Tensor& w) {
+    if (packed_.count(&w) != 0) return true;
+    const int64_t rows = w.ne[1], cols = w.ne[0];
+    if (w.ne[2] != 1 || w.ne[3] != 1 || !w.is_contiguous() || !quant::can_pack(w.type, rows, cols)) return false;
+    const quant::PackedOps& ops = *quant::packed_ops(w.type);
+    std::unique_ptr<Buffer> buffer = alloc(ops.packed_bytes(rows, cols), BufferKind::Weights);
+    // Groups of rows split over the threads (a load packs hundreds of MB).
+    const int64_t groups = rows / quant::kPackRows;
+    const size_t group_bytes = ops.packed_bytes(quant::kPackRows, cols);
+    const auto* src = static_cast<const uint8_t*>(tensor_address(w));
+    auto* dst = static_cast<uint8_t*>(buffer->base());
+    pool_->run([&](int ith, int nth) {
+        int64_t begin, end;
+        cpu::split_range(groups, ith, nth, begin, end);
+        if (begin < end) {
+            ops.pack(src + static_cast<size_t>(begin * quant::kPackRows) * w.nb[1], w.nb[1],
+                     (end - begin) * quant::kPackRows, cols, dst + static_cast<size_t>(begin) * group_bytes);
+        }
+    });
+    packed_.emplace(&w, std::move(buffer));
+    return true;
+}
+
+size_t CpuBackend::packed_bytes() const {
+    size_t n = 0;
+    for (const auto& [w, buffer] : packed_) n += buffer->size();
+    return n;
+}
+
 void CpuBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& /*hints*/) {
     const int nth = pool_->size();
     // Scratch: the largest any node asks for (nodes run one after another).
@@ -106,11 +136,22 @@ void CpuBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& 
     }
     if (scratch_.size() < need) scratch_.resize(need + need / 4);
 
+    // Packed weights of the matrix products.
+    node_packed_.assign(nodes.size(), nullptr);
+    if (!packed_.empty()) {
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            const Tensor& n = *nodes[i];
+            if (n.op != Op::MulMat && n.op != Op::MulMatAdd) continue;
+            if (auto it = packed_.find(n.src[0]); it != packed_.end()) node_packed_[i] = it->second->base();
+        }
+    }
+
     ThreadPool* pool = pool_.get();
     uint8_t* scratch = scratch_.data();
     pool->run([&](int ith, int n_threads) {
         cpu::KernelContext ctx{ith, n_threads, scratch, pool};
         for (size_t i = 0; i < nodes.size(); ++i) {
+            ctx.packed = node_packed_[i];
             ops().find(nodes[i]->op)->run.run(ctx, *nodes[i]);
             if (i + 1 < nodes.size()) pool->barrier();
         }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/backend.h"
@@ -30,9 +31,18 @@ public:
     int threads() const { return pool_->size(); }
     void set_threads(int n);
 
+    // Keeps a copy of weight `w` (a whole 2-D tensor, host-resident) in the
+    // layout of quant/packed.h if its type and shape have one on this CPU;
+    // matrix products that read `w` then use it. Returns whether it did.
+    // Called at load, before any compute().
+    bool pack_weight(const Tensor& w);
+    size_t packed_bytes() const;
+
 private:
     std::unique_ptr<ThreadPool> pool_;
     std::vector<uint8_t> scratch_;
+    std::unordered_map<const Tensor*, std::unique_ptr<Buffer>> packed_;
+    std::vector<const void*> node_packed_;  // per node of compute(): its packed weights or null
     BackendStats stats_;
 };
 

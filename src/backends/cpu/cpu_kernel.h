@@ -20,6 +20,9 @@ struct KernelContext {
     int nth = 1;
     uint8_t* scratch = nullptr;  // scratch_bytes(node, nth) bytes shared by all threads
     ThreadPool* pool = nullptr;
+    // The node's weights (src[0]) in quant/packed.h's layout, when the
+    // backend holds a packed copy of them (CpuBackend::pack_weight); else null.
+    const void* packed = nullptr;
     void barrier() const { pool->barrier(); }
 };
 

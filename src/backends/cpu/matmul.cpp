@@ -5,11 +5,14 @@
 // (phase 2): blocks of kBlockN weight rows x kBlockM activation rows, each
 // computed by the type's tile kernel in wide_nr x max_nc pieces so that a
 // weight block loaded into cache serves many activation rows (max_nr x 1
-// for one activation row).
+// for one activation row). Weights the backend holds packed (quant/packed.h)
+// go through mul_mat_packed: the same two phases, in the packed kernels'
+// activation format and groups of kPackRows rows.
 #include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace lantern::cpu {
@@ -20,6 +23,53 @@ constexpr int64_t kBlockM = 64;
 
 const quant::TypeOps* activation_ops(const quant::TypeOps& w) {
     return w.vec_dot_type == DType::F32 ? nullptr : quant::type_ops(w.vec_dot_type);
+}
+
+// Rows of the weights per work item with one activation row: about four
+// items per thread, in multiples of `unit` rows.
+int64_t decode_rows_per_item(int64_t N, int nth, int64_t unit) {
+    return std::max<int64_t>(unit, (N + nth * 4 - 1) / (nth * 4) / unit * unit);
+}
+
+void mul_mat_packed(const KernelContext& ctx, const Tensor& dst, const quant::PackedOps& ops) {
+    const Tensor& w = *dst.src[0];
+    const Tensor& x = *dst.src[1];
+    const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
+    const int64_t batches = x.ne[2] * x.ne[3];
+
+    const size_t act_row = ops.act_row_bytes(K);
+    int64_t begin, end;
+    split_range(x.n_rows(), ctx.ith, ctx.nth, begin, end);
+    for (int64_t r = begin; r < end; ++r) {
+        const int64_t i1 = r % M, ib = r / M;
+        const float* src = reinterpret_cast<const float*>(row_ptr(x, i1, ib % x.ne[2], ib / x.ne[2]));
+        ops.act_from_float(src, ctx.scratch + static_cast<size_t>(r) * act_row, K);
+    }
+    ctx.barrier();
+
+    constexpr int64_t G = quant::kPackRows;
+    const size_t group_bytes = ops.packed_bytes(G, K);
+    const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, G) : kBlockN;
+    const int64_t blocks_n = (N + bn - 1) / bn;
+    const int64_t blocks_m = (M + kBlockM - 1) / kBlockM;
+    const int64_t items = blocks_n * blocks_m * batches;
+    const size_t ldc = dst.nb[1] / sizeof(float);
+    const uint8_t* wdata = static_cast<const uint8_t*>(ctx.packed);
+    for (int64_t item = ctx.ith; item < items; item += ctx.nth) {
+        const int64_t b = item / (blocks_n * blocks_m);
+        const int64_t rest = item % (blocks_n * blocks_m);
+        const int64_t m0 = (rest / blocks_n) * kBlockM, n0 = (rest % blocks_n) * bn;
+        const int64_t m1 = std::min(M, m0 + kBlockM), n1 = std::min(N, n0 + bn);
+        const uint8_t* y = ctx.scratch + static_cast<size_t>(b * M) * act_row;
+        float* out = reinterpret_cast<float*>(row_ptr_mut(dst, 0, b % x.ne[2], b / x.ne[2]));
+        for (int64_t m = m0; m < m1; m += ops.max_nc) {
+            const int nc = static_cast<int>(std::min<int64_t>(ops.max_nc, m1 - m));
+            for (int64_t n = n0; n < n1; n += G) {
+                ops.dot(K, out + m * ldc + n, ldc, wdata + static_cast<size_t>(n / G) * group_bytes,
+                        y + m * act_row, act_row, nc);
+            }
+        }
+    }
 }
 
 }  // namespace
@@ -41,13 +91,20 @@ size_t mul_mat_scratch(const Tensor& dst, int /*nth*/) {
     const Tensor& w = *dst.src[0];
     const Tensor& x = *dst.src[1];
     const quant::TypeOps* ops = quant::type_ops(w.type);
-    if (ops->vec_dot_type == DType::F32) return 0;
-    return dtype_row_size(ops->vec_dot_type, x.ne[0]) * static_cast<size_t>(x.n_rows());
+    size_t row = ops->vec_dot_type == DType::F32 ? 0 : dtype_row_size(ops->vec_dot_type, x.ne[0]);
+    if (const quant::PackedOps* packed = quant::packed_ops(w.type); packed != nullptr) {
+        row = std::max(row, packed->act_row_bytes(x.ne[0]));
+    }
+    return row * static_cast<size_t>(x.n_rows());
 }
 
 void mul_mat(const KernelContext& ctx, const Tensor& dst) {
     const Tensor& w = *dst.src[0];
     const Tensor& x = *dst.src[1];
+    if (ctx.packed != nullptr) {
+        mul_mat_packed(ctx, dst, *quant::packed_ops(w.type));
+        return;
+    }
     const quant::TypeOps& ops = *quant::type_ops(w.type);
     const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
     const int64_t batches = x.ne[2] * x.ne[3];
@@ -68,8 +125,7 @@ void mul_mat(const KernelContext& ctx, const Tensor& dst) {
 
     // Phase 2: output tiles.
     const int max_nr = M == 1 ? ops.max_nr : ops.wide_nr, max_nc = ops.max_nc;
-    const int64_t bn = M == 1 ? std::max<int64_t>(max_nr, (N + ctx.nth * 4 - 1) / (ctx.nth * 4) / max_nr * max_nr)
-                              : kBlockN;
+    const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, max_nr) : kBlockN;
     const int64_t blocks_n = (N + bn - 1) / bn;
     const int64_t blocks_m = (M + kBlockM - 1) / kBlockM;
     const int64_t items = blocks_n * blocks_m * batches;

@@ -1,0 +1,49 @@
+// Weight matrices rearranged once, at load, for the CPU's widest tiles.
+//
+// dot_legacy.cpp's tiles read each weight row's blocks in file order, so
+// every (weight row, activation row) pair keeps its own vector accumulator
+// and each block's integer dot is converted, scaled and added lane by lane:
+// on AVX2 that float work costs as much as the integer work. A packed matrix
+// interleaves kPackRows rows: for each block index, the rows' scales, then
+// their quants in 4-byte runs. One vector then holds four weights of each of
+// the 8 rows, one broadcast activation word multiplies all of them, and the
+// 8 rows' block sums land in the lanes of one vector that is scaled once.
+//
+// Packing is done where it measured faster: the AVX2 tier (x86 without
+// AVX-512). Elsewhere packed_ops() is null and matrices stay as loaded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "quant/quant.h"
+
+namespace lantern::quant {
+
+inline constexpr int kPackRows = 8;
+
+struct PackedOps {
+    // Bytes of the packed copy of a matrix of `rows` rows of `cols` elements.
+    size_t (*packed_bytes)(int64_t rows, int64_t cols);
+    // Packs rows [0, rows) (row r at src + r * row_stride, in the file's
+    // layout) into dst. rows is a multiple of kPackRows.
+    void (*pack)(const void* src, size_t row_stride, int64_t rows, int64_t cols, void* dst);
+    // Activation rows in the format `dot` reads, and their size in bytes.
+    FromFloatFn act_from_float;
+    size_t (*act_row_bytes)(int64_t cols);
+    // For r < kPackRows, c < nc (nc <= max_nc):
+    //   s[c * ldc + r] = dot(weight row g * kPackRows + r, activation row c)
+    // where `group` is the packed matrix plus g * packed_bytes(kPackRows, cols)
+    // and activation row c starts at (const char*)y + c * by.
+    void (*dot)(int64_t cols, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc);
+    int max_nc;
+};
+
+// The packed kernels for weights of type t, or null (none on this CPU tier).
+const PackedOps* packed_ops(DType t);
+
+// Whether a `rows` x `cols` matrix of type t is packed on this CPU.
+bool can_pack(DType t, int64_t rows, int64_t cols);
+
+}  // namespace lantern::quant
