@@ -86,4 +86,9 @@ extern const DotKernel kDotQ4_K;  // x Q8_K
 extern const DotKernel kDotQ5_K;  // x Q8_K
 extern const DotKernel kDotQ6_K;  // x Q8_K
 
+// ---- packed_legacy.cpp, packed_k.cpp: packed layouts (AVX2 tier only) -------
+struct PackedOps;
+extern const PackedOps kPackedQ4_0;
+extern const PackedOps kPackedQ4_K;
+
 }  // namespace lantern::quant

@@ -1,148 +1,22 @@
-// Packed Q4_0 (packed.h): 8 rows interleaved, against activations quantized
-// as Q8_0 blocks that also carry their quants' sum.
-//
-// Group block b of a packed matrix (144 bytes, as 8 file blocks):
-//   d[r]            row r's block scale (fp16), r < 8;
-//   qs[32 k + 4 r + t] = row r's file byte qs[4 k + t], k < 4, t < 4,
-// so that the low nibbles of the 32 bytes at qs + 32 k are elements
-// 4k .. 4k+3 of each row (lane r), and their high nibbles elements
-// 16 + 4k .. 16 + 4k+3.
-//
-// Per group block and activation row the kernel takes 8 u8 x s8 products
-// (vpmaddubsw) summed as int16 (|q| <= 15, |a| <= 127: 8 pairs stay under
-// 32,767), one vpmaddwd to int32, subtracts 8 * sum(a) for Q4_0's offset,
-// and scales the 8 rows' sums in one fused multiply-add.
+// Which weight types have a packed layout on this CPU tier (packed.h).
 #include "quant/packed.h"
 
-#include <cstring>
-
-#include "core/half.h"
-#include "quant/blocks.h"
 #include "quant/kernels.h"
 #include "quant/simd.h"
-#include "quant/tile.h"
 
 namespace lantern::quant {
-namespace {
-
-#if LANTERN_SIMD_WIDTH == 256
-
-// Q8_0 with d widened to f32 and the sum of its quants.
-struct ActBlock {
-    float d;
-    int32_t sum;
-    int8_t qs[kQK];
-};
-
-struct GroupQ4_0 {
-    uint16_t d[kPackRows];
-    uint8_t qs[kPackRows * kQK / 2];
-};
-static_assert(sizeof(GroupQ4_0) == kPackRows * sizeof(BlockQ4_0));
-
-size_t act_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQK) * sizeof(ActBlock); }
-
-void act_from_float(const float* src, void* dst, int64_t n) {
-    auto* out = static_cast<ActBlock*>(dst);
-    for (int64_t b = 0; b < n / kQK; ++b) {
-        BlockQ8_0 q;
-        quantize_q8_0(src + b * kQK, &q, kQK);
-        int32_t sum = 0;
-        for (int8_t v : q.qs) sum += v;
-        out[b].d = fp16_to_f32(q.d);
-        out[b].sum = sum;
-        std::memcpy(out[b].qs, q.qs, kQK);
-    }
-}
-
-size_t q4_0_bytes(int64_t rows, int64_t cols) {
-    return static_cast<size_t>(rows / kPackRows) * static_cast<size_t>(cols / kQK) * sizeof(GroupQ4_0);
-}
-
-void q4_0_pack(const void* src, size_t row_stride, int64_t rows, int64_t cols, void* dst) {
-    const int64_t nb = cols / kQK;
-    auto* out = static_cast<GroupQ4_0*>(dst);
-    for (int64_t g = 0; g < rows / kPackRows; ++g) {
-        const BlockQ4_0* in[kPackRows];
-        for (int r = 0; r < kPackRows; ++r) in[r] = row_at<BlockQ4_0>(src, row_stride, static_cast<int>(g * kPackRows + r));
-        for (int64_t b = 0; b < nb; ++b, ++out) {
-            for (int r = 0; r < kPackRows; ++r) {
-                out->d[r] = in[r][b].d;
-                for (int k = 0; k < 4; ++k) std::memcpy(out->qs + 32 * k + 4 * r, in[r][b].qs + 4 * k, 4);
-            }
-        }
-    }
-}
-
-inline __m256i splat_word(const int8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
-// The group's blocks are read in one stream; prefetched as far ahead as the
-// AVX2 tiles of dot_legacy.cpp prefetch theirs.
-constexpr size_t kPrefetchBytes = 4096;
-
-template <int NC>
-void q4_0_dot_tile(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-    const int64_t nb = n / kQK;
-    const auto* w = static_cast<const GroupQ4_0*>(group);
-    const ActBlock* a[NC];
-    for (int c = 0; c < NC; ++c) a[c] = row_at<ActBlock>(y, by, c);
-    const __m256i low = _mm256_set1_epi8(0x0F);
-    __m256 acc[NC];
-    for (__m256& v : acc) v = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-        prefetch_ahead(w + b, kPrefetchBytes, sizeof(GroupQ4_0));
-        __m256i q[8];
-        for (int k = 0; k < 4; ++k) {
-            const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * k));
-            q[k] = _mm256_and_si256(packed, low);
-            q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-        }
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].d)));
-        for (int c = 0; c < NC; ++c) {
-            const ActBlock& ab = a[c][b];
-#if LANTERN_SIMD_VNNI
-            __m256i sum = _mm256_set1_epi32(-8 * ab.sum);
-            for (int k = 0; k < 8; ++k) sum = simd::dot_u8s8(sum, q[k], splat_word(ab.qs + 4 * k));
-#else
-            __m256i sum16 = _mm256_maddubs_epi16(q[0], splat_word(ab.qs));
-            for (int k = 1; k < 8; ++k) {
-                sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(q[k], splat_word(ab.qs + 4 * k)));
-            }
-            const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)),
-                                                 _mm256_set1_epi32(8 * ab.sum));
-#endif
-            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(ab.d)), acc[c]);
-        }
-    }
-    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
-}
-
-void q4_0_dot(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) {
-    switch (nc) {
-        case 1: q4_0_dot_tile<1>(n, s, ldc, group, y, by); break;
-        case 2: q4_0_dot_tile<2>(n, s, ldc, group, y, by); break;
-        case 3: q4_0_dot_tile<3>(n, s, ldc, group, y, by); break;
-        default: q4_0_dot_tile<4>(n, s, ldc, group, y, by); break;
-    }
-}
-
-constexpr PackedOps kPackedQ4_0 = {q4_0_bytes, q4_0_pack, act_from_float, act_row_bytes, q4_0_dot, 4};
-
-#endif  // LANTERN_SIMD_WIDTH == 256
-
-}  // namespace
 
 const PackedOps* packed_ops(DType t) {
 #if LANTERN_SIMD_WIDTH == 256
-    if (t == DType::Q4_0) return &kPackedQ4_0;
+    switch (t) {
+        case DType::Q4_0: return &kPackedQ4_0;
+        case DType::Q4_K: return &kPackedQ4_K;
+        default: return nullptr;
+    }
 #else
     (void)t;
-#endif
     return nullptr;
+#endif
 }
 
 bool can_pack(DType t, int64_t rows, int64_t cols) {

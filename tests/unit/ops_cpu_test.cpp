@@ -123,7 +123,8 @@ TEST(CpuPacked, MatrixProductCasesMatchReference) {
 // a remainder), several row blocks, an odd block count, and batched
 // activations: the same integer sums, so only the float order differs.
 TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
-    for (DType t : {DType::Q4_0}) {
+    for (DType t : {DType::Q4_0, DType::Q4_K}) {
+        const int64_t K = dtype_block_size(t) == 32 ? 288 : 768;  // 9 blocks, 3 super-blocks
         if (quant::packed_ops(t) == nullptr) {
             GTEST_SKIP() << "no packed layout for " << dtype_name(t) << " on this CPU";
         }
@@ -132,8 +133,8 @@ TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
                 SCOPED_TRACE(std::string(dtype_name(t)) + " M=" + std::to_string(M) + " batches=" + std::to_string(batches));
                 OpCase c;
                 CaseLeaves b{c, std::mt19937(static_cast<uint32_t>(M * 10 + batches))};
-                Tensor* w = b.weight(t, {288, 80}, "w");
-                Tensor* x = b.leaf(DType::F32, {288, M, batches}, "x");
+                Tensor* w = b.weight(t, {K, 80}, "w");
+                Tensor* x = b.leaf(DType::F32, {K, M, batches}, "x");
                 c.outputs.push_back(c.graph.mul_mat(w, x));
                 CpuBackend plain(2), packed(2);
                 const CaseResult want = run_case(c, plain);

@@ -1,0 +1,58 @@
+// What the packed layouts' files (packed_legacy.cpp, packed_k.cpp) share: the
+// walk that packs a matrix group by group, the activation-word broadcast, and
+// the dispatch from a tile's width to its compiled shape. AVX2 tier only.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/packed.h"
+#include "quant/simd.h"
+#include "quant/tile.h"
+
+#if LANTERN_SIMD_WIDTH == 256
+namespace lantern::quant::packed {
+
+// PackedOps::packed_bytes for groups `Group` of kPackRows blocks of kElems
+// elements.
+template <class Group, int kElems>
+size_t bytes(int64_t rows, int64_t cols) {
+    return static_cast<size_t>(rows / kPackRows) * static_cast<size_t>(cols / kElems) * sizeof(Group);
+}
+
+// PackedOps::pack: rows of file blocks `Block` (kElems elements each) into
+// consecutive `Group`s, one per kPackRows rows and block index, where
+// Fill(group, block, r) stores row r's block into its group.
+template <class Block, class Group, int kElems, void (*Fill)(Group&, const Block&, int)>
+void pack(const void* src, size_t row_stride, int64_t rows, int64_t cols, void* dst) {
+    auto* out = static_cast<Group*>(dst);
+    for (int64_t g = 0; g < rows / kPackRows; ++g) {
+        const Block* in[kPackRows];
+        for (int r = 0; r < kPackRows; ++r) in[r] = row_at<Block>(src, row_stride, static_cast<int>(g * kPackRows + r));
+        for (int64_t b = 0; b < cols / kElems; ++b, ++out) {
+            for (int r = 0; r < kPackRows; ++r) Fill(*out, in[r][b], r);
+        }
+    }
+}
+
+// The 4 bytes at p in every 32-bit lane.
+inline __m256i splat_word(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+// PackedOps::dot for a kernel with `template <int NC> static void run(n, s,
+// ldc, group, y, by)` compiled for NC = 1 .. 4.
+template <class Kernel>
+void dot(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) {
+    switch (nc) {
+        case 1: Kernel::template run<1>(n, s, ldc, group, y, by); break;
+        case 2: Kernel::template run<2>(n, s, ldc, group, y, by); break;
+        case 3: Kernel::template run<3>(n, s, ldc, group, y, by); break;
+        default: Kernel::template run<4>(n, s, ldc, group, y, by); break;
+    }
+}
+
+}  // namespace lantern::quant::packed
+#endif
