@@ -89,6 +89,8 @@ extern const DotKernel kDotQ6_K;  // x Q8_K
 // ---- packed_legacy.cpp, packed_k.cpp: packed layouts (AVX2 tier only) -------
 struct PackedOps;
 extern const PackedOps kPackedQ4_0;
+extern const PackedOps kPackedQ4_1;
+extern const PackedOps kPackedQ8_0;
 extern const PackedOps kPackedQ4_K;
 
 }  // namespace lantern::quant

@@ -10,6 +10,8 @@ const PackedOps* packed_ops(DType t) {
 #if LANTERN_SIMD_WIDTH == 256
     switch (t) {
         case DType::Q4_0: return &kPackedQ4_0;
+        case DType::Q4_1: return &kPackedQ4_1;
+        case DType::Q8_0: return &kPackedQ8_0;
         case DType::Q4_K: return &kPackedQ4_K;
         default: return nullptr;
     }
