@@ -92,5 +92,6 @@ extern const PackedOps kPackedQ4_0;
 extern const PackedOps kPackedQ4_1;
 extern const PackedOps kPackedQ8_0;
 extern const PackedOps kPackedQ4_K;
+extern const PackedOps kPackedQ6_K;
 
 }  // namespace lantern::quant

@@ -1,6 +1,7 @@
-// Packed Q4_K (packed.h): 8 rows interleaved, against Q8_K activations whose
-// 32-element sums come precomputed.
+// Packed Q4_K and Q6_K (packed.h): 8 rows interleaved, against Q8_K
+// activations (Q4_K's with their 32-element sums precomputed).
 //
+// Q4_K:
 // Group super-block (1,184 bytes against the file's 8 x 144):
 //   d[r], dmin[r]      row r's super-block scales (fp16);
 //   sc[8 s + r]        row r's 6-bit scale of sub-block s, a byte;
@@ -14,6 +15,18 @@
 // the rows' scales (both int16 halves of lane r hold row r's) adds them into
 // the super-block's int32 sums. The mins: vpmaddwd of two sub-blocks' mins
 // (row r's pair in lane r) by the activation's two 32-element sums.
+//
+// Q6_K group super-block (1,680 bytes, as 8 file blocks):
+//   d[r]                row r's scale (fp16);
+//   sc[8 s + r]         row r's int8 scale of 16-element group s;
+//   ql[32 k + 4 r + t] = row r's ql[4 k + t], k < 32;
+//   qh[32 k + 4 r + t] = row r's qh[4 k + t], k < 16.
+// Elements 128h + 32g + 4m .. +3 (h < 2, g < 4, m < 8) of row r are lane r
+// of ql run 16h + 8(g & 1) + m (low nibbles for g < 2, else high) with bits
+// 2g, 2g+1 of qh run 8h + m above them. Quants reach 63, so two vpmaddubsw
+// at most are summed as int16 before vpmaddwd takes the group's scale; the
+// offset 32 comes off as 32 * sum over groups of scale * the activation's
+// 16-element sum (Q8_K's bsums).
 #include <cstring>
 
 #include "core/half.h"
@@ -142,10 +155,110 @@ struct Q4_KTile {
     }
 };
 
+struct GroupQ6_K {
+    uint16_t d[kPackRows];
+    int8_t sc[16 * kPackRows];
+    uint8_t ql[kPackRows * kQKK / 2];
+    uint8_t qh[kPackRows * kQKK / 4];
+};
+static_assert(sizeof(GroupQ6_K) == kPackRows * sizeof(BlockQ6_K));
+
+void fill_q6_K(GroupQ6_K& out, const BlockQ6_K& in, int r) {
+    out.d[r] = in.d;
+    for (int s = 0; s < 16; ++s) out.sc[8 * s + r] = in.scales[s];
+    for (int k = 0; k < 32; ++k) std::memcpy(out.ql + 32 * k + 4 * r, in.ql + 4 * k, 4);
+    for (int k = 0; k < 16; ++k) std::memcpy(out.qh + 32 * k + 4 * r, in.qh + 4 * k, 4);
+}
+
+// Lane r: row r's int8 at bytes[r] sign-extended into both int16 halves.
+inline __m256i signed_scale_pairs(const int8_t* bytes8) {
+    int64_t v;
+    std::memcpy(&v, bytes8, sizeof v);
+    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,  //
+                                          -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick), 8);
+}
+
+// Lane r: row r's int8s at bytes16[r] and bytes16[8 + r], sign-extended.
+inline __m256i signed_pairs(const int8_t* bytes16) {
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11,  //
+                                          -1, 4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(both, pick), 8);
+}
+
+// Quants (0 .. 63) of elements 128h + 32g + 4m .. +3 of the group's 8 rows.
+inline __m256i q6_quants(const GroupQ6_K& g, int h, int gi, int m) {
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.ql + 32 * (16 * h + 8 * (gi & 1) + m)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh + 32 * (8 * h + m)));
+    const __m256i nibbles = _mm256_and_si256(gi < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+    __m256i high;  // bits 2gi, 2gi + 1 of qh to bits 4, 5
+    switch (gi) {
+        case 0: high = _mm256_slli_epi16(qh, 4); break;
+        case 1: high = _mm256_slli_epi16(qh, 2); break;
+        case 2: high = qh; break;
+        default: high = _mm256_srli_epi16(qh, 2); break;
+    }
+    return _mm256_or_si256(nibbles, _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+}
+
+constexpr size_t kPrefetchQ6_K = 3 * sizeof(GroupQ6_K);
+
+struct Q6_KTile {
+    template <int NC>
+    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
+        const int64_t nb = n / kQKK;
+        const auto* w = static_cast<const GroupQ6_K*>(group);
+        const BlockQ8_K* a[NC];
+        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
+        __m256 acc[NC];
+        for (__m256& v : acc) v = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const GroupQ6_K& g = w[b];
+            prefetch_ahead(&g, kPrefetchQ6_K, sizeof(GroupQ6_K));
+            __m256i isum[NC];
+            for (__m256i& v : isum) v = _mm256_setzero_si256();
+            for (int h = 0; h < 2; ++h) {
+                for (int gi = 0; gi < 4; ++gi) {
+                    for (int half = 0; half < 2; ++half) {
+                        const __m256i sc = signed_scale_pairs(g.sc + 8 * (8 * h + 2 * gi + half));
+                        for (int m = 4 * half; m < 4 * half + 4; m += 2) {
+                            const __m256i q0 = q6_quants(g, h, gi, m), q1 = q6_quants(g, h, gi, m + 1);
+                            for (int c = 0; c < NC; ++c) {
+                                const int8_t* act = a[c][b].qs + 128 * h + 32 * gi + 4 * m;
+                                const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, packed::splat_word(act)),
+                                                                     _mm256_maddubs_epi16(q1, packed::splat_word(act + 4)));
+                                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16, sc));
+                            }
+                        }
+                    }
+                }
+            }
+            __m256i pairs[8];
+            for (int p = 0; p < 8; ++p) pairs[p] = signed_pairs(g.sc + 16 * p);
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
+            for (int c = 0; c < NC; ++c) {
+                const BlockQ8_K& ab = a[c][b];
+                __m256i offset = _mm256_madd_epi16(pairs[0], packed::splat_word(ab.bsums));
+                for (int p = 1; p < 8; ++p) {
+                    offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs[p], packed::splat_word(ab.bsums + 2 * p)));
+                }
+                const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offset, 5));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(ab.d)), acc[c]);
+            }
+        }
+        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+    }
+};
+
+size_t q8_K_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ8_K); }
+
 }  // namespace
 
 const PackedOps kPackedQ4_K = {packed::bytes<GroupQ4_K, kQKK>, packed::pack<BlockQ4_K, GroupQ4_K, kQKK, fill_q4_K>,
                                act_from_float, act_row_bytes, packed::dot<Q4_KTile>, 4};
+const PackedOps kPackedQ6_K = {packed::bytes<GroupQ6_K, kQKK>, packed::pack<BlockQ6_K, GroupQ6_K, kQKK, fill_q6_K>,
+                               quantize_q8_K, q8_K_row_bytes, packed::dot<Q6_KTile>, 4};
 
 #endif  // LANTERN_SIMD_WIDTH == 256
 
