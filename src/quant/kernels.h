@@ -92,6 +92,7 @@ extern const PackedOps kPackedQ4_0;
 extern const PackedOps kPackedQ4_1;
 extern const PackedOps kPackedQ8_0;
 extern const PackedOps kPackedQ4_K;
+extern const PackedOps kPackedQ5_K;
 extern const PackedOps kPackedQ6_K;
 
 }  // namespace lantern::quant

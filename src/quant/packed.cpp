@@ -13,6 +13,7 @@ const PackedOps* packed_ops(DType t) {
         case DType::Q4_1: return &kPackedQ4_1;
         case DType::Q8_0: return &kPackedQ8_0;
         case DType::Q4_K: return &kPackedQ4_K;
+        case DType::Q5_K: return &kPackedQ5_K;
         case DType::Q6_K: return &kPackedQ6_K;
         default: return nullptr;
     }

@@ -1,4 +1,4 @@
-// Packed Q4_K and Q6_K (packed.h): 8 rows interleaved, against Q8_K
+// Packed Q4_K, Q5_K and Q6_K (packed.h): 8 rows interleaved, against Q8_K
 // activations (Q4_K's with their 32-element sums precomputed).
 //
 // Q4_K:
@@ -15,6 +15,7 @@
 // the rows' scales (both int16 halves of lane r hold row r's) adds them into
 // the super-block's int32 sums. The mins: vpmaddwd of two sub-blocks' mins
 // (row r's pair in lane r) by the activation's two 32-element sums.
+// Q5_K adds qh[32 k + 4 r + t] = row r's qh[4 k + t], k < 8 (after qs).
 //
 // Q6_K group super-block (1,680 bytes, as 8 file blocks):
 //   d[r]                row r's scale (fp16);
@@ -28,6 +29,7 @@
 // offset 32 comes off as 32 * sum over groups of scale * the activation's
 // 16-element sum (Q8_K's bsums).
 #include <cstring>
+#include <type_traits>
 
 #include "core/half.h"
 #include "quant/blocks.h"
@@ -55,6 +57,14 @@ struct GroupQ4_K {
     uint8_t mn[8 * kPackRows];
     uint8_t qs[kPackRows * kQKK / 2];
 };
+struct GroupQ5_K {
+    uint16_t d[kPackRows];
+    uint16_t dmin[kPackRows];
+    uint8_t sc[8 * kPackRows];
+    uint8_t mn[8 * kPackRows];
+    uint8_t qs[kPackRows * kQKK / 2];
+    uint8_t qh[kPackRows * kQKK / 8];
+};
 
 size_t act_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQKK) * sizeof(ActBlock); }
 
@@ -69,7 +79,8 @@ void act_from_float(const float* src, void* dst, int64_t n) {
     }
 }
 
-void fill_q4_K(GroupQ4_K& out, const BlockQ4_K& in, int r) {
+template <class Group, class Block>
+void fill_k(Group& out, const Block& in, int r) {
     out.d[r] = in.d;
     out.dmin[r] = in.dmin;
     uint32_t sc[2], mn[2];
@@ -80,6 +91,9 @@ void fill_q4_K(GroupQ4_K& out, const BlockQ4_K& in, int r) {
     }
     for (int j = 0; j < 4; ++j) {
         for (int k = 0; k < 8; ++k) std::memcpy(out.qs + 256 * j + 32 * k + 4 * r, in.qs + 32 * j + 4 * k, 4);
+    }
+    if constexpr (std::is_same_v<Group, GroupQ5_K>) {
+        for (int k = 0; k < 8; ++k) std::memcpy(out.qh + 32 * k + 4 * r, in.qh + 4 * k, 4);
     }
 }
 
@@ -100,42 +114,62 @@ inline __m256i min_pairs(const uint8_t* bytes16) {
     return _mm256_shuffle_epi8(both, pick);
 }
 
-// Each group super-block is 1,184 bytes read in one stream: 4 ahead, about
-// the distance dot_legacy.cpp's AVX2 tiles prefetch.
-constexpr size_t kPrefetchBytes = 4 * sizeof(GroupQ4_K);
+// Bit `bit` of each byte of x moved to bit 4, the rest cleared (16-bit
+// shifts: what crosses from the neighbouring byte never lands on bit 4).
+inline __m256i bit_to_16(__m256i x, int bit) {
+    const __m256i moved = bit <= 4 ? _mm256_slli_epi16(x, 4 - bit) : _mm256_srli_epi16(x, bit - 4);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
+}
 
-struct Q4_KTile {
+// Q4_K, and Q5_K with the fifth bit of sub-block s, element 4k + t in bit s
+// of byte t of its qh run k. Its quants reach 31, so its int16 sums take 4
+// products, not 8.
+template <class Group>
+struct KTile {
+    static constexpr bool kFifth = std::is_same_v<Group, GroupQ5_K>;
+    static constexpr int kRunsPerSum = kFifth ? 4 : 8;
+    // A group super-block (1,184 or 1,440 bytes) is read in one stream: 4
+    // ahead, about the distance dot_legacy.cpp's AVX2 tiles prefetch.
+    static constexpr size_t kPrefetchBytes = 4 * sizeof(Group);
+
     template <int NC>
     static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
         const int64_t nb = n / kQKK;
-        const auto* w = static_cast<const GroupQ4_K*>(group);
+        const auto* w = static_cast<const Group*>(group);
         const ActBlock* a[NC];
         for (int c = 0; c < NC; ++c) a[c] = row_at<ActBlock>(y, by, c);
         const __m256i low = _mm256_set1_epi8(0x0F);
         __m256 acc[NC];
         for (__m256& v : acc) v = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            const GroupQ4_K& g = w[b];
-            prefetch_ahead(&g, kPrefetchBytes, sizeof(GroupQ4_K));
+            const Group& g = w[b];
+            prefetch_ahead(&g, kPrefetchBytes, sizeof(Group));
             __m256i isum[NC];
             for (__m256i& v : isum) v = _mm256_setzero_si256();
             for (int j = 0; j < 4; ++j) {
-                __m256i lo16[NC], hi16[NC];
-                for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm256_setzero_si256();
-                for (int k = 0; k < 8; ++k) {
-                    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 256 * j + 32 * k));
-                    const __m256i lo = _mm256_and_si256(packed, low);
-                    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-                    for (int c = 0; c < NC; ++c) {
-                        const int8_t* q = a[c][b].qs + 64 * j + 4 * k;
-                        lo16[c] = _mm256_add_epi16(lo16[c], _mm256_maddubs_epi16(lo, packed::splat_word(q)));
-                        hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(hi, packed::splat_word(q + 32)));
-                    }
-                }
                 const __m256i sc_lo = scale_pairs(g.sc + 8 * (2 * j)), sc_hi = scale_pairs(g.sc + 8 * (2 * j + 1));
-                for (int c = 0; c < NC; ++c) {
-                    isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], sc_lo),
-                                                                         _mm256_madd_epi16(hi16[c], sc_hi)));
+                for (int k0 = 0; k0 < 8; k0 += kRunsPerSum) {
+                    __m256i lo16[NC], hi16[NC];
+                    for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm256_setzero_si256();
+                    for (int k = k0; k < k0 + kRunsPerSum; ++k) {
+                        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 256 * j + 32 * k));
+                        __m256i lo = _mm256_and_si256(packed, low);
+                        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+                        if constexpr (kFifth) {
+                            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh + 32 * k));
+                            lo = _mm256_or_si256(lo, bit_to_16(qh, 2 * j));
+                            hi = _mm256_or_si256(hi, bit_to_16(qh, 2 * j + 1));
+                        }
+                        for (int c = 0; c < NC; ++c) {
+                            const int8_t* q = a[c][b].qs + 64 * j + 4 * k;
+                            lo16[c] = _mm256_add_epi16(lo16[c], _mm256_maddubs_epi16(lo, packed::splat_word(q)));
+                            hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(hi, packed::splat_word(q + 32)));
+                        }
+                    }
+                    for (int c = 0; c < NC; ++c) {
+                        isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], sc_lo),
+                                                                             _mm256_madd_epi16(hi16[c], sc_hi)));
+                    }
                 }
             }
             __m256i mins[4];
@@ -255,8 +289,12 @@ size_t q8_K_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQKK) * 
 
 }  // namespace
 
-const PackedOps kPackedQ4_K = {packed::bytes<GroupQ4_K, kQKK>, packed::pack<BlockQ4_K, GroupQ4_K, kQKK, fill_q4_K>,
-                               act_from_float, act_row_bytes, packed::dot<Q4_KTile>, 4};
+const PackedOps kPackedQ4_K = {packed::bytes<GroupQ4_K, kQKK>,
+                               packed::pack<BlockQ4_K, GroupQ4_K, kQKK, fill_k<GroupQ4_K, BlockQ4_K>>,
+                               act_from_float, act_row_bytes, packed::dot<KTile<GroupQ4_K>>, 4};
+const PackedOps kPackedQ5_K = {packed::bytes<GroupQ5_K, kQKK>,
+                               packed::pack<BlockQ5_K, GroupQ5_K, kQKK, fill_k<GroupQ5_K, BlockQ5_K>>,
+                               act_from_float, act_row_bytes, packed::dot<KTile<GroupQ5_K>>, 4};
 const PackedOps kPackedQ6_K = {packed::bytes<GroupQ6_K, kQKK>, packed::pack<BlockQ6_K, GroupQ6_K, kQKK, fill_q6_K>,
                                quantize_q8_K, q8_K_row_bytes, packed::dot<Q6_KTile>, 4};
 
