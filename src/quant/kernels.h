@@ -90,6 +90,8 @@ extern const DotKernel kDotQ6_K;  // x Q8_K
 struct PackedOps;
 extern const PackedOps kPackedQ4_0;
 extern const PackedOps kPackedQ4_1;
+extern const PackedOps kPackedQ5_0;
+extern const PackedOps kPackedQ5_1;
 extern const PackedOps kPackedQ8_0;
 extern const PackedOps kPackedQ4_K;
 extern const PackedOps kPackedQ5_K;

@@ -11,6 +11,8 @@ const PackedOps* packed_ops(DType t) {
     switch (t) {
         case DType::Q4_0: return &kPackedQ4_0;
         case DType::Q4_1: return &kPackedQ4_1;
+        case DType::Q5_0: return &kPackedQ5_0;
+        case DType::Q5_1: return &kPackedQ5_1;
         case DType::Q8_0: return &kPackedQ8_0;
         case DType::Q4_K: return &kPackedQ4_K;
         case DType::Q5_K: return &kPackedQ5_K;

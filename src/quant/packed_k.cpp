@@ -114,13 +114,6 @@ inline __m256i min_pairs(const uint8_t* bytes16) {
     return _mm256_shuffle_epi8(both, pick);
 }
 
-// Bit `bit` of each byte of x moved to bit 4, the rest cleared (16-bit
-// shifts: what crosses from the neighbouring byte never lands on bit 4).
-inline __m256i bit_to_16(__m256i x, int bit) {
-    const __m256i moved = bit <= 4 ? _mm256_slli_epi16(x, 4 - bit) : _mm256_srli_epi16(x, bit - 4);
-    return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
-}
-
 // Q4_K, and Q5_K with the fifth bit of sub-block s, element 4k + t in bit s
 // of byte t of its qh run k. Its quants reach 31, so its int16 sums take 4
 // products, not 8.
@@ -157,8 +150,8 @@ struct KTile {
                         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
                         if constexpr (kFifth) {
                             const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh + 32 * k));
-                            lo = _mm256_or_si256(lo, bit_to_16(qh, 2 * j));
-                            hi = _mm256_or_si256(hi, bit_to_16(qh, 2 * j + 1));
+                            lo = _mm256_or_si256(lo, packed::bit_to_16(qh, 2 * j));
+                            hi = _mm256_or_si256(hi, packed::bit_to_16(qh, 2 * j + 1));
                         }
                         for (int c = 0; c < NC; ++c) {
                             const int8_t* q = a[c][b].qs + 64 * j + 4 * k;

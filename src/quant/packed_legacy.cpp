@@ -1,20 +1,22 @@
-// Packed Q4_0, Q4_1 and Q8_0 (packed.h): 8 rows interleaved, against
-// activations quantized as Q8_0 blocks (Q8_1's d and quants are the same)
-// that also carry their quants' sum.
+// Packed Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 (packed.h): 8 rows interleaved,
+// against activations quantized as Q8_0 blocks (Q8_1's d and quants are the
+// same) that also carry their quants' sum.
 //
 // Group block b of a packed matrix (as large as the 8 file blocks):
-//   d[r] (and Q4_1's m[r])  row r's block scale (and min), fp16, r < 8;
+//   d[r] (and m[r])  row r's block scale (and min), fp16, r < 8;
 //   Q4_0, Q4_1: qs[32 k + 4 r + t] = row r's file byte qs[4 k + t], k < 4,
 //     t < 4, so the low nibbles of the 32 bytes at qs + 32 k are elements
 //     4k .. 4k+3 of each row (lane r), their high nibbles 16 + 4k .. 16 + 4k+3;
+//   Q5_0, Q5_1: as Q4_0, and qh[r] the fifth bits reordered (fill_runs);
 //   Q8_0: qs[32 k + 4 r + t] = row r's qs[4 k + t], k < 8.
 //
 // Per group block and activation row: the nibble types take 8 u8 x s8
 // products (vpmaddubsw) summed as int16 (q <= 15, |a| <= 127: 8 pairs stay
-// under 32,767) and one vpmaddwd to int32; Q4_0 subtracts 8 * sum(a) for its
-// offset, Q4_1 adds m * d_a * sum(a). Q8_0's signed pairs reach 32,258, so
-// each of its 8 products goes to int32 on its own (the sign trick: |w| times
-// a with w's sign). Then one fused multiply-add scales the 8 rows' sums.
+// under 32,767; 4 for the 5-bit types) and vpmaddwd to int32; Q4_0 and Q5_0
+// subtract 8 or 16 * sum(a) for their offsets, Q4_1 and Q5_1 add
+// m * d_a * sum(a). Q8_0's signed pairs reach 32,258, so each of its 8
+// products goes to int32 on its own (the sign trick: |w| times a with w's
+// sign). Then one fused multiply-add scales the 8 rows' sums.
 #include <cstring>
 #include <type_traits>
 
@@ -60,20 +62,51 @@ struct GroupQ4_1 {
     uint16_t m[kPackRows];
     uint8_t qs[kPackRows * kQK / 2];
 };
+struct GroupQ5_0 {
+    uint16_t d[kPackRows];
+    uint32_t qh[kPackRows];
+    uint8_t qs[kPackRows * kQK / 2];
+};
+struct GroupQ5_1 {
+    uint16_t d[kPackRows];
+    uint16_t m[kPackRows];
+    uint32_t qh[kPackRows];
+    uint8_t qs[kPackRows * kQK / 2];
+};
 struct GroupQ8_0 {
     uint16_t d[kPackRows];
     int8_t qs[kPackRows * kQK];
 };
 static_assert(sizeof(GroupQ4_0) == kPackRows * sizeof(BlockQ4_0));
 static_assert(sizeof(GroupQ4_1) == kPackRows * sizeof(BlockQ4_1));
+static_assert(sizeof(GroupQ5_0) == kPackRows * sizeof(BlockQ5_0));
+static_assert(sizeof(GroupQ5_1) == kPackRows * sizeof(BlockQ5_1));
 static_assert(sizeof(GroupQ8_0) == kPackRows * sizeof(BlockQ8_0));
 
-// Row r's quants in 4-byte runs: run k at qs + 32 k + 4 r.
+template <class Group>
+constexpr bool kHasMin = std::is_same_v<Group, GroupQ4_1> || std::is_same_v<Group, GroupQ5_1>;
+template <class Group>
+constexpr bool kHasFifth = std::is_same_v<Group, GroupQ5_0> || std::is_same_v<Group, GroupQ5_1>;
+
+// Row r's quants in 4-byte runs: run k at qs + 32 k + 4 r. The 5-bit types'
+// fifth bits are reordered so that byte t of qh[r] holds in bit k that of
+// element 4k + t (run k's low nibble) and in bit 4 + k that of 16 + 4k + t.
 template <class Group, class Block>
 void fill_runs(Group& out, const Block& in, int r) {
     out.d[r] = in.d;
-    if constexpr (std::is_same_v<Group, GroupQ4_1>) out.m[r] = in.m;
+    if constexpr (kHasMin<Group>) out.m[r] = in.m;
     for (size_t k = 0; k < sizeof(in.qs) / 4; ++k) std::memcpy(out.qs + 32 * k + 4 * r, in.qs + 4 * k, 4);
+    if constexpr (kHasFifth<Group>) {
+        uint32_t h, bits = 0;
+        std::memcpy(&h, in.qh, sizeof h);
+        for (int t = 0; t < 4; ++t) {
+            for (int k = 0; k < 4; ++k) {
+                bits |= ((h >> (4 * k + t)) & 1u) << (8 * t + k);
+                bits |= ((h >> (16 + 4 * k + t)) & 1u) << (8 * t + 4 + k);
+            }
+        }
+        out.qh[r] = bits;
+    }
 }
 
 inline __m256 load_fp16x8(const uint16_t* p) {
@@ -84,10 +117,12 @@ inline __m256 load_fp16x8(const uint16_t* p) {
 // AVX2 tiles of dot_legacy.cpp prefetch theirs.
 constexpr size_t kPrefetchBytes = 4096;
 
-// Q4_0 and Q4_1.
+// Q4_0, Q4_1, Q5_0 and Q5_1. The 5-bit quants reach 31, so their int16
+// sums take 4 products, not 8.
 template <class Group>
 struct NibbleTile {
-    static constexpr bool kMin = std::is_same_v<Group, GroupQ4_1>;
+    static constexpr bool kMin = kHasMin<Group>, kFifth = kHasFifth<Group>;
+    static constexpr int kOffset = kMin ? 0 : kFifth ? 16 : 8;
 
     template <int NC>
     static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
@@ -106,20 +141,27 @@ struct NibbleTile {
                 q[k] = _mm256_and_si256(packed, low);
                 q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
             }
+            if constexpr (kFifth) {
+                const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
+                for (int k = 0; k < 8; ++k) q[k] = _mm256_or_si256(q[k], packed::bit_to_16(qh, k));
+            }
             const __m256 dw = load_fp16x8(w[b].d);
             for (int c = 0; c < NC; ++c) {
                 const ActBlock& ab = a[c][b];
-                const int offset = kMin ? 0 : 8;
 #if LANTERN_SIMD_VNNI
-                __m256i sum = _mm256_set1_epi32(-offset * ab.sum);
+                __m256i sum = _mm256_set1_epi32(-kOffset * ab.sum);
                 for (int k = 0; k < 8; ++k) sum = simd::dot_u8s8(sum, q[k], packed::splat_word(ab.qs + 4 * k));
 #else
-                __m256i sum16 = _mm256_maddubs_epi16(q[0], packed::splat_word(ab.qs));
-                for (int k = 1; k < 8; ++k) {
-                    sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(q[k], packed::splat_word(ab.qs + 4 * k)));
+                constexpr int kPerSum = kFifth ? 4 : 8;
+                __m256i sum = _mm256_setzero_si256();
+                for (int k0 = 0; k0 < 8; k0 += kPerSum) {
+                    __m256i sum16 = _mm256_maddubs_epi16(q[k0], packed::splat_word(ab.qs + 4 * k0));
+                    for (int k = k0 + 1; k < k0 + kPerSum; ++k) {
+                        sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(q[k], packed::splat_word(ab.qs + 4 * k)));
+                    }
+                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
                 }
-                __m256i sum = _mm256_madd_epi16(sum16, _mm256_set1_epi16(1));
-                if constexpr (!kMin) sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(offset * ab.sum));
+                if constexpr (kOffset != 0) sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(kOffset * ab.sum));
 #endif
                 const __m256 da = _mm256_set1_ps(ab.d);
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, da), acc[c]);
@@ -169,6 +211,12 @@ const PackedOps kPackedQ4_0 = {packed::bytes<GroupQ4_0, kQK>,
 const PackedOps kPackedQ4_1 = {packed::bytes<GroupQ4_1, kQK>,
                                packed::pack<BlockQ4_1, GroupQ4_1, kQK, fill_runs<GroupQ4_1, BlockQ4_1>>,
                                act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ4_1>>, 4};
+const PackedOps kPackedQ5_0 = {packed::bytes<GroupQ5_0, kQK>,
+                               packed::pack<BlockQ5_0, GroupQ5_0, kQK, fill_runs<GroupQ5_0, BlockQ5_0>>,
+                               act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ5_0>>, 4};
+const PackedOps kPackedQ5_1 = {packed::bytes<GroupQ5_1, kQK>,
+                               packed::pack<BlockQ5_1, GroupQ5_1, kQK, fill_runs<GroupQ5_1, BlockQ5_1>>,
+                               act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ5_1>>, 4};
 const PackedOps kPackedQ8_0 = {packed::bytes<GroupQ8_0, kQK>,
                                packed::pack<BlockQ8_0, GroupQ8_0, kQK, fill_runs<GroupQ8_0, BlockQ8_0>>,
                                act_from_float, act_row_bytes, packed::dot<Q8_0Tile>, 4};

@@ -42,6 +42,14 @@ inline __m256i splat_word(const void* p) {
     return _mm256_set1_epi32(v);
 }
 
+// Bit `bit` of each byte of x moved to bit 4 (the fifth bit of a 5-bit
+// quant), the rest cleared. 16-bit shifts: what crosses over from the
+// neighbouring byte never lands on bit 4.
+inline __m256i bit_to_16(__m256i x, int bit) {
+    const __m256i moved = bit <= 4 ? _mm256_slli_epi16(x, 4 - bit) : _mm256_srli_epi16(x, bit - 4);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
+}
+
 // PackedOps::dot for a kernel with `template <int NC> static void run(n, s,
 // ldc, group, y, by)` compiled for NC = 1 .. 4.
 template <class Kernel>
