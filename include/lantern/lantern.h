@@ -133,6 +133,10 @@ std::vector<std::string> available_backends();
 // VNNI", "AVX2", "NEON SDOT", "scalar", ...): a build without -march for its
 // machine runs the slower ones.
 std::string cpu_kernels();
+// Weight types whose matrices the CPU backend packs at load on this machine
+// for its fastest tiles ("Q4_0", "Q4_K", ...; empty on tiers without packed
+// kernels). LANTERN_CPU_REPACK=0 keeps every weight in the file's layout.
+std::vector<std::string> cpu_packed_types();
 
 class Model {
 public:

@@ -262,7 +262,8 @@ PerfStats Context::perf() const {
                (s.step_launches != 0 ? "; launches in the last step " + std::to_string(s.step_launches) : "") +
                "; memory in use " +
                std::to_string(s.mem_in_use >> 20) + " MiB, peak " + std::to_string(s.mem_peak >> 20) +
-               " MiB, reserved " + std::to_string(s.mem_reserved >> 20) + " MiB";
+               " MiB, reserved " + std::to_string(s.mem_reserved >> 20) + " MiB" +
+               (s.packed_weights != 0 ? "; packed weights " + std::to_string(s.packed_weights >> 20) + " MiB" : "");
     };
     p.backend_stats.emplace_back(impl_->m.cpu->name(), describe(*impl_->m.cpu));
     if (impl_->m.gpu) p.backend_stats.emplace_back(impl_->m.gpu->name(), describe(*impl_->m.gpu));

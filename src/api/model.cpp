@@ -57,7 +57,8 @@ bool cpu_repack_enabled() {
 
 // For a one-token and a many-token step: a backend may accept an op at one
 // batch size and not another.
-void plan_weights(Model::Impl& m, bool pack_cpu) {
+std::vector<const Tensor*> plan_weights(Model::Impl& m) {
+    std::vector<const Tensor*> cpu_products;
     Scheduler sched(*m.cpu, m.gpu.get(), static_cast<int>(m.hp.n_layer), m.n_gpu_layers, nullptr);
     // And for a short and the longest context: the context can change which
     // weights a step reads (phi3's long rope factors past its original one).
@@ -88,9 +89,9 @@ void plan_weights(Model::Impl& m, bool pack_cpu) {
             const Tensor& node = *a.nodes[i];
             if (a.backends[i]->is_host()) {
                 const Tensor* w = node.src[0];
-                if (pack_cpu && (node.op == Op::MulMat || node.op == Op::MulMatAdd) && w->storage_root() == w &&
-                    (w->flags & kTensorWeight)) {
-                    m.cpu->pack_weight(*w);
+                if ((node.op == Op::MulMat || node.op == Op::MulMatAdd) && w->storage_root() == w &&
+                    (w->flags & kTensorWeight) && std::find(cpu_products.begin(), cpu_products.end(), w) == cpu_products.end()) {
+                    cpu_products.push_back(w);
                 }
                 continue;
             }
@@ -101,6 +102,7 @@ void plan_weights(Model::Impl& m, bool pack_cpu) {
             }
         }
     }
+    return cpu_products;
 }
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -165,7 +167,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     const int n_layer = static_cast<int>(m->hp.n_layer);
     m->n_gpu_layers = m->gpu ? std::clamp(params.n_gpu_layers, 0, n_layer + 1) : 0;
     const bool pack_cpu = cpu_repack_enabled() && (!m->gpu || m->n_gpu_layers <= n_layer);
-    if ((m->gpu && m->n_gpu_layers > 0) || pack_cpu) plan_weights(*m, pack_cpu);
+    std::vector<const Tensor*> cpu_products;
+    if ((m->gpu && m->n_gpu_layers > 0) || pack_cpu) cpu_products = plan_weights(*m);
+    if (!pack_cpu) cpu_products.clear();
 
     // Read every weight page once (mapped files load lazily) and upload the
     // device replicas, reporting progress over both.
@@ -183,6 +187,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
         for (size_t off = 0; off < n; off += 4096, read += 4096) {
             sink = static_cast<uint8_t>(sink + base[off]);
             if (params.progress && read % kStep == 0) params.progress(static_cast<float>(read / total));
+        }
+    }
+    // The CPU's products' weights packed (from pages now in memory), and
+    // their mapped pages handed back: the process keeps one copy.
+    for (const Tensor* w : cpu_products) {
+        if (!m->cpu->pack_weight(*w)) continue;
+        for (const auto& [f, buffer] : files) {
+            if (w->buffer == buffer) f->drop_pages(tensor_address(*w), w->nbytes());
         }
     }
     m->store.upload([&](size_t done, size_t) {

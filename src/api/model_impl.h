@@ -67,9 +67,9 @@ struct Model::Impl {
 
 // Asks m.store for a replica of every weight that a node placed on m.gpu
 // reads (given m.n_gpu_layers), for a one-token and a many-token step, and
-// with `pack_cpu` packs the weights of the matrix products left on the CPU
-// (CpuBackend::pack_weight). Model::load calls it before uploading; tests
-// use it with their own backend.
-void plan_weights(Model::Impl& m, bool pack_cpu);
+// returns the weights of the matrix products left on the CPU (those
+// CpuBackend::pack_weight may pack). Model::load calls it before uploading;
+// tests use it with their own backend.
+std::vector<const Tensor*> plan_weights(Model::Impl& m);
 
 }  // namespace lantern

@@ -75,6 +75,7 @@ struct BackendStats {
     size_t mem_in_use = 0;         // bytes handed out by the device pool
     size_t mem_peak = 0;
     size_t mem_reserved = 0;       // bytes held from the driver
+    size_t packed_weights = 0;     // CPU: bytes of weights kept packed (quant/packed.h)
 };
 
 class Backend {

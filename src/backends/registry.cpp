@@ -1,6 +1,7 @@
 #include "backends/registry.h"
 
 #include "lantern/error.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 #if defined(LANTERN_HAVE_CUDA)
@@ -49,5 +50,14 @@ std::vector<std::string> available_backends() {
 }
 
 std::string cpu_kernels() { return quant::kernel_set(); }
+
+std::vector<std::string> cpu_packed_types() {
+    std::vector<std::string> names;
+    for (uint32_t code = 0; code <= static_cast<uint32_t>(DType::BF16); ++code) {  // GGUF's type codes
+        const auto t = static_cast<DType>(code);
+        if (quant::packed_ops(t) != nullptr) names.emplace_back(dtype_name(t));
+    }
+    return names;
+}
 
 }  // namespace lantern

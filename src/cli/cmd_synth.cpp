@@ -53,7 +53,10 @@ void add_devices_command(CLI::App& app) {
         const std::vector<std::string> names = available_backends();
         for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
         std::printf("\n");
-        std::printf("cpu: %s kernels, %d hardware threads\n", cpu_kernels().c_str(), hardware_threads());
+        std::printf("cpu: %s kernels, %d hardware threads", cpu_kernels().c_str(), hardware_threads());
+        const std::vector<std::string> packed = cpu_packed_types();
+        for (size_t i = 0; i < packed.size(); ++i) std::printf("%s%s", i ? " " : "; packed at load: ", packed[i].c_str());
+        std::printf("\n");
         const std::vector<DeviceInfo> devices = list_devices();
         if (devices.empty()) std::printf("no GPU devices found\n");
         for (const DeviceInfo& d : devices) {

@@ -50,6 +50,16 @@ MappedFile MappedFile::open(const std::string& path) {
     return m;
 }
 
+void MappedFile::drop_pages(const void* p, size_t n) const noexcept {
+    const auto begin = reinterpret_cast<uintptr_t>(p), end = begin + n;
+    const auto map_begin = reinterpret_cast<uintptr_t>(data_), map_end = map_begin + size_;
+    if (data_ == nullptr || begin < map_begin || end > map_end) return;
+    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    // A read-only private mapping: dropping its pages loses nothing.
+    if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() { release(); }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept : data_(other.data_), size_(other.size_) {

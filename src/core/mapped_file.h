@@ -24,6 +24,12 @@ public:
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
 
+    // Unmaps the whole pages of [p, p + n) (part of this mapping; anything
+    // outside it is ignored) from the process: the file's pages stay in the
+    // page cache, and a later read maps them again. For bytes the process has
+    // copied elsewhere, so that it does not hold both.
+    void drop_pages(const void* p, size_t n) const noexcept;
+
 private:
     void release() noexcept;
 

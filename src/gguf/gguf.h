@@ -121,6 +121,8 @@ public:
     size_t data_offset() const { return data_offset_; }
     const uint8_t* base() const { return map_.data(); }
     size_t size() const { return map_.size(); }
+    // MappedFile::drop_pages of the file's mapping.
+    void drop_pages(const void* p, size_t n) const noexcept { map_.drop_pages(p, n); }
 
     // Metadata in file order.
     const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

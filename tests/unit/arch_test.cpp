@@ -244,7 +244,7 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
             if (offload) {
                 m.gpu = make_fake_device(*m.cpu);
                 m.n_gpu_layers = static_cast<int>(m.hp.n_layer) + 1;
-                plan_weights(m, false);
+                plan_weights(m);
                 m.store.upload(nullptr);
             }
             return prompt_then_steps(*model, tokens, c.n_ctx);
@@ -269,12 +269,11 @@ TEST(CpuRepack, LoadPacksTheProductsWeights) {
     run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " llama '" + path +
         "' --type q4_0 > /dev/null");
     auto logits = [&](bool repack, size_t& packed) {
-        if (!repack) setenv("LANTERN_CPU_REPACK", "0", 1);
+        ScopedEnv setting("LANTERN_CPU_REPACK", repack ? "1" : "0");
         ModelParams p;
         p.n_threads = 2;
         auto model = Model::load(path, p);
-        unsetenv("LANTERN_CPU_REPACK");
-        packed = model->impl().cpu->packed_bytes();
+        packed = model->impl().cpu->stats().packed_weights;
         return prompt_then_steps(*model, tokens, 64);
     };
     size_t packed = 0, unpacked = 0;
@@ -285,6 +284,42 @@ TEST(CpuRepack, LoadPacksTheProductsWeights) {
     ASSERT_EQ(b.size(), tokens.size());
     for (size_t t = 0; t < a.size(); ++t) EXPECT_LE(nmse(a[t], b[t]), 1e-10) << "position " << t;
     std::remove(path.c_str());
+}
+
+// Resident kB of the mapping that holds `p` (/proc/self/smaps), or -1.
+long mapped_rss_kb(const void* p) {
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool inside = false;
+    const auto addr = reinterpret_cast<uintptr_t>(p);
+    while (std::getline(smaps, line)) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2) {  // a mapping's first line
+            inside = addr >= lo && addr < hi;
+        } else if (inside && line.rfind("Rss:", 0) == 0) {
+            return std::stol(line.substr(4));
+        }
+    }
+    return -1;
+}
+
+// The packed weights' mapped pages are handed back at load: the process does
+// not hold both copies (the default model: Q4_1 products, a Q8_0 table).
+TEST(CpuRepack, PackedWeightsLeaveTheMapping) {
+    if (quant::packed_ops(DType::Q4_1) == nullptr) GTEST_SKIP() << "no packed Q4_1 on this CPU";
+    long rss_kb[2] = {-1, -1};
+    for (bool repack : {false, true}) {
+        ScopedEnv setting("LANTERN_CPU_REPACK", repack ? "1" : "0");
+        ModelParams p;
+        p.n_threads = 2;
+        auto model = Model::load(default_model_path().string(), p);
+        rss_kb[repack ? 1 : 0] = mapped_rss_kb(model->impl().file->base());
+        if (repack) {
+            EXPECT_GT(model->impl().cpu->stats().packed_weights, size_t{80} << 20);
+        }
+    }
+    EXPECT_GT(rss_kb[0], 80 * 1024) << "the load reads every page of the 94 MB file";
+    EXPECT_LT(rss_kb[1], rss_kb[0] / 8) << "resident kB of the mapping: packed " << rss_kb[1] << ", unpacked " << rss_kb[0];
 }
 
 // --- every architecture on every GPU backend built in ----------------------------

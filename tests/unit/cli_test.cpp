@@ -77,6 +77,13 @@ TEST(Cli, DevicesNamesTheCpuKernels) {
     const CliOutput o = run_lantern("devices");
     EXPECT_EQ(o.exit_code, 0) << o.err;
     EXPECT_NE(o.out.find("cpu: " + cpu_kernels() + " kernels, "), std::string::npos) << o.out;
+    // And the weight types it packs at load, where it packs any.
+    std::string packed;
+    for (const std::string& t : cpu_packed_types()) packed += (packed.empty() ? "; packed at load: " : " ") + t;
+    if (!packed.empty()) {
+        EXPECT_NE(o.out.find(packed + "\n"), std::string::npos) << o.out;
+    }
+    EXPECT_EQ(o.out.find("packed at load") != std::string::npos, !packed.empty()) << o.out;
     // And lantern bench records them with its figures.
     const CliOutput b = run_lantern("bench -r 1 -p 8 -n 2 -t 1 -o json");
     ASSERT_EQ(b.exit_code, 0) << b.err;

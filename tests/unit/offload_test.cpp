@@ -16,7 +16,10 @@ namespace {
 const std::vector<int32_t> kPrompt = {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198};
 
 // Logits of the prompt (last row) and of 4 greedy decode steps.
+// The fake device runs the CPU's kernels on the file's layout: the CPU's
+// packed tiles (quant/packed.h) would sum in another order.
 std::vector<std::vector<float>> run(int ngl, std::vector<Op> hidden = {}, int* device_nodes = nullptr) {
+    ScopedEnv unpacked("LANTERN_CPU_REPACK", "0");
     ModelParams p;
     p.n_threads = 2;
     auto model = Model::load(default_model_path().string(), p);
@@ -24,7 +27,7 @@ std::vector<std::vector<float>> run(int ngl, std::vector<Op> hidden = {}, int* d
     if (ngl > 0) {
         m.gpu = make_fake_device(*m.cpu, std::move(hidden));
         m.n_gpu_layers = ngl;
-        plan_weights(m, false);
+        plan_weights(m);
         m.store.upload(nullptr);
         if (device_nodes != nullptr) *device_nodes = static_cast<int>(m.store.bytes_on(m.gpu.get()) > 0);
     }

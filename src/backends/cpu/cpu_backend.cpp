@@ -120,6 +120,12 @@ bool CpuBackend::pack_weight(const Tensor& w) {
     return true;
 }
 
+BackendStats CpuBackend::stats() const {
+    BackendStats s = stats_;
+    s.packed_weights = packed_bytes();
+    return s;
+}
+
 size_t CpuBackend::packed_bytes() const {
     size_t n = 0;
     for (const auto& [w, buffer] : packed_) n += buffer->size();

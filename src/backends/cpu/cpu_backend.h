@@ -26,7 +26,7 @@ public:
 
     bool supports(const Tensor& node) const override;
     void compute(const std::vector<Tensor*>& nodes, const ComputeHints& hints) override;
-    BackendStats stats() const override { return stats_; }
+    BackendStats stats() const override;
 
     int threads() const { return pool_->size(); }
     void set_threads(int n);
