@@ -86,7 +86,7 @@ extern const DotKernel kDotQ4_K;  // x Q8_K
 extern const DotKernel kDotQ5_K;  // x Q8_K
 extern const DotKernel kDotQ6_K;  // x Q8_K
 
-// ---- packed_legacy.cpp, packed_k.cpp: packed layouts (AVX2 tier only) -------
+// ---- packed_legacy.cpp, packed_k.cpp: packed layouts (x86 tiers only) -------
 struct PackedOps;
 extern const PackedOps kPackedQ4_0;
 extern const PackedOps kPackedQ4_1;

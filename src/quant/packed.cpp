@@ -7,7 +7,7 @@
 namespace lantern::quant {
 
 const PackedOps* packed_ops(DType t) {
-#if LANTERN_SIMD_WIDTH == 256
+#if LANTERN_SIMD_X86
     switch (t) {
         case DType::Q4_0: return &kPackedQ4_0;
         case DType::Q4_1: return &kPackedQ4_1;

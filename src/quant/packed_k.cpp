@@ -40,7 +40,7 @@
 
 namespace lantern::quant {
 
-#if LANTERN_SIMD_WIDTH == 256
+#if LANTERN_SIMD_X86
 namespace {
 
 // Q8_K without its 16-element sums, with the 32-element ones.
@@ -291,6 +291,6 @@ const PackedOps kPackedQ5_K = {packed::bytes<GroupQ5_K, kQKK>,
 const PackedOps kPackedQ6_K = {packed::bytes<GroupQ6_K, kQKK>, packed::pack<BlockQ6_K, GroupQ6_K, kQKK, fill_q6_K>,
                                quantize_q8_K, q8_K_row_bytes, packed::dot<Q6_KTile>, 4};
 
-#endif  // LANTERN_SIMD_WIDTH == 256
+#endif  // LANTERN_SIMD_X86
 
 }  // namespace lantern::quant

@@ -28,7 +28,7 @@
 
 namespace lantern::quant {
 
-#if LANTERN_SIMD_WIDTH == 256
+#if LANTERN_SIMD_X86
 namespace {
 
 // Q8_0 with d widened to f32 and the sum of its quants.
@@ -148,9 +148,9 @@ struct NibbleTile {
             const __m256 dw = load_fp16x8(w[b].d);
             for (int c = 0; c < NC; ++c) {
                 const ActBlock& ab = a[c][b];
-#if LANTERN_SIMD_VNNI
+#if LANTERN_PACKED_VNNI
                 __m256i sum = _mm256_set1_epi32(-kOffset * ab.sum);
-                for (int k = 0; k < 8; ++k) sum = simd::dot_u8s8(sum, q[k], packed::splat_word(ab.qs + 4 * k));
+                for (int k = 0; k < 8; ++k) sum = packed::dot_u8s8(sum, q[k], packed::splat_word(ab.qs + 4 * k));
 #else
                 constexpr int kPerSum = kFifth ? 4 : 8;
                 __m256i sum = _mm256_setzero_si256();
@@ -191,7 +191,7 @@ struct Q8_0Tile {
                 const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * k));
                 const __m256i mag = _mm256_sign_epi8(q, q);
                 for (int c = 0; c < NC; ++c) {
-                    sum[c] = simd::dot_u8s8(sum[c], mag, _mm256_sign_epi8(packed::splat_word(a[c][b].qs + 4 * k), q));
+                    sum[c] = packed::dot_u8s8(sum[c], mag, _mm256_sign_epi8(packed::splat_word(a[c][b].qs + 4 * k), q));
                 }
             }
             const __m256 dw = load_fp16x8(w[b].d);
@@ -221,6 +221,6 @@ const PackedOps kPackedQ8_0 = {packed::bytes<GroupQ8_0, kQK>,
                                packed::pack<BlockQ8_0, GroupQ8_0, kQK, fill_runs<GroupQ8_0, BlockQ8_0>>,
                                act_from_float, act_row_bytes, packed::dot<Q8_0Tile>, 4};
 
-#endif  // LANTERN_SIMD_WIDTH == 256
+#endif  // LANTERN_SIMD_X86
 
 }  // namespace lantern::quant

@@ -1,6 +1,7 @@
 // What the packed layouts' files (packed_legacy.cpp, packed_k.cpp) share: the
 // walk that packs a matrix group by group, the activation-word broadcast, and
-// the dispatch from a tile's width to its compiled shape. AVX2 tier only.
+// the dispatch from a tile's width to its compiled shape. x86 (AVX2 and
+// AVX-512 tiers): the kernels are written in 256-bit AVX2 intrinsics.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,13 @@
 #include "quant/simd.h"
 #include "quant/tile.h"
 
-#if LANTERN_SIMD_WIDTH == 256
+#if LANTERN_SIMD_X86
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define LANTERN_PACKED_VNNI 1
+#else
+#define LANTERN_PACKED_VNNI 0
+#endif
+
 namespace lantern::quant::packed {
 
 // PackedOps::packed_bytes for groups `Group` of kPackRows blocks of kElems
@@ -33,6 +40,19 @@ void pack(const void* src, size_t row_stride, int64_t rows, int64_t cols, void* 
             for (int r = 0; r < kPackRows; ++r) Fill(*out, in[r][b], r);
         }
     }
+}
+
+// acc + sum of four u8 * s8 products per int32 lane (vpdpbusd where the
+// CPU has it for 256-bit vectors; else vpmaddubsw, whose int16 pairs must
+// not saturate, and vpmaddwd).
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
 }
 
 // The 4 bytes at p in every 32-bit lane.
