@@ -146,7 +146,11 @@ TEST(DefaultModel, EmbeddingsAreTheHiddenStateBehindTheLogits) {
     quant::quantize_row(DType::Q8_0, h, hq.data(), n_embd);
     quant::dequantize_row(DType::Q8_0, hq.data(), h8.data(), n_embd);
     double worst = 0.0;
-    for (int32_t t = 0; t < m->n_vocab(); ++t) {
+    // Every 7th row and the last (all 49,152 took 49 s under qemu in CI's arm64 part).
+    std::vector<int32_t> rows;
+    for (int32_t t = 0; t < m->n_vocab(); t += 7) rows.push_back(t);
+    rows.push_back(m->n_vocab() - 1);
+    for (int32_t t : rows) {
         quant::dequantize_row(table->type, table->data + static_cast<size_t>(t) * row_bytes, row.data(), n_embd);
         double dot = 0.0;
         for (int64_t k = 0; k < n_embd; ++k) dot += static_cast<double>(h8[static_cast<size_t>(k)]) * row[static_cast<size_t>(k)];
