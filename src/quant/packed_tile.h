@@ -44,7 +44,8 @@ void pack(const void* src, size_t row_stride, int64_t rows, int64_t cols, void* 
 
 // acc + sum of four u8 * s8 products per int32 lane (vpdpbusd where the
 // CPU has it for 256-bit vectors; else vpmaddubsw, whose int16 pairs must
-// not saturate, and vpmaddwd).
+// not saturate, and vpmaddwd). simd::dot_u8s8 of the AVX2 tier, for 256-bit
+// vectors in the AVX-512 tier too (whose simd:: vectors are 512-bit).
 inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     return _mm256_dpbusd_epi32(acc, u, s);

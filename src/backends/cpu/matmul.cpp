@@ -31,35 +31,49 @@ int64_t decode_rows_per_item(int64_t N, int nth, int64_t unit) {
     return std::max<int64_t>(unit, (N + nth * 4 - 1) / (nth * 4) / unit * unit);
 }
 
-void mul_mat_packed(const KernelContext& ctx, const Tensor& dst, const quant::PackedOps& ops) {
-    const Tensor& w = *dst.src[0];
-    const Tensor& x = *dst.src[1];
-    const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
-    const int64_t batches = x.ne[2] * x.ne[3];
-
-    const size_t act_row = ops.act_row_bytes(K);
+// Phase 1: every activation row (of every batch) converted by `from_float`
+// into scratch, row r at r * row_bytes.
+void convert_activations(const KernelContext& ctx, const Tensor& x, quant::FromFloatFn from_float, size_t row_bytes) {
+    const int64_t K = x.ne[0], M = x.ne[1];
     int64_t begin, end;
     split_range(x.n_rows(), ctx.ith, ctx.nth, begin, end);
     for (int64_t r = begin; r < end; ++r) {
         const int64_t i1 = r % M, ib = r / M;
         const float* src = reinterpret_cast<const float*>(row_ptr(x, i1, ib % x.ne[2], ib / x.ne[2]));
-        ops.act_from_float(src, ctx.scratch + static_cast<size_t>(r) * act_row, K);
+        from_float(src, ctx.scratch + static_cast<size_t>(r) * row_bytes, K);
     }
     ctx.barrier();
+}
 
-    constexpr int64_t G = quant::kPackRows;
-    const size_t group_bytes = ops.packed_bytes(G, K);
-    const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, G) : kBlockN;
+// Phase 2's work items, dealt to the threads in turn: blocks of `bn` weight
+// rows x kBlockM activation rows of each batch. tile(b, m0, m1, n0, n1)
+// computes rows [n0, n1) of activation rows [m0, m1) of batch b.
+template <class Tile>
+void for_each_block(const KernelContext& ctx, int64_t N, int64_t M, int64_t batches, int64_t bn, Tile tile) {
     const int64_t blocks_n = (N + bn - 1) / bn;
     const int64_t blocks_m = (M + kBlockM - 1) / kBlockM;
     const int64_t items = blocks_n * blocks_m * batches;
-    const size_t ldc = dst.nb[1] / sizeof(float);
-    const uint8_t* wdata = static_cast<const uint8_t*>(ctx.packed);
     for (int64_t item = ctx.ith; item < items; item += ctx.nth) {
         const int64_t b = item / (blocks_n * blocks_m);
         const int64_t rest = item % (blocks_n * blocks_m);
         const int64_t m0 = (rest / blocks_n) * kBlockM, n0 = (rest % blocks_n) * bn;
-        const int64_t m1 = std::min(M, m0 + kBlockM), n1 = std::min(N, n0 + bn);
+        tile(b, m0, std::min(M, m0 + kBlockM), n0, std::min(N, n0 + bn));
+    }
+}
+
+void mul_mat_packed(const KernelContext& ctx, const Tensor& dst, const quant::PackedOps& ops) {
+    const Tensor& w = *dst.src[0];
+    const Tensor& x = *dst.src[1];
+    const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
+    const size_t act_row = ops.act_row_bytes(K);
+    convert_activations(ctx, x, ops.act_from_float, act_row);
+
+    constexpr int64_t G = quant::kPackRows;
+    const size_t group_bytes = ops.packed_bytes(G, K);
+    const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, G) : kBlockN;
+    const size_t ldc = dst.nb[1] / sizeof(float);
+    const uint8_t* wdata = static_cast<const uint8_t*>(ctx.packed);
+    for_each_block(ctx, N, M, x.ne[2] * x.ne[3], bn, [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
         const uint8_t* y = ctx.scratch + static_cast<size_t>(b * M) * act_row;
         float* out = reinterpret_cast<float*>(row_ptr_mut(dst, 0, b % x.ne[2], b / x.ne[2]));
         for (int64_t m = m0; m < m1; m += ops.max_nc) {
@@ -69,7 +83,7 @@ void mul_mat_packed(const KernelContext& ctx, const Tensor& dst, const quant::Pa
                         y + m * act_row, act_row, nc);
             }
         }
-    }
+    });
 }
 
 }  // namespace
@@ -107,38 +121,19 @@ void mul_mat(const KernelContext& ctx, const Tensor& dst) {
     }
     const quant::TypeOps& ops = *quant::type_ops(w.type);
     const int64_t K = w.ne[0], N = w.ne[1], M = x.ne[1];
-    const int64_t batches = x.ne[2] * x.ne[3];
 
     // Phase 1: activations into vec_dot_type.
     const quant::TypeOps* act = activation_ops(ops);
     const size_t act_row = act != nullptr ? dtype_row_size(ops.vec_dot_type, K) : 0;
-    if (act != nullptr) {
-        int64_t begin, end;
-        split_range(x.n_rows(), ctx.ith, ctx.nth, begin, end);
-        for (int64_t r = begin; r < end; ++r) {
-            const int64_t i1 = r % M, ib = r / M;
-            const float* src = reinterpret_cast<const float*>(row_ptr(x, i1, ib % x.ne[2], ib / x.ne[2]));
-            act->from_float(src, ctx.scratch + static_cast<size_t>(r) * act_row, K);
-        }
-        ctx.barrier();
-    }
+    if (act != nullptr) convert_activations(ctx, x, act->from_float, act_row);
 
     // Phase 2: output tiles.
     const int max_nr = M == 1 ? ops.max_nr : ops.wide_nr, max_nc = ops.max_nc;
     const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, max_nr) : kBlockN;
-    const int64_t blocks_n = (N + bn - 1) / bn;
-    const int64_t blocks_m = (M + kBlockM - 1) / kBlockM;
-    const int64_t items = blocks_n * blocks_m * batches;
     const size_t ldc = dst.nb[1] / sizeof(float);
     const uint8_t* wdata = static_cast<const uint8_t*>(tensor_address(w));
-
-    for (int64_t item = ctx.ith; item < items; item += ctx.nth) {
-        const int64_t b = item / (blocks_n * blocks_m);
-        const int64_t rest = item % (blocks_n * blocks_m);
-        const int64_t m0 = (rest / blocks_n) * kBlockM, n0 = (rest % blocks_n) * bn;
-        const int64_t m1 = std::min(M, m0 + kBlockM), n1 = std::min(N, n0 + bn);
+    for_each_block(ctx, N, M, x.ne[2] * x.ne[3], bn, [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
         const int64_t i2 = b % x.ne[2], i3 = b / x.ne[2];
-
         const uint8_t* y;
         size_t by;
         if (act != nullptr) {
@@ -156,7 +151,7 @@ void mul_mat(const KernelContext& ctx, const Tensor& dst) {
                 ops.vec_dot(K, out + m * ldc + n, ldc, wdata + n * w.nb[1], w.nb[1], y + m * by, by, nr, nc);
             }
         }
-    }
+    });
 }
 
 void mul_mat_add(const KernelContext& ctx, const Tensor& dst) {
