@@ -86,15 +86,19 @@ extern const DotKernel kDotQ4_K;  // x Q8_K
 extern const DotKernel kDotQ5_K;  // x Q8_K
 extern const DotKernel kDotQ6_K;  // x Q8_K
 
-// ---- packed_legacy.cpp, packed_k.cpp: packed layouts (x86 tiers only) -------
+// ---- packed_*.cpp: packed layouts (x86 tiers only) ---------------------------
 struct PackedOps;
 extern const PackedOps kPackedQ4_0;
 extern const PackedOps kPackedQ4_1;
 extern const PackedOps kPackedQ5_0;
 extern const PackedOps kPackedQ5_1;
 extern const PackedOps kPackedQ8_0;
+extern const PackedOps kPackedQ2_K;
+extern const PackedOps kPackedQ3_K;
 extern const PackedOps kPackedQ4_K;
 extern const PackedOps kPackedQ5_K;
 extern const PackedOps kPackedQ6_K;
+extern const PackedOps kPackedIQ4_NL;
+extern const PackedOps kPackedIQ4_XS;
 
 }  // namespace lantern::quant

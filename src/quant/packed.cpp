@@ -14,9 +14,13 @@ const PackedOps* packed_ops(DType t) {
         case DType::Q5_0: return &kPackedQ5_0;
         case DType::Q5_1: return &kPackedQ5_1;
         case DType::Q8_0: return &kPackedQ8_0;
+        case DType::Q2_K: return &kPackedQ2_K;
+        case DType::Q3_K: return &kPackedQ3_K;
         case DType::Q4_K: return &kPackedQ4_K;
         case DType::Q5_K: return &kPackedQ5_K;
         case DType::Q6_K: return &kPackedQ6_K;
+        case DType::IQ4_NL: return &kPackedIQ4_NL;
+        case DType::IQ4_XS: return &kPackedIQ4_XS;
         default: return nullptr;
     }
 #else

@@ -66,8 +66,6 @@ struct GroupQ5_K {
     uint8_t qh[kPackRows * kQKK / 8];
 };
 
-size_t act_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQKK) * sizeof(ActBlock); }
-
 void act_from_float(const float* src, void* dst, int64_t n) {
     auto* out = static_cast<ActBlock*>(dst);
     for (int64_t b = 0; b < n / kQKK; ++b) {
@@ -97,23 +95,6 @@ void fill_k(Group& out, const Block& in, int r) {
     }
 }
 
-// Lane r: row r's byte of sub-block s, zero-extended into both int16 halves.
-inline __m256i scale_pairs(const uint8_t* bytes8) {
-    int64_t v;
-    std::memcpy(&v, bytes8, sizeof v);
-    const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
-                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
-    return _mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick);
-}
-
-// Lane r: row r's bytes of sub-blocks 2p and 2p + 1 (16 bytes at p), as int16.
-inline __m256i min_pairs(const uint8_t* bytes16) {
-    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
-    const __m256i pick = _mm256_setr_epi8(0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1,  //
-                                          4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15, -1);
-    return _mm256_shuffle_epi8(both, pick);
-}
-
 // Q4_K, and Q5_K with the fifth bit of sub-block s, element 4k + t in bit s
 // of byte t of its qh run k. Its quants reach 31, so its int16 sums take 4
 // products, not 8.
@@ -140,7 +121,7 @@ struct KTile {
             __m256i isum[NC];
             for (__m256i& v : isum) v = _mm256_setzero_si256();
             for (int j = 0; j < 4; ++j) {
-                const __m256i sc_lo = scale_pairs(g.sc + 8 * (2 * j)), sc_hi = scale_pairs(g.sc + 8 * (2 * j + 1));
+                const __m256i sc_lo = packed::scale_pairs(g.sc + 8 * (2 * j)), sc_hi = packed::scale_pairs(g.sc + 8 * (2 * j + 1));
                 for (int k0 = 0; k0 < 8; k0 += kRunsPerSum) {
                     __m256i lo16[NC], hi16[NC];
                     for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm256_setzero_si256();
@@ -166,7 +147,7 @@ struct KTile {
                 }
             }
             __m256i mins[4];
-            for (int p = 0; p < 4; ++p) mins[p] = min_pairs(g.mn + 16 * p);
+            for (int p = 0; p < 4; ++p) mins[p] = packed::min_pairs(g.mn + 16 * p);
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
             const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.dmin)));
             for (int c = 0; c < NC; ++c) {
@@ -195,23 +176,6 @@ void fill_q6_K(GroupQ6_K& out, const BlockQ6_K& in, int r) {
     for (int s = 0; s < 16; ++s) out.sc[8 * s + r] = in.scales[s];
     for (int k = 0; k < 32; ++k) std::memcpy(out.ql + 32 * k + 4 * r, in.ql + 4 * k, 4);
     for (int k = 0; k < 16; ++k) std::memcpy(out.qh + 32 * k + 4 * r, in.qh + 4 * k, 4);
-}
-
-// Lane r: row r's int8 at bytes[r] sign-extended into both int16 halves.
-inline __m256i signed_scale_pairs(const int8_t* bytes8) {
-    int64_t v;
-    std::memcpy(&v, bytes8, sizeof v);
-    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,  //
-                                          -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick), 8);
-}
-
-// Lane r: row r's int8s at bytes16[r] and bytes16[8 + r], sign-extended.
-inline __m256i signed_pairs(const int8_t* bytes16) {
-    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
-    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11,  //
-                                          -1, 4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
-    return _mm256_srai_epi16(_mm256_shuffle_epi8(both, pick), 8);
 }
 
 // Quants (0 .. 63) of elements 128h + 32g + 4m .. +3 of the group's 8 rows.
@@ -248,7 +212,7 @@ struct Q6_KTile {
             for (int h = 0; h < 2; ++h) {
                 for (int gi = 0; gi < 4; ++gi) {
                     for (int half = 0; half < 2; ++half) {
-                        const __m256i sc = signed_scale_pairs(g.sc + 8 * (8 * h + 2 * gi + half));
+                        const __m256i sc = packed::signed_scale_pairs(g.sc + 8 * (8 * h + 2 * gi + half));
                         for (int m = 4 * half; m < 4 * half + 4; m += 2) {
                             const __m256i q0 = q6_quants(g, h, gi, m), q1 = q6_quants(g, h, gi, m + 1);
                             for (int c = 0; c < NC; ++c) {
@@ -262,7 +226,7 @@ struct Q6_KTile {
                 }
             }
             __m256i pairs[8];
-            for (int p = 0; p < 8; ++p) pairs[p] = signed_pairs(g.sc + 16 * p);
+            for (int p = 0; p < 8; ++p) pairs[p] = packed::signed_pairs(g.sc + 16 * p);
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
             for (int c = 0; c < NC; ++c) {
                 const BlockQ8_K& ab = a[c][b];
@@ -278,18 +242,16 @@ struct Q6_KTile {
     }
 };
 
-size_t q8_K_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQKK) * sizeof(BlockQ8_K); }
-
 }  // namespace
 
 const PackedOps kPackedQ4_K = {packed::bytes<GroupQ4_K, kQKK>,
                                packed::pack<BlockQ4_K, GroupQ4_K, kQKK, fill_k<GroupQ4_K, BlockQ4_K>>,
-                               act_from_float, act_row_bytes, packed::dot<KTile<GroupQ4_K>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ4_K>>, 4};
 const PackedOps kPackedQ5_K = {packed::bytes<GroupQ5_K, kQKK>,
                                packed::pack<BlockQ5_K, GroupQ5_K, kQKK, fill_k<GroupQ5_K, BlockQ5_K>>,
-                               act_from_float, act_row_bytes, packed::dot<KTile<GroupQ5_K>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ5_K>>, 4};
 const PackedOps kPackedQ6_K = {packed::bytes<GroupQ6_K, kQKK>, packed::pack<BlockQ6_K, GroupQ6_K, kQKK, fill_q6_K>,
-                               quantize_q8_K, q8_K_row_bytes, packed::dot<Q6_KTile>, 4};
+                               quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<Q6_KTile>, 4};
 
 #endif  // LANTERN_SIMD_X86
 

@@ -38,8 +38,6 @@ struct ActBlock {
     int8_t qs[kQK];
 };
 
-size_t act_row_bytes(int64_t cols) { return static_cast<size_t>(cols / kQK) * sizeof(ActBlock); }
-
 void act_from_float(const float* src, void* dst, int64_t n) {
     auto* out = static_cast<ActBlock*>(dst);
     for (int64_t b = 0; b < n / kQK; ++b) {
@@ -109,10 +107,6 @@ void fill_runs(Group& out, const Block& in, int r) {
     }
 }
 
-inline __m256 load_fp16x8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
 // The group's blocks are read in one stream; prefetched as far ahead as the
 // AVX2 tiles of dot_legacy.cpp prefetch theirs.
 constexpr size_t kPrefetchBytes = 4096;
@@ -145,7 +139,7 @@ struct NibbleTile {
                 const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
                 for (int k = 0; k < 8; ++k) q[k] = _mm256_or_si256(q[k], packed::bit_to_16(qh, k));
             }
-            const __m256 dw = load_fp16x8(w[b].d);
+            const __m256 dw = packed::load_fp16x8(w[b].d);
             for (int c = 0; c < NC; ++c) {
                 const ActBlock& ab = a[c][b];
 #if LANTERN_PACKED_VNNI
@@ -166,7 +160,7 @@ struct NibbleTile {
                 const __m256 da = _mm256_set1_ps(ab.d);
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, da), acc[c]);
                 if constexpr (kMin) {
-                    acc[c] = _mm256_fmadd_ps(load_fp16x8(w[b].m), _mm256_set1_ps(ab.d * static_cast<float>(ab.sum)), acc[c]);
+                    acc[c] = _mm256_fmadd_ps(packed::load_fp16x8(w[b].m), _mm256_set1_ps(ab.d * static_cast<float>(ab.sum)), acc[c]);
                 }
             }
         }
@@ -194,7 +188,7 @@ struct Q8_0Tile {
                     sum[c] = packed::dot_u8s8(sum[c], mag, _mm256_sign_epi8(packed::splat_word(a[c][b].qs + 4 * k), q));
                 }
             }
-            const __m256 dw = load_fp16x8(w[b].d);
+            const __m256 dw = packed::load_fp16x8(w[b].d);
             for (int c = 0; c < NC; ++c) {
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c][b].d)), acc[c]);
             }
@@ -207,19 +201,19 @@ struct Q8_0Tile {
 
 const PackedOps kPackedQ4_0 = {packed::bytes<GroupQ4_0, kQK>,
                                packed::pack<BlockQ4_0, GroupQ4_0, kQK, fill_runs<GroupQ4_0, BlockQ4_0>>,
-                               act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ4_0>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ4_0>>, 4};
 const PackedOps kPackedQ4_1 = {packed::bytes<GroupQ4_1, kQK>,
                                packed::pack<BlockQ4_1, GroupQ4_1, kQK, fill_runs<GroupQ4_1, BlockQ4_1>>,
-                               act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ4_1>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ4_1>>, 4};
 const PackedOps kPackedQ5_0 = {packed::bytes<GroupQ5_0, kQK>,
                                packed::pack<BlockQ5_0, GroupQ5_0, kQK, fill_runs<GroupQ5_0, BlockQ5_0>>,
-                               act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ5_0>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ5_0>>, 4};
 const PackedOps kPackedQ5_1 = {packed::bytes<GroupQ5_1, kQK>,
                                packed::pack<BlockQ5_1, GroupQ5_1, kQK, fill_runs<GroupQ5_1, BlockQ5_1>>,
-                               act_from_float, act_row_bytes, packed::dot<NibbleTile<GroupQ5_1>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ5_1>>, 4};
 const PackedOps kPackedQ8_0 = {packed::bytes<GroupQ8_0, kQK>,
                                packed::pack<BlockQ8_0, GroupQ8_0, kQK, fill_runs<GroupQ8_0, BlockQ8_0>>,
-                               act_from_float, act_row_bytes, packed::dot<Q8_0Tile>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<Q8_0Tile>, 4};
 
 #endif  // LANTERN_SIMD_X86
 

@@ -71,6 +71,53 @@ inline __m256i bit_to_16(__m256i x, int bit) {
     return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
 }
 
+// Eight fp16 scales (one per row of a group) as floats.
+inline __m256 load_fp16x8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// PackedOps::act_row_bytes for activations in blocks `Act` of kElems.
+template <class Act, int kElems>
+size_t act_bytes(int64_t cols) {
+    return static_cast<size_t>(cols / kElems) * sizeof(Act);
+}
+
+// The per-row bytes of a group's scales as int16 lanes for vpmaddwd, from
+// bytes stored r-minor (byte r: row r). Lane r: bytes8[r], zero-extended
+// into both int16 halves.
+inline __m256i scale_pairs(const uint8_t* bytes8) {
+    int64_t v;
+    std::memcpy(&v, bytes8, sizeof v);
+    const __m256i pick = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,  //
+                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    return _mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick);
+}
+
+// Lane r: bytes16[r] and bytes16[8 + r], zero-extended to int16.
+inline __m256i min_pairs(const uint8_t* bytes16) {
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    const __m256i pick = _mm256_setr_epi8(0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11, -1,  //
+                                          4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15, -1);
+    return _mm256_shuffle_epi8(both, pick);
+}
+
+// Lane r: bytes8[r] as int8, sign-extended into both int16 halves.
+inline __m256i signed_scale_pairs(const int8_t* bytes8) {
+    int64_t v;
+    std::memcpy(&v, bytes8, sizeof v);
+    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3,  //
+                                          -1, 4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(v), pick), 8);
+}
+
+// Lane r: bytes16[r] and bytes16[8 + r] as int8, sign-extended to int16.
+inline __m256i signed_pairs(const int8_t* bytes16) {
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes16)));
+    const __m256i pick = _mm256_setr_epi8(-1, 0, -1, 8, -1, 1, -1, 9, -1, 2, -1, 10, -1, 3, -1, 11,  //
+                                          -1, 4, -1, 12, -1, 5, -1, 13, -1, 6, -1, 14, -1, 7, -1, 15);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(both, pick), 8);
+}
+
 // PackedOps::dot for a kernel with `template <int NC> static void run(n, s,
 // ldc, group, y, by)` compiled for NC = 1 .. 4.
 template <class Kernel>

@@ -123,8 +123,8 @@ TEST(CpuPacked, MatrixProductCasesMatchReference) {
 // a remainder), several row blocks, an odd block count, and batched
 // activations: the same integer sums, so only the float order differs.
 TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
-    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K,
-                    DType::Q6_K}) {
+    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                    DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
         const int64_t K = dtype_block_size(t) == 32 ? 288 : 768;  // 9 blocks, 3 super-blocks
         if (quant::packed_ops(t) == nullptr) {
             GTEST_SKIP() << "no packed layout for " << dtype_name(t) << " on this CPU";

@@ -1,0 +1,155 @@
+// Packed IQ4_NL and IQ4_XS (packed.h): 8 rows interleaved, against Q8_0
+// (IQ4_NL) and Q8_K (IQ4_XS) activations.
+//
+// Both keep their nibbles as Q4_0 does, in 4-byte runs: for each 32-element
+// block, qs[32 k + 4 r + t] = row r's file byte qs[4 k + t] of that block
+// (k < 4), so the low nibbles of a run are elements 4k .. 4k+3 of each row
+// (lane r), its high nibbles 16 + 4k .. 16 + 4k+3.
+//   IQ4_NL group block (144 bytes, as 8 file blocks): d[r], then the runs.
+//   IQ4_XS group super-block (1,104 bytes against the file's 8 x 136): d[r],
+//   sc[8 b + r] row r's signed scale of block b (ls - 32), then the runs of
+//   blocks 0 .. 7.
+//
+// A nibble is looked up in the value table (one byte shuffle). The values
+// are signed and reach -127, so products use the sign trick of Q8_0
+// (|w| times a with w's sign) and each goes to int32 on its own.
+#include <cstring>
+
+#include "core/half.h"
+#include "quant/blocks.h"
+#include "quant/iq4.h"
+#include "quant/kernels.h"
+#include "quant/packed.h"
+#include "quant/packed_tile.h"
+
+namespace lantern::quant {
+
+#if LANTERN_SIMD_X86
+namespace {
+
+struct GroupIQ4_NL {
+    uint16_t d[kPackRows];
+    uint8_t qs[kPackRows * kQK / 2];
+};
+static_assert(sizeof(GroupIQ4_NL) == kPackRows * sizeof(BlockIQ4_NL));
+
+struct GroupIQ4_XS {
+    uint16_t d[kPackRows];
+    int8_t sc[8 * kPackRows];
+    uint8_t qs[kPackRows * kQKK / 2];
+};
+
+// Row r's runs of one 32-element block (16 file bytes at in) into out.
+void fill_block_runs(uint8_t* out, const uint8_t* in, int r) {
+    for (int k = 0; k < 4; ++k) std::memcpy(out + 32 * k + 4 * r, in + 4 * k, 4);
+}
+
+void fill_iq4_nl(GroupIQ4_NL& out, const BlockIQ4_NL& in, int r) {
+    out.d[r] = in.d;
+    fill_block_runs(out.qs, in.qs, r);
+}
+
+void fill_iq4_xs(GroupIQ4_XS& out, const BlockIQ4_XS& in, int r) {
+    out.d[r] = in.d;
+    for (int b = 0; b < 8; ++b) {
+        out.sc[8 * b + r] = static_cast<int8_t>(iq4::xs_scale(in, b));
+        fill_block_runs(out.qs + 128 * b, in.qs + 16 * b, r);
+    }
+}
+
+// The int32 dot of one packed 32-element block (runs at qs) with the
+// activation block's 32 quants at a, for NC activation rows: lane r of
+// sums[c] gets row r's.
+template <int NC>
+inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], __m256i (&sums)[NC]) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    for (__m256i& v : sums) v = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
+        const __m256i values[2] = {_mm256_shuffle_epi8(table, _mm256_and_si256(packed, low)),
+                                   _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low))};
+        for (int half = 0; half < 2; ++half) {
+            const __m256i mag = _mm256_sign_epi8(values[half], values[half]);
+            for (int c = 0; c < NC; ++c) {
+                const __m256i act = packed::splat_word(a[c] + 16 * half + 4 * k);
+                sums[c] = packed::dot_u8s8(sums[c], mag, _mm256_sign_epi8(act, values[half]));
+            }
+        }
+    }
+}
+
+constexpr size_t kPrefetchBytes = 4096;
+
+struct IQ4_NLTile {
+    template <int NC>
+    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
+        const int64_t nb = n / kQK;
+        const auto* w = static_cast<const GroupIQ4_NL*>(group);
+        const BlockQ8_0* a[NC];
+        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_0>(y, by, c);
+        __m256 acc[NC];
+        for (__m256& v : acc) v = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            prefetch_ahead(w + b, kPrefetchBytes, sizeof(GroupIQ4_NL));
+            const int8_t* qa[NC];
+            for (int c = 0; c < NC; ++c) qa[c] = a[c][b].qs;
+            __m256i sum[NC];
+            block_sums<NC>(w[b].qs, qa, sum);
+            const __m256 dw = packed::load_fp16x8(w[b].d);
+            for (int c = 0; c < NC; ++c) {
+                const __m256 da = _mm256_set1_ps(fp16_to_f32(a[c][b].d));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, da), acc[c]);
+            }
+        }
+        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+    }
+};
+
+struct IQ4_XSTile {
+    template <int NC>
+    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
+        const int64_t nb = n / kQKK;
+        const auto* w = static_cast<const GroupIQ4_XS*>(group);
+        const BlockQ8_K* a[NC];
+        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
+        __m256 acc[NC];
+        for (__m256& v : acc) v = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const GroupIQ4_XS& g = w[b];
+            prefetch_ahead(&g, kPrefetchBytes, sizeof(GroupIQ4_XS));
+            // |block sum| <= 32 * 127 * 127 and |scale| <= 32: eight blocks
+            // stay below 2^28.
+            __m256i isum[NC];
+            for (__m256i& v : isum) v = _mm256_setzero_si256();
+            for (int blk = 0; blk < 8; ++blk) {
+                const int8_t* qa[NC];
+                for (int c = 0; c < NC; ++c) qa[c] = a[c][b].qs + 32 * blk;
+                __m256i sum[NC];
+                block_sums<NC>(g.qs + 128 * blk, qa, sum);
+                int64_t sc8;
+                std::memcpy(&sc8, g.sc + 8 * blk, sizeof sc8);
+                const __m256i sc = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(sc8));
+                for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum[c], sc));
+            }
+            const __m256 dw = packed::load_fp16x8(g.d);
+            for (int c = 0; c < NC; ++c) {
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c][b].d)), acc[c]);
+            }
+        }
+        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+    }
+};
+
+}  // namespace
+
+const PackedOps kPackedIQ4_NL = {packed::bytes<GroupIQ4_NL, kQK>,
+                                 packed::pack<BlockIQ4_NL, GroupIQ4_NL, kQK, fill_iq4_nl>, quantize_q8_0,
+                                 packed::act_bytes<BlockQ8_0, kQK>, packed::dot<IQ4_NLTile>, 4};
+const PackedOps kPackedIQ4_XS = {packed::bytes<GroupIQ4_XS, kQKK>,
+                                 packed::pack<BlockIQ4_XS, GroupIQ4_XS, kQKK, fill_iq4_xs>, quantize_q8_K,
+                                 packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<IQ4_XSTile>, 4};
+
+#endif  // LANTERN_SIMD_X86
+
+}  // namespace lantern::quant
