@@ -79,65 +79,52 @@ inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], __m256i 
     }
 }
 
-constexpr size_t kPrefetchBytes = 4096;
-
 struct IQ4_NLTile {
+    using Group = GroupIQ4_NL;
+    using Act = BlockQ8_0;
+    static constexpr int kElems = kQK;
+    static constexpr size_t kPrefetchBytes = 4096;
+
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQK;
-        const auto* w = static_cast<const GroupIQ4_NL*>(group);
-        const BlockQ8_0* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_0>(y, by, c);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            prefetch_ahead(w + b, kPrefetchBytes, sizeof(GroupIQ4_NL));
-            const int8_t* qa[NC];
-            for (int c = 0; c < NC; ++c) qa[c] = a[c][b].qs;
-            __m256i sum[NC];
-            block_sums<NC>(w[b].qs, qa, sum);
-            const __m256 dw = packed::load_fp16x8(w[b].d);
-            for (int c = 0; c < NC; ++c) {
-                const __m256 da = _mm256_set1_ps(fp16_to_f32(a[c][b].d));
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, da), acc[c]);
-            }
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
+        const int8_t* qa[NC];
+        for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs;
+        __m256i sum[NC];
+        block_sums<NC>(g.qs, qa, sum);
+        const __m256 dw = packed::load_fp16x8(g.d);
+        for (int c = 0; c < NC; ++c) {
+            const __m256 da = _mm256_set1_ps(fp16_to_f32(a[c]->d));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, da), acc[c]);
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
     }
 };
 
 struct IQ4_XSTile {
+    using Group = GroupIQ4_XS;
+    using Act = BlockQ8_K;
+    static constexpr int kElems = kQKK;
+    static constexpr size_t kPrefetchBytes = 4 * sizeof(GroupIQ4_XS);
+
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQKK;
-        const auto* w = static_cast<const GroupIQ4_XS*>(group);
-        const BlockQ8_K* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const GroupIQ4_XS& g = w[b];
-            prefetch_ahead(&g, kPrefetchBytes, sizeof(GroupIQ4_XS));
-            // |block sum| <= 32 * 127 * 127 and |scale| <= 32: eight blocks
-            // stay below 2^28.
-            __m256i isum[NC];
-            for (__m256i& v : isum) v = _mm256_setzero_si256();
-            for (int blk = 0; blk < 8; ++blk) {
-                const int8_t* qa[NC];
-                for (int c = 0; c < NC; ++c) qa[c] = a[c][b].qs + 32 * blk;
-                __m256i sum[NC];
-                block_sums<NC>(g.qs + 128 * blk, qa, sum);
-                int64_t sc8;
-                std::memcpy(&sc8, g.sc + 8 * blk, sizeof sc8);
-                const __m256i sc = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(sc8));
-                for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum[c], sc));
-            }
-            const __m256 dw = packed::load_fp16x8(g.d);
-            for (int c = 0; c < NC; ++c) {
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c][b].d)), acc[c]);
-            }
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
+        // |block sum| <= 32 * 127 * 127 and |scale| <= 32: eight blocks stay
+        // below 2^28.
+        __m256i isum[NC];
+        for (__m256i& v : isum) v = _mm256_setzero_si256();
+        for (int blk = 0; blk < 8; ++blk) {
+            const int8_t* qa[NC];
+            for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk;
+            __m256i sum[NC];
+            block_sums<NC>(g.qs + 128 * blk, qa, sum);
+            int64_t sc8;
+            std::memcpy(&sc8, g.sc + 8 * blk, sizeof sc8);
+            const __m256i sc = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(sc8));
+            for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum[c], sc));
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+        const __m256 dw = packed::load_fp16x8(g.d);
+        for (int c = 0; c < NC; ++c) {
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c]->d)), acc[c]);
+        }
     }
 };
 

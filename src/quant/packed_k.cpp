@@ -98,68 +98,59 @@ void fill_k(Group& out, const Block& in, int r) {
 // Q4_K, and Q5_K with the fifth bit of sub-block s, element 4k + t in bit s
 // of byte t of its qh run k. Its quants reach 31, so its int16 sums take 4
 // products, not 8.
-template <class Group>
+template <class G>
 struct KTile {
-    static constexpr bool kFifth = std::is_same_v<Group, GroupQ5_K>;
-    static constexpr int kRunsPerSum = kFifth ? 4 : 8;
+    using Group = G;
+    using Act = ActBlock;
+    static constexpr int kElems = kQKK;
     // A group super-block (1,184 or 1,440 bytes) is read in one stream: 4
     // ahead, about the distance dot_legacy.cpp's AVX2 tiles prefetch.
     static constexpr size_t kPrefetchBytes = 4 * sizeof(Group);
+    static constexpr bool kFifth = std::is_same_v<Group, GroupQ5_K>;
+    static constexpr int kRunsPerSum = kFifth ? 4 : 8;
 
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQKK;
-        const auto* w = static_cast<const Group*>(group);
-        const ActBlock* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<ActBlock>(y, by, c);
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
         const __m256i low = _mm256_set1_epi8(0x0F);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const Group& g = w[b];
-            prefetch_ahead(&g, kPrefetchBytes, sizeof(Group));
-            __m256i isum[NC];
-            for (__m256i& v : isum) v = _mm256_setzero_si256();
-            for (int j = 0; j < 4; ++j) {
-                const __m256i sc_lo = packed::scale_pairs(g.sc + 8 * (2 * j)), sc_hi = packed::scale_pairs(g.sc + 8 * (2 * j + 1));
-                for (int k0 = 0; k0 < 8; k0 += kRunsPerSum) {
-                    __m256i lo16[NC], hi16[NC];
-                    for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm256_setzero_si256();
-                    for (int k = k0; k < k0 + kRunsPerSum; ++k) {
-                        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 256 * j + 32 * k));
-                        __m256i lo = _mm256_and_si256(packed, low);
-                        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-                        if constexpr (kFifth) {
-                            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh + 32 * k));
-                            lo = _mm256_or_si256(lo, packed::bit_to_16(qh, 2 * j));
-                            hi = _mm256_or_si256(hi, packed::bit_to_16(qh, 2 * j + 1));
-                        }
-                        for (int c = 0; c < NC; ++c) {
-                            const int8_t* q = a[c][b].qs + 64 * j + 4 * k;
-                            lo16[c] = _mm256_add_epi16(lo16[c], _mm256_maddubs_epi16(lo, packed::splat_word(q)));
-                            hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(hi, packed::splat_word(q + 32)));
-                        }
+        __m256i isum[NC];
+        for (__m256i& v : isum) v = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+            const __m256i sc_lo = packed::scale_pairs(g.sc + 8 * (2 * j));
+            const __m256i sc_hi = packed::scale_pairs(g.sc + 8 * (2 * j + 1));
+            for (int k0 = 0; k0 < 8; k0 += kRunsPerSum) {
+                __m256i lo16[NC], hi16[NC];
+                for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm256_setzero_si256();
+                for (int k = k0; k < k0 + kRunsPerSum; ++k) {
+                    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 256 * j + 32 * k));
+                    __m256i lo = _mm256_and_si256(packed, low);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+                    if constexpr (kFifth) {
+                        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh + 32 * k));
+                        lo = _mm256_or_si256(lo, packed::bit_to_16(qh, 2 * j));
+                        hi = _mm256_or_si256(hi, packed::bit_to_16(qh, 2 * j + 1));
                     }
                     for (int c = 0; c < NC; ++c) {
-                        isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], sc_lo),
-                                                                             _mm256_madd_epi16(hi16[c], sc_hi)));
+                        const int8_t* q = a[c]->qs + 64 * j + 4 * k;
+                        lo16[c] = _mm256_add_epi16(lo16[c], _mm256_maddubs_epi16(lo, packed::splat_word(q)));
+                        hi16[c] = _mm256_add_epi16(hi16[c], _mm256_maddubs_epi16(hi, packed::splat_word(q + 32)));
                     }
                 }
-            }
-            __m256i mins[4];
-            for (int p = 0; p < 4; ++p) mins[p] = packed::min_pairs(g.mn + 16 * p);
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
-            const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.dmin)));
-            for (int c = 0; c < NC; ++c) {
-                const ActBlock& ab = a[c][b];
-                __m256i msum = _mm256_madd_epi16(mins[0], packed::splat_word(ab.sums));
-                for (int p = 1; p < 4; ++p) msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mins[p], packed::splat_word(ab.sums + 2 * p)));
-                const __m256 da = _mm256_set1_ps(ab.d);
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
-                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(mw, da), acc[c]);
+                for (int c = 0; c < NC; ++c) {
+                    isum[c] = _mm256_add_epi32(isum[c], _mm256_add_epi32(_mm256_madd_epi16(lo16[c], sc_lo),
+                                                                         _mm256_madd_epi16(hi16[c], sc_hi)));
+                }
             }
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+        __m256i mins[4];
+        for (int p = 0; p < 4; ++p) mins[p] = packed::min_pairs(g.mn + 16 * p);
+        const __m256 dw = packed::load_fp16x8(g.d);
+        const __m256 mw = packed::load_fp16x8(g.dmin);
+        for (int c = 0; c < NC; ++c) {
+            const __m256i msum = packed::pair_sums<4>(mins, a[c]->sums);
+            const __m256 da = _mm256_set1_ps(a[c]->d);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
+            acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(mw, da), acc[c]);
+        }
     }
 };
 
@@ -193,52 +184,40 @@ inline __m256i q6_quants(const GroupQ6_K& g, int h, int gi, int m) {
     return _mm256_or_si256(nibbles, _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
 }
 
-constexpr size_t kPrefetchQ6_K = 3 * sizeof(GroupQ6_K);
-
 struct Q6_KTile {
+    using Group = GroupQ6_K;
+    using Act = BlockQ8_K;
+    static constexpr int kElems = kQKK;
+    static constexpr size_t kPrefetchBytes = 3 * sizeof(GroupQ6_K);
+
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQKK;
-        const auto* w = static_cast<const GroupQ6_K*>(group);
-        const BlockQ8_K* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const GroupQ6_K& g = w[b];
-            prefetch_ahead(&g, kPrefetchQ6_K, sizeof(GroupQ6_K));
-            __m256i isum[NC];
-            for (__m256i& v : isum) v = _mm256_setzero_si256();
-            for (int h = 0; h < 2; ++h) {
-                for (int gi = 0; gi < 4; ++gi) {
-                    for (int half = 0; half < 2; ++half) {
-                        const __m256i sc = packed::signed_scale_pairs(g.sc + 8 * (8 * h + 2 * gi + half));
-                        for (int m = 4 * half; m < 4 * half + 4; m += 2) {
-                            const __m256i q0 = q6_quants(g, h, gi, m), q1 = q6_quants(g, h, gi, m + 1);
-                            for (int c = 0; c < NC; ++c) {
-                                const int8_t* act = a[c][b].qs + 128 * h + 32 * gi + 4 * m;
-                                const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, packed::splat_word(act)),
-                                                                     _mm256_maddubs_epi16(q1, packed::splat_word(act + 4)));
-                                isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16, sc));
-                            }
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
+        __m256i isum[NC];
+        for (__m256i& v : isum) v = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            for (int gi = 0; gi < 4; ++gi) {
+                for (int half = 0; half < 2; ++half) {
+                    const __m256i sc = packed::signed_scale_pairs(g.sc + 8 * (8 * h + 2 * gi + half));
+                    for (int m = 4 * half; m < 4 * half + 4; m += 2) {
+                        const __m256i q0 = q6_quants(g, h, gi, m), q1 = q6_quants(g, h, gi, m + 1);
+                        for (int c = 0; c < NC; ++c) {
+                            const int8_t* act = a[c]->qs + 128 * h + 32 * gi + 4 * m;
+                            const __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(q0, packed::splat_word(act)),
+                                                                 _mm256_maddubs_epi16(q1, packed::splat_word(act + 4)));
+                            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16, sc));
                         }
                     }
                 }
             }
-            __m256i pairs[8];
-            for (int p = 0; p < 8; ++p) pairs[p] = packed::signed_pairs(g.sc + 16 * p);
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.d)));
-            for (int c = 0; c < NC; ++c) {
-                const BlockQ8_K& ab = a[c][b];
-                __m256i offset = _mm256_madd_epi16(pairs[0], packed::splat_word(ab.bsums));
-                for (int p = 1; p < 8; ++p) {
-                    offset = _mm256_add_epi32(offset, _mm256_madd_epi16(pairs[p], packed::splat_word(ab.bsums + 2 * p)));
-                }
-                const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offset, 5));
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(ab.d)), acc[c]);
-            }
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+        __m256i pairs[8];
+        for (int p = 0; p < 8; ++p) pairs[p] = packed::signed_pairs(g.sc + 16 * p);
+        const __m256 dw = packed::load_fp16x8(g.d);
+        for (int c = 0; c < NC; ++c) {
+            const __m256i offset = packed::pair_sums<8>(pairs, a[c]->bsums);
+            const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offset, 5));
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a[c]->d)), acc[c]);
+        }
     }
 };
 

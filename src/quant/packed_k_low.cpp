@@ -101,74 +101,60 @@ inline __m256i group_scales(const Group& g, int gi) {
     }
 }
 
-// Sum over groups of (row r's min, or Q3_K's scale) times the group's
-// activation sum, in lane r.
+// Lane r: row r's mins (Q2_K) or scales (Q3_K) of groups 2p, 2p + 1.
 template <class Group>
-inline __m256i group_offsets(const Group& g, const BlockQ8_K& a) {
-    __m256i sum = _mm256_setzero_si256();
-    for (int p = 0; p < 8; ++p) {
-        __m256i pairs;
-        if constexpr (std::is_same_v<Group, GroupQ2_K>) {
-            pairs = _mm256_srli_epi16(packed::min_pairs(g.scales + 16 * p), 4);
-        } else {
-            pairs = packed::signed_pairs(g.sc + 16 * p);
-        }
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, packed::splat_word(a.bsums + 2 * p)));
+inline __m256i offset_pairs(const Group& g, int p) {
+    if constexpr (std::is_same_v<Group, GroupQ2_K>) {
+        return _mm256_srli_epi16(packed::min_pairs(g.scales + 16 * p), 4);
+    } else {
+        return packed::signed_pairs(g.sc + 16 * p);
     }
-    return sum;
 }
 
-template <class Group>
+template <class G>
 struct LowKTile {
-    static constexpr bool kQ2 = std::is_same_v<Group, GroupQ2_K>;
+    using Group = G;
+    using Act = BlockQ8_K;
+    static constexpr int kElems = kQKK;
     static constexpr size_t kPrefetchBytes = 4 * sizeof(Group);
 
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQKK;
-        const auto* w = static_cast<const Group*>(group);
-        const BlockQ8_K* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<BlockQ8_K>(y, by, c);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const Group& g = w[b];
-            prefetch_ahead(&g, kPrefetchBytes, sizeof(Group));
-            __m256i isum[NC];
-            for (__m256i& v : isum) v = _mm256_setzero_si256();
-            for (int h = 0; h < 2; ++h) {
-                for (int j = 0; j < 4; ++j) {
-                    for (int half = 0; half < 2; ++half) {
-                        // Group 8h + 2j + half: runs m = 4 half .. 4 half + 3.
-                        __m256i s16[NC];
-                        for (__m256i& v : s16) v = _mm256_setzero_si256();
-                        for (int m = 4 * half; m < 4 * half + 4; ++m) {
-                            const __m256i q = quants(g, h, j, m);
-                            for (int c = 0; c < NC; ++c) {
-                                const int8_t* act = a[c][b].qs + 128 * h + 32 * j + 4 * m;
-                                s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(q, packed::splat_word(act)));
-                            }
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
+        __m256i isum[NC];
+        for (__m256i& v : isum) v = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            for (int j = 0; j < 4; ++j) {
+                for (int half = 0; half < 2; ++half) {
+                    // Group 8h + 2j + half: runs m = 4 half .. 4 half + 3.
+                    __m256i s16[NC];
+                    for (__m256i& v : s16) v = _mm256_setzero_si256();
+                    for (int m = 4 * half; m < 4 * half + 4; ++m) {
+                        const __m256i q = quants(g, h, j, m);
+                        for (int c = 0; c < NC; ++c) {
+                            const int8_t* act = a[c]->qs + 128 * h + 32 * j + 4 * m;
+                            s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(q, packed::splat_word(act)));
                         }
-                        const __m256i sc = group_scales(g, 8 * h + 2 * j + half);
-                        for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], sc));
                     }
-                }
-            }
-            const __m256 dw = packed::load_fp16x8(g.d);
-            for (int c = 0; c < NC; ++c) {
-                const __m256 da = _mm256_set1_ps(a[c][b].d);
-                const __m256i offsets = group_offsets(g, a[c][b]);
-                if constexpr (kQ2) {
-                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
-                    const __m256 mw = packed::load_fp16x8(g.dmin);
-                    acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_mul_ps(mw, da), acc[c]);
-                } else {
-                    const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offsets, 2));
-                    acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, da), acc[c]);
+                    const __m256i sc = group_scales(g, 8 * h + 2 * j + half);
+                    for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], sc));
                 }
             }
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+        __m256i pairs[8];
+        for (int p = 0; p < 8; ++p) pairs[p] = offset_pairs(g, p);
+        const __m256 dw = packed::load_fp16x8(g.d);
+        for (int c = 0; c < NC; ++c) {
+            const __m256 da = _mm256_set1_ps(a[c]->d);
+            const __m256i offsets = packed::pair_sums<8>(pairs, a[c]->bsums);
+            if constexpr (std::is_same_v<Group, GroupQ2_K>) {
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
+                const __m256 mw = packed::load_fp16x8(g.dmin);
+                acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_mul_ps(mw, da), acc[c]);
+            } else {
+                const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offsets, 2));
+                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, da), acc[c]);
+            }
+        }
     }
 };
 

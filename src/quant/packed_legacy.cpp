@@ -109,91 +109,81 @@ void fill_runs(Group& out, const Block& in, int r) {
 
 // The group's blocks are read in one stream; prefetched as far ahead as the
 // AVX2 tiles of dot_legacy.cpp prefetch theirs.
-constexpr size_t kPrefetchBytes = 4096;
+constexpr size_t kPrefetchLegacy = 4096;
 
 // Q4_0, Q4_1, Q5_0 and Q5_1. The 5-bit quants reach 31, so their int16
 // sums take 4 products, not 8.
-template <class Group>
+template <class G>
 struct NibbleTile {
+    using Group = G;
+    using Act = ActBlock;
+    static constexpr int kElems = kQK;
+    static constexpr size_t kPrefetchBytes = kPrefetchLegacy;
     static constexpr bool kMin = kHasMin<Group>, kFifth = kHasFifth<Group>;
     static constexpr int kOffset = kMin ? 0 : kFifth ? 16 : 8;
 
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQK;
-        const auto* w = static_cast<const Group*>(group);
-        const ActBlock* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<ActBlock>(y, by, c);
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
         const __m256i low = _mm256_set1_epi8(0x0F);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            prefetch_ahead(w + b, kPrefetchBytes, sizeof(Group));
-            __m256i q[8];
-            for (int k = 0; k < 4; ++k) {
-                const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * k));
-                q[k] = _mm256_and_si256(packed, low);
-                q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-            }
-            if constexpr (kFifth) {
-                const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qh));
-                for (int k = 0; k < 8; ++k) q[k] = _mm256_or_si256(q[k], packed::bit_to_16(qh, k));
-            }
-            const __m256 dw = packed::load_fp16x8(w[b].d);
-            for (int c = 0; c < NC; ++c) {
-                const ActBlock& ab = a[c][b];
+        __m256i q[8];
+        for (int k = 0; k < 4; ++k) {
+            const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 32 * k));
+            q[k] = _mm256_and_si256(packed, low);
+            q[4 + k] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
+        }
+        if constexpr (kFifth) {
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh));
+            for (int k = 0; k < 8; ++k) q[k] = _mm256_or_si256(q[k], packed::bit_to_16(qh, k));
+        }
+        const __m256 dw = packed::load_fp16x8(g.d);
+        for (int c = 0; c < NC; ++c) {
+            const ActBlock& ab = *a[c];
 #if LANTERN_PACKED_VNNI
-                __m256i sum = _mm256_set1_epi32(-kOffset * ab.sum);
-                for (int k = 0; k < 8; ++k) sum = packed::dot_u8s8(sum, q[k], packed::splat_word(ab.qs + 4 * k));
+            __m256i sum = _mm256_set1_epi32(-kOffset * ab.sum);
+            for (int k = 0; k < 8; ++k) sum = packed::dot_u8s8(sum, q[k], packed::splat_word(ab.qs + 4 * k));
 #else
-                constexpr int kPerSum = kFifth ? 4 : 8;
-                __m256i sum = _mm256_setzero_si256();
-                for (int k0 = 0; k0 < 8; k0 += kPerSum) {
-                    __m256i sum16 = _mm256_maddubs_epi16(q[k0], packed::splat_word(ab.qs + 4 * k0));
-                    for (int k = k0 + 1; k < k0 + kPerSum; ++k) {
-                        sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(q[k], packed::splat_word(ab.qs + 4 * k)));
-                    }
-                    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
+            constexpr int kPerSum = kFifth ? 4 : 8;
+            __m256i sum = _mm256_setzero_si256();
+            for (int k0 = 0; k0 < 8; k0 += kPerSum) {
+                __m256i sum16 = _mm256_maddubs_epi16(q[k0], packed::splat_word(ab.qs + 4 * k0));
+                for (int k = k0 + 1; k < k0 + kPerSum; ++k) {
+                    sum16 = _mm256_add_epi16(sum16, _mm256_maddubs_epi16(q[k], packed::splat_word(ab.qs + 4 * k)));
                 }
-                if constexpr (kOffset != 0) sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(kOffset * ab.sum));
+                sum = _mm256_add_epi32(sum, _mm256_madd_epi16(sum16, _mm256_set1_epi16(1)));
+            }
+            if constexpr (kOffset != 0) sum = _mm256_sub_epi32(sum, _mm256_set1_epi32(kOffset * ab.sum));
 #endif
-                const __m256 da = _mm256_set1_ps(ab.d);
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, da), acc[c]);
-                if constexpr (kMin) {
-                    acc[c] = _mm256_fmadd_ps(packed::load_fp16x8(w[b].m), _mm256_set1_ps(ab.d * static_cast<float>(ab.sum)), acc[c]);
-                }
+            const __m256 da = _mm256_set1_ps(ab.d);
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, da), acc[c]);
+            if constexpr (kMin) {
+                const __m256 m = packed::load_fp16x8(g.m);
+                acc[c] = _mm256_fmadd_ps(m, _mm256_set1_ps(ab.d * static_cast<float>(ab.sum)), acc[c]);
             }
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
     }
 };
 
 struct Q8_0Tile {
+    using Group = GroupQ8_0;
+    using Act = ActBlock;
+    static constexpr int kElems = kQK;
+    static constexpr size_t kPrefetchBytes = kPrefetchLegacy;
+
     template <int NC>
-    static void run(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
-        const int64_t nb = n / kQK;
-        const auto* w = static_cast<const GroupQ8_0*>(group);
-        const ActBlock* a[NC];
-        for (int c = 0; c < NC; ++c) a[c] = row_at<ActBlock>(y, by, c);
-        __m256 acc[NC];
-        for (__m256& v : acc) v = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            prefetch_ahead(w + b, kPrefetchBytes, sizeof(GroupQ8_0));
-            __m256i sum[NC];
-            for (__m256i& v : sum) v = _mm256_setzero_si256();
-            for (int k = 0; k < 8; ++k) {
-                const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * k));
-                const __m256i mag = _mm256_sign_epi8(q, q);
-                for (int c = 0; c < NC; ++c) {
-                    sum[c] = packed::dot_u8s8(sum[c], mag, _mm256_sign_epi8(packed::splat_word(a[c][b].qs + 4 * k), q));
-                }
-            }
-            const __m256 dw = packed::load_fp16x8(w[b].d);
+    static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
+        __m256i sum[NC];
+        for (__m256i& v : sum) v = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 32 * k));
+            const __m256i mag = _mm256_sign_epi8(q, q);
             for (int c = 0; c < NC; ++c) {
-                acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c][b].d)), acc[c]);
+                sum[c] = packed::dot_u8s8(sum[c], mag, _mm256_sign_epi8(packed::splat_word(a[c]->qs + 4 * k), q));
             }
         }
-        for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+        const __m256 dw = packed::load_fp16x8(g.d);
+        for (int c = 0; c < NC; ++c) {
+            acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c]->d)), acc[c]);
+        }
     }
 };
 

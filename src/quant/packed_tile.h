@@ -118,15 +118,48 @@ inline __m256i signed_pairs(const int8_t* bytes16) {
     return _mm256_srai_epi16(_mm256_shuffle_epi8(both, pick), 8);
 }
 
-// PackedOps::dot for a kernel with `template <int NC> static void run(n, s,
-// ldc, group, y, by)` compiled for NC = 1 .. 4.
+// Lane r: sum over p < P of pairs[p]'s two int16 halves times the
+// activation's group sums sums[2p], sums[2p + 1] (the K-quants' mins or
+// offsets against Q8_K's bsums).
+template <int P>
+inline __m256i pair_sums(const __m256i (&pairs)[P], const int16_t* sums) {
+    __m256i total = _mm256_madd_epi16(pairs[0], splat_word(sums));
+    for (int p = 1; p < P; ++p) total = _mm256_add_epi32(total, _mm256_madd_epi16(pairs[p], splat_word(sums + 2 * p)));
+    return total;
+}
+
+// PackedOps::dot for a tile `Kernel` that names its group block (Group),
+// activation block (Act, kElems elements each), how far ahead to prefetch
+// the group's stream (kPrefetchBytes), and
+//   template <int NC> static void block(const Group& g,
+//       const Act* const (&a)[NC], __m256 (&acc)[NC]);
+// which adds one block's products into acc[c] (lane r: weight row r against
+// activation row c). Compiled for NC = 1 .. 4.
+template <class Kernel, int NC>
+void walk(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
+    using Group = typename Kernel::Group;
+    using Act = typename Kernel::Act;
+    const auto* w = static_cast<const Group*>(group);
+    const Act* rows[NC];
+    for (int c = 0; c < NC; ++c) rows[c] = row_at<Act>(y, by, c);
+    __m256 acc[NC];
+    for (__m256& v : acc) v = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / Kernel::kElems; ++b) {
+        prefetch_ahead(w + b, Kernel::kPrefetchBytes, sizeof(Group));
+        const Act* a[NC];
+        for (int c = 0; c < NC; ++c) a[c] = rows[c] + b;
+        Kernel::template block<NC>(w[b], a, acc);
+    }
+    for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+}
+
 template <class Kernel>
 void dot(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) {
     switch (nc) {
-        case 1: Kernel::template run<1>(n, s, ldc, group, y, by); break;
-        case 2: Kernel::template run<2>(n, s, ldc, group, y, by); break;
-        case 3: Kernel::template run<3>(n, s, ldc, group, y, by); break;
-        default: Kernel::template run<4>(n, s, ldc, group, y, by); break;
+        case 1: walk<Kernel, 1>(n, s, ldc, group, y, by); break;
+        case 2: walk<Kernel, 2>(n, s, ldc, group, y, by); break;
+        case 3: walk<Kernel, 3>(n, s, ldc, group, y, by); break;
+        default: walk<Kernel, 4>(n, s, ldc, group, y, by); break;
     }
 }
 
