@@ -45,15 +45,17 @@ void convert_activations(const KernelContext& ctx, const Tensor& x, quant::FromF
     ctx.barrier();
 }
 
-// Phase 2's work items, dealt to the threads in turn: blocks of `bn` weight
-// rows x kBlockM activation rows of each batch. tile(b, m0, m1, n0, n1)
-// computes rows [n0, n1) of activation rows [m0, m1) of batch b.
+// Phase 2's work items: blocks of `bn` weight rows x kBlockM activation rows
+// of each batch. tile(b, m0, m1, n0, n1) computes rows [n0, n1) of
+// activation rows [m0, m1) of batch b. Thread ith takes item ith, then
+// whichever is next (ThreadPool::claim), so a thread slowed by the machine
+// does fewer items instead of holding the others at the next barrier.
 template <class Tile>
 void for_each_block(const KernelContext& ctx, int64_t N, int64_t M, int64_t batches, int64_t bn, Tile tile) {
     const int64_t blocks_n = (N + bn - 1) / bn;
     const int64_t blocks_m = (M + kBlockM - 1) / kBlockM;
     const int64_t items = blocks_n * blocks_m * batches;
-    for (int64_t item = ctx.ith; item < items; item += ctx.nth) {
+    for (int64_t item = ctx.ith; item < items; item = ctx.nth + ctx.pool->claim()) {
         const int64_t b = item / (blocks_n * blocks_m);
         const int64_t rest = item % (blocks_n * blocks_m);
         const int64_t m0 = (rest / blocks_n) * kBlockM, n0 = (rest % blocks_n) * bn;

@@ -47,6 +47,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run(const std::function<void(int, int)>& fn) {
+    claimed_.store(0, std::memory_order_relaxed);
     if (n_threads_ == 1) {
         fn(0, 1);
         return;
@@ -64,10 +65,14 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
 }
 
 void ThreadPool::barrier() {
-    if (n_threads_ == 1) return;
+    if (n_threads_ == 1) {
+        claimed_.store(0, std::memory_order_relaxed);
+        return;
+    }
     const uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
     if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
         barrier_count_.store(0, std::memory_order_relaxed);
+        claimed_.store(0, std::memory_order_relaxed);
         barrier_phase_.fetch_add(1, std::memory_order_release);
         return;
     }

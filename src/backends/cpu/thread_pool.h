@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -27,6 +28,11 @@ public:
     void run(const std::function<void(int ith, int nth)>& fn);
     // Only from inside run().
     void barrier();
+    // Work items handed out on demand inside a region: 0, 1, 2, ... from the
+    // last barrier (or the region's start) on. Kernels that deal items with
+    // it are separated from the previous such kernel by a barrier, which the
+    // CPU backend places between nodes.
+    int64_t claim() { return claimed_.fetch_add(1, std::memory_order_relaxed); }
 
 private:
     void worker(int ith);
@@ -42,6 +48,7 @@ private:
     // Sense-reversing barrier.
     std::atomic<int> barrier_count_{0};
     std::atomic<uint32_t> barrier_phase_{0};
+    std::atomic<int64_t> claimed_{0};
 };
 
 }  // namespace lantern
