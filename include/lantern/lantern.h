@@ -60,7 +60,7 @@ struct ModelParams {
     int device = 0;           // device index within the backend (see list_devices)
     int n_gpu_layers = 0;     // the last N layers run on the GPU backend; > n_layer: all, output too
     int n_threads = 0;        // CPU threads; 0: all hardware threads
-    // Called with 0..1 while weights are read and uploaded.
+    // Called with 0..1 while weights are read, packed for the CPU and uploaded.
     std::function<void(float)> progress;
     // Load only the vocabulary and chat template (tokenize, templates); the
     // file may be a vocabulary-only GGUF. Contexts cannot be made from it.

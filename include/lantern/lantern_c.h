@@ -91,7 +91,7 @@ typedef struct {
     int n_gpu_layers;    /* the last N layers on the GPU backend; more than the model has: all */
     int n_threads;       /* CPU threads; 0: all hardware threads */
     int vocab_only;      /* nonzero: the vocabulary and chat template only (no contexts) */
-    /* Called with 0..1 while the weights are read and uploaded (NULL: not). */
+    /* Called with 0..1 while the weights are read, packed and uploaded (NULL: not). */
     void (*progress)(float fraction, void *user_data);
     void *progress_user_data;
     /* LoRA adapter GGUFs applied in every context: n_lora paths, each with

@@ -171,13 +171,16 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     if ((m->gpu && m->n_gpu_layers > 0) || pack_cpu) cpu_products = plan_weights(*m);
     if (!pack_cpu) cpu_products.clear();
 
-    // Read every weight page once (mapped files load lazily) and upload the
-    // device replicas, reporting progress over both.
+    // Read every weight page once (mapped files load lazily), pack the CPU's
+    // products and upload the device replicas, reporting progress over all
+    // three by bytes.
     size_t data_bytes = 0;
     for (const auto& [f, buffer] : files) data_bytes += f->size() - std::min(f->size(), f->data_offset());
+    size_t pack_bytes = 0;
+    for (const Tensor* w : cpu_products) pack_bytes += w->nbytes();
     size_t upload_bytes = 0;
     if (m->gpu) upload_bytes = m->store.bytes_on(m->gpu.get());
-    const double total = static_cast<double>(data_bytes + upload_bytes);
+    const double total = static_cast<double>(data_bytes + pack_bytes + upload_bytes);
     volatile uint8_t sink = 0;
     constexpr size_t kStep = 1 << 20;
     size_t read = 0;
@@ -191,14 +194,18 @@ std::unique_ptr<Model> Model::load(const std::string& path, const ModelParams& p
     }
     // The CPU's products' weights packed (from pages now in memory), and
     // their mapped pages handed back: the process keeps one copy.
+    size_t packed = 0;
     for (const Tensor* w : cpu_products) {
-        if (!m->cpu->pack_weight(*w)) continue;
-        for (const auto& [f, buffer] : files) {
-            if (w->buffer == buffer) f->drop_pages(tensor_address(*w), w->nbytes());
+        packed += w->nbytes();
+        if (m->cpu->pack_weight(*w)) {
+            for (const auto& [f, buffer] : files) {
+                if (w->buffer == buffer) f->drop_pages(tensor_address(*w), w->nbytes());
+            }
         }
+        if (params.progress) params.progress(static_cast<float>((data_bytes + packed) / total));
     }
     m->store.upload([&](size_t done, size_t) {
-        if (params.progress) params.progress(static_cast<float>((data_bytes + done) / total));
+        if (params.progress) params.progress(static_cast<float>((data_bytes + pack_bytes + done) / total));
     });
     if (params.progress) params.progress(1.0f);
 

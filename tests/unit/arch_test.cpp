@@ -268,18 +268,28 @@ TEST(CpuRepack, LoadPacksTheProductsWeights) {
     const std::string path = temp_path("repack-llama.gguf").string();
     run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " llama '" + path +
         "' --type q4_0 > /dev/null");
-    auto logits = [&](bool repack, size_t& packed) {
+    // The load's progress reports, in order, end at 1 and count the packing.
+    struct Progress {
+        std::vector<float> seen;
+        bool ordered() const { return std::is_sorted(seen.begin(), seen.end()) && !seen.empty() && seen.back() == 1.0f; }
+    };
+    auto logits = [&](bool repack, size_t& packed, Progress& progress) {
         ScopedEnv setting("LANTERN_CPU_REPACK", repack ? "1" : "0");
         ModelParams p;
         p.n_threads = 2;
+        p.progress = [&](float f) { progress.seen.push_back(f); };
         auto model = Model::load(path, p);
         packed = model->impl().cpu->stats().packed_weights;
         return prompt_then_steps(*model, tokens, 64);
     };
     size_t packed = 0, unpacked = 0;
-    const auto a = logits(true, packed), b = logits(false, unpacked);
+    Progress with, without;
+    const auto a = logits(true, packed, with), b = logits(false, unpacked, without);
     EXPECT_GT(packed, 0u);
     EXPECT_EQ(unpacked, 0u);
+    EXPECT_TRUE(with.ordered());
+    EXPECT_TRUE(without.ordered());
+    EXPECT_GT(with.seen.size(), without.seen.size());  // a report per packed matrix
     ASSERT_EQ(a.size(), tokens.size());
     ASSERT_EQ(b.size(), tokens.size());
     for (size_t t = 0; t < a.size(); ++t) EXPECT_LE(nmse(a[t], b[t]), 1e-10) << "position " << t;
