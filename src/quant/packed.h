@@ -10,8 +10,8 @@
 // 8 rows' block sums land in the lanes of one vector that is scaled once.
 //
 // The kernels are 256-bit AVX2 code and run on both x86 tiers: packed, a
-// 2-core AVX2 EPYC took prompts 1.4-1.9x and generation 1.1-1.8x faster,
-// and a 16-core AVX-512 VNNI Xeon prompts 1.6-2.5x and generation 1.3-1.6x
+// 2-core AVX2 EPYC took prompts 1.3-2.2x and generation 1.1-1.9x faster,
+// and a 16-core AVX-512 VNNI Xeon prompts 1.2-2.5x and generation 1.0-1.7x
 // faster than the AVX-512 tiles on the file's layout (bench/RESULTS.md).
 // Elsewhere (NEON, scalar) packed_ops() is null and matrices stay as loaded.
 #pragma once
