@@ -95,15 +95,19 @@ void expert_product(const quant::TypeOps& ops, const Tensor& w, int64_t e, int64
 }
 
 // Calls fn(e, first, last) for this thread's share of (expert, row block)
-// items over rows [0, rows) of every expert some pair chose.
+// items over rows [0, rows) of every expert some pair chose. An item costs
+// as many rows as its expert's pairs, so thread ith takes item ith, then
+// whichever is next (ThreadPool::claim), not every nth.
 template <class Fn>
 void each_expert_block(const KernelContext& ctx, const int32_t* offsets, int64_t E, int64_t rows, Fn&& fn) {
     const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-    int64_t item = 0;
+    int64_t item = 0, mine = ctx.ith;
     for (int64_t e = 0; e < E; ++e) {
         if (offsets[e + 1] == offsets[e]) continue;
         for (int64_t b = 0; b < blocks; ++b, ++item) {
-            if (item % ctx.nth == ctx.ith) fn(e, b * kRowBlock, std::min(rows, (b + 1) * kRowBlock));
+            if (item != mine) continue;
+            fn(e, b * kRowBlock, std::min(rows, (b + 1) * kRowBlock));
+            mine = ctx.nth + ctx.pool->claim();
         }
     }
 }
