@@ -143,12 +143,13 @@ struct LowKTile {
         __m256i pairs[8];
         for (int p = 0; p < 8; ++p) pairs[p] = offset_pairs(g, p);
         const __m256 dw = packed::load_fp16x8(g.d);
+        __m256 mw = _mm256_setzero_ps();
+        if constexpr (std::is_same_v<Group, GroupQ2_K>) mw = packed::load_fp16x8(g.dmin);
         for (int c = 0; c < NC; ++c) {
             const __m256 da = _mm256_set1_ps(a[c]->d);
             const __m256i offsets = packed::pair_sums<8>(pairs, a[c]->bsums);
             if constexpr (std::is_same_v<Group, GroupQ2_K>) {
                 acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, da), acc[c]);
-                const __m256 mw = packed::load_fp16x8(g.dmin);
                 acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(offsets), _mm256_mul_ps(mw, da), acc[c]);
             } else {
                 const __m256i sum = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(offsets, 2));

@@ -24,6 +24,9 @@ struct KernelContext {
     // backend holds a packed copy of them (CpuBackend::pack_weight); else null.
     const void* packed = nullptr;
     void barrier() const { pool->barrier(); }
+    // The next work item for a thread that started with item ith (items
+    // dealt on demand; ThreadPool::claim says when the count restarts).
+    int64_t next_item() const { return nth + pool->claim(); }
 };
 
 using KernelFn = void (*)(const KernelContext& ctx, const Tensor& dst);

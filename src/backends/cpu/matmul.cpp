@@ -55,7 +55,7 @@ void for_each_block(const KernelContext& ctx, int64_t N, int64_t M, int64_t batc
     const int64_t blocks_n = (N + bn - 1) / bn;
     const int64_t blocks_m = (M + kBlockM - 1) / kBlockM;
     const int64_t items = blocks_n * blocks_m * batches;
-    for (int64_t item = ctx.ith; item < items; item = ctx.nth + ctx.pool->claim()) {
+    for (int64_t item = ctx.ith; item < items; item = ctx.next_item()) {
         const int64_t b = item / (blocks_n * blocks_m);
         const int64_t rest = item % (blocks_n * blocks_m);
         const int64_t m0 = (rest / blocks_n) * kBlockM, n0 = (rest % blocks_n) * bn;

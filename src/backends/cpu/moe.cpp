@@ -107,7 +107,7 @@ void each_expert_block(const KernelContext& ctx, const int32_t* offsets, int64_t
         for (int64_t b = 0; b < blocks; ++b, ++item) {
             if (item != mine) continue;
             fn(e, b * kRowBlock, std::min(rows, (b + 1) * kRowBlock));
-            mine = ctx.nth + ctx.pool->claim();
+            mine = ctx.next_item();
         }
     }
 }
