@@ -67,9 +67,9 @@ struct Model::Impl {
 
 // Asks m.store for a replica of every weight that a node placed on m.gpu
 // reads (given m.n_gpu_layers), for a one-token and a many-token step, and
-// returns the weights of the matrix products left on the CPU (those
-// CpuBackend::pack_weight may pack). Model::load calls it before uploading;
-// tests use it with their own backend.
+// returns the weights of the matrix products and MoE experts left on the
+// CPU (those CpuBackend::pack_weight may pack). Model::load calls it before
+// uploading; tests use it with their own backend.
 std::vector<const Tensor*> plan_weights(Model::Impl& m);
 
 }  // namespace lantern

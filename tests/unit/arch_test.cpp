@@ -258,42 +258,56 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
 
 // --- weights packed for the CPU at load ---------------------------------------------
 
-// A Q4_0 model loads with its matrix products' weights packed where this CPU
-// packs Q4_0 (quant/packed.h), LANTERN_CPU_REPACK=0 keeps them as in the
-// file, and the two give the same logits (equal here: with rows of two and
-// four blocks the two orders of the sums round alike).
+// A Q4_0 model loads with its matrix products' weights (and a MoE model's
+// experts) packed where this CPU packs Q4_0 (quant/packed.h),
+// LANTERN_CPU_REPACK=0 keeps them as in the file, and the two give the same
+// logits (equal here: with rows of two and four blocks the two orders of
+// the sums round alike).
 TEST(CpuRepack, LoadPacksTheProductsWeights) {
     if (quant::packed_ops(DType::Q4_0) == nullptr) GTEST_SKIP() << "no packed Q4_0 on this CPU";
-    const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3, 250, 17, 18, 19};
-    const std::string path = temp_path("repack-llama.gguf").string();
-    run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " llama '" + path +
-        "' --type q4_0 > /dev/null");
-    // The load's progress reports, in order, end at 1 and count the packing.
-    struct Progress {
-        std::vector<float> seen;
-        bool ordered() const { return std::is_sorted(seen.begin(), seen.end()) && !seen.empty() && seen.back() == 1.0f; }
-    };
-    auto logits = [&](bool repack, size_t& packed, Progress& progress) {
-        ScopedEnv setting("LANTERN_CPU_REPACK", repack ? "1" : "0");
-        ModelParams p;
-        p.n_threads = 2;
-        p.progress = [&](float f) { progress.seen.push_back(f); };
-        auto model = Model::load(path, p);
-        packed = model->impl().cpu->stats().packed_weights;
-        return prompt_then_steps(*model, tokens, 64);
-    };
-    size_t packed = 0, unpacked = 0;
-    Progress with, without;
-    const auto a = logits(true, packed, with), b = logits(false, unpacked, without);
-    EXPECT_GT(packed, 0u);
-    EXPECT_EQ(unpacked, 0u);
-    EXPECT_TRUE(with.ordered());
-    EXPECT_TRUE(without.ordered());
-    EXPECT_GT(with.seen.size(), without.seen.size());  // a report per packed matrix
-    ASSERT_EQ(a.size(), tokens.size());
-    ASSERT_EQ(b.size(), tokens.size());
-    for (size_t t = 0; t < a.size(); ++t) EXPECT_LE(nmse(a[t], b[t]), 1e-10) << "position " << t;
-    std::remove(path.c_str());
+    for (const std::string arch : {"llama", "qwen3moe"}) {
+        SCOPED_TRACE(arch);
+        const std::vector<int32_t> tokens = {5, 42, 7, 99, 100, 3, 250, 17, 18, 19};
+        const std::string path = temp_path("repack-" + arch + ".gguf").string();
+        run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + arch + " '" + path +
+            "' --type q4_0 > /dev/null");
+        // The load's progress reports, in order, end at 1 and count the packing.
+        struct Progress {
+            std::vector<float> seen;
+            bool ordered() const { return std::is_sorted(seen.begin(), seen.end()) && !seen.empty() && seen.back() == 1.0f; }
+        };
+        size_t expert_bytes = 0;  // the file's bytes of the experts (Q4_0 packs to as many)
+        auto logits = [&](bool repack, size_t& packed, Progress& progress) {
+            ScopedEnv setting("LANTERN_CPU_REPACK", repack ? "1" : "0");
+            ModelParams p;
+            p.n_threads = 2;
+            p.progress = [&](float f) { progress.seen.push_back(f); };
+            auto model = Model::load(path, p);
+            packed = model->impl().cpu->stats().packed_weights;
+            expert_bytes = 0;
+            for (const LayerWeights& l : model->impl().weights.layers) {
+                for (const Tensor* w : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}) {
+                    expert_bytes += w != nullptr ? w->nbytes() : 0;
+                }
+            }
+            return prompt_then_steps(*model, tokens, 64);
+        };
+        size_t packed = 0, unpacked = 0;
+        Progress with, without;
+        const auto a = logits(true, packed, with), b = logits(false, unpacked, without);
+        EXPECT_GT(packed, expert_bytes);
+        if (arch == "qwen3moe") {
+            EXPECT_GT(expert_bytes, 0u);
+        }
+        EXPECT_EQ(unpacked, 0u);
+        EXPECT_TRUE(with.ordered());
+        EXPECT_TRUE(without.ordered());
+        EXPECT_GT(with.seen.size(), without.seen.size());  // a report per packed matrix
+        ASSERT_EQ(a.size(), tokens.size());
+        ASSERT_EQ(b.size(), tokens.size());
+        for (size_t t = 0; t < a.size(); ++t) EXPECT_LE(nmse(a[t], b[t]), 1e-10) << "position " << t;
+        std::remove(path.c_str());
+    }
 }
 
 // Resident kB of the mapping that holds `p` (/proc/self/smaps), or -1.

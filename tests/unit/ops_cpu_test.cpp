@@ -84,24 +84,26 @@ TEST(FusedDefaults, MatchFusedKernels) {
     for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(nmse(unfused[i], fused[i]), 1e-12) << "output " << i;
 }
 
-// Whether any matrix product of the case reads a weight the CPU packs.
+// Whether any matrix product or MoE expert tensor of the case reads a weight
+// the CPU packs.
 bool packs_a_weight(const OpCase& c) {
+    auto packable = [](const Tensor& w) { return (w.flags & kTensorWeight) && quant::can_pack(w.type, w.ne[1], w.ne[0]); };
     for (const Tensor* n : c.graph.nodes()) {
-        if (n->op != Op::MulMat && n->op != Op::MulMatAdd) continue;
-        const Tensor& w = *n->src[0];
-        if ((w.flags & kTensorWeight) && quant::can_pack(w.type, w.ne[1], w.ne[0])) return true;
+        if ((n->op == Op::MulMat || n->op == Op::MulMatAdd) && packable(*n->src[0])) return true;
+        if (n->op == Op::MoeFfn && (packable(*n->src[2]) || packable(*n->src[4]))) return true;
     }
     return false;
 }
 
-// Every matrix-product case again with its weights packed where this CPU
-// packs them (quant/packed.h): the packed tiles against the reference.
+// Every matrix-product and MoE case again with its weights packed where
+// this CPU packs them (quant/packed.h): the packed tiles against the
+// reference.
 TEST(CpuPacked, MatrixProductCasesMatchReference) {
     std::unique_ptr<Backend> ref = make_reference_backend();
-    int packed_cases = 0;
+    int packed_cases = 0, packed_moe = 0;
     for (auto& cp : make_op_cases(kSeed)) {
         OpCase& c = *cp;
-        if (!uses_op(c, Op::MulMat) && !uses_op(c, Op::MulMatAdd)) continue;
+        if (!uses_op(c, Op::MulMat) && !uses_op(c, Op::MulMatAdd) && !uses_op(c, Op::MoeFfn)) continue;
         SCOPED_TRACE(c.name);
         CpuBackend cpu(2);
         const CaseResult want = run_case(c, *ref);
@@ -111,11 +113,45 @@ TEST(CpuPacked, MatrixProductCasesMatchReference) {
         const bool expect_packed = packs_a_weight(c);
         EXPECT_EQ(cpu.packed_bytes() > 0, expect_packed);
         packed_cases += expect_packed ? 1 : 0;
+        packed_moe += expect_packed && uses_op(c, Op::MoeFfn) ? 1 : 0;
         ASSERT_EQ(got.outputs.size(), want.outputs.size());
         for (size_t i = 0; i < got.outputs.size(); ++i) EXPECT_LE(nmse(got.outputs[i], want.outputs[i]), c.tolerance);
     }
     if (quant::packed_ops(DType::Q4_0) != nullptr) {
         EXPECT_GT(packed_cases, 0);
+        EXPECT_GT(packed_moe, 0);
+    }
+}
+
+// MoE experts packed against the same experts as in the file, for every
+// packed type, a decode token and a prompt whose tokens share experts. The
+// integer sums are the same; the hidden rows' float order may round a
+// quantized value the other way, so the bar is loose for that and tight
+// against a wrong slice or activation format (nmse ~1).
+TEST(CpuPacked, ExpertsMatchUnpacked) {
+    for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                    DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+        if (quant::packed_ops(t) == nullptr) GTEST_SKIP() << "no packed layout for " << dtype_name(t) << " on this CPU";
+        for (int64_t T : {1, 7}) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " T=" + std::to_string(T));
+            OpCase c;
+            CaseLeaves b{c, std::mt19937(static_cast<uint32_t>(T) * 31 + static_cast<uint32_t>(t))};
+            const int64_t D = 256, F = 512, E = 5;  // rows of several work items per expert
+            Tensor* x = b.leaf(DType::F32, {D, T}, "x");
+            Tensor* router = b.weight(DType::F32, {D, E}, "router");
+            Tensor* gate = b.picked_rows_weight(t, {D, F, E}, "gate_exps");
+            Tensor* up = b.picked_rows_weight(t, {D, F, E}, "up_exps");
+            Tensor* down = b.picked_rows_weight(t, {F, D, E}, "down_exps");
+            c.outputs.push_back(c.graph.moe_ffn(x, router, gate, up, down, 2, true));
+            CpuBackend plain(2), packed(2);
+            const CaseResult want = run_case(c, plain);
+            int n_packed = 0;
+            const CaseResult got = run_case(c, packed, 0, {}, [&](Tensor& w) { n_packed += packed.pack_weight(w) ? 1 : 0; });
+            EXPECT_EQ(n_packed, 3);  // gate, up and down; not the f32 router
+            ASSERT_TRUE(got.supported);
+            EXPECT_TRUE(got.guards_intact);
+            EXPECT_LE(nmse(got.outputs[0], want.outputs[0]), 1e-6);
+        }
     }
 }
 
@@ -150,20 +186,26 @@ TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
     }
 }
 
-// Rows that are not a whole number of groups, and 3-D weights, stay unpacked.
-TEST(CpuPacked, LeavesOtherShapesUnpacked) {
+// Rows that are not a whole number of groups stay unpacked, in a matrix or
+// in each slice of a 3-D tensor (whose slices pack one after another).
+TEST(CpuPacked, PacksWholeGroupsOnly) {
+    if (quant::packed_ops(DType::Q4_0) == nullptr) GTEST_SKIP() << "no packed Q4_0 on this CPU";
     OpCase c;
     CaseLeaves b{c, std::mt19937(5)};
     Tensor* odd = b.weight(DType::Q4_0, {64, 12}, "odd");
-    Tensor* experts = b.weight(DType::Q4_0, {64, 16, 2}, "experts");
+    Tensor* odd_experts = b.weight(DType::Q4_0, {64, 12, 2}, "odd_experts");  // 24 rows, but 12 a slice
+    Tensor* experts = b.weight(DType::Q4_0, {64, 16, 3}, "experts");
     CpuBackend cpu(1);
-    std::unique_ptr<Buffer> buf = cpu.alloc(odd->nbytes() + experts->nbytes(), BufferKind::Weights);
-    odd->buffer = experts->buffer = buf.get();
+    std::unique_ptr<Buffer> buf = cpu.alloc(odd->nbytes() + odd_experts->nbytes() + experts->nbytes(), BufferKind::Weights);
+    odd->buffer = odd_experts->buffer = experts->buffer = buf.get();
     odd->offset = 0;
-    experts->offset = odd->nbytes();
+    odd_experts->offset = odd->nbytes();
+    experts->offset = odd_experts->offset + odd_experts->nbytes();
     EXPECT_FALSE(cpu.pack_weight(*odd));
-    EXPECT_FALSE(cpu.pack_weight(*experts));
+    EXPECT_FALSE(cpu.pack_weight(*odd_experts));
     EXPECT_EQ(cpu.packed_bytes(), 0u);
+    EXPECT_TRUE(cpu.pack_weight(*experts));
+    EXPECT_EQ(cpu.packed_bytes(), 3 * quant::packed_ops(DType::Q4_0)->packed_bytes(16, 64));
 }
 
 }  // namespace

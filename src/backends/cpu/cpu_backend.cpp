@@ -99,8 +99,10 @@ bool CpuBackend::supports(const Tensor& node) const { return ops().supports(node
 
 bool CpuBackend::pack_weight(const Tensor& w) {
     if (packed_.count(&w) != 0) return true;
-    const int64_t rows = w.ne[1], cols = w.ne[0];
-    if (w.ne[2] != 1 || w.ne[3] != 1 || !w.is_contiguous() || !quant::can_pack(w.type, rows, cols)) return false;
+    // A 3-D tensor's slices (experts) packed whole groups at a time are one
+    // packed matrix of all their rows: slice e starts at e * packed_bytes(ne[1], ne[0]).
+    const int64_t cols = w.ne[0], rows = w.ne[1] * w.ne[2];
+    if (w.ne[3] != 1 || !w.is_contiguous() || !quant::can_pack(w.type, w.ne[1], cols)) return false;
     const quant::PackedOps& ops = *quant::packed_ops(w.type);
     std::unique_ptr<Buffer> buffer = alloc(ops.packed_bytes(rows, cols), BufferKind::Weights);
     // Groups of rows split over the threads (a load packs hundreds of MB).
@@ -143,12 +145,14 @@ void CpuBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& 
     if (scratch_.size() < need) scratch_.resize(need + need / 4);
 
     // Packed weights of the matrix products.
-    node_packed_.assign(nodes.size(), nullptr);
+    node_packed_.assign(nodes.size(), {});
     if (!packed_.empty()) {
         for (size_t i = 0; i < nodes.size(); ++i) {
             const Tensor& n = *nodes[i];
-            if (n.op != Op::MulMat && n.op != Op::MulMatAdd) continue;
-            if (auto it = packed_.find(n.src[0]); it != packed_.end()) node_packed_[i] = it->second->base();
+            if (n.op != Op::MulMat && n.op != Op::MulMatAdd && n.op != Op::MoeFfn) continue;
+            for (size_t s = 0; s < n.src.size(); ++s) {
+                if (auto it = packed_.find(n.src[s]); it != packed_.end()) node_packed_[i][s] = it->second->base();
+            }
         }
     }
 

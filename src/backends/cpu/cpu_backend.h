@@ -1,6 +1,7 @@
 // The CPU backend: host buffers, a thread pool, and the op table.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -31,10 +32,11 @@ public:
     int threads() const { return pool_->size(); }
     void set_threads(int n);
 
-    // Keeps a copy of weight `w` (a whole 2-D tensor, host-resident) in the
-    // layout of quant/packed.h if its type and shape have one on this CPU;
-    // matrix products that read `w` then use it. Returns whether it did.
-    // Called at load, before any compute().
+    // Keeps a copy of weight `w` (a whole contiguous tensor, host-resident)
+    // in the layout of quant/packed.h if its type and shape have one on this
+    // CPU; matrix products (and MoE experts, slice by slice of a 3-D `w`)
+    // that read `w` then use it. Returns whether it did. Called at load,
+    // before any compute().
     bool pack_weight(const Tensor& w);
     size_t packed_bytes() const;
 
@@ -42,7 +44,7 @@ private:
     std::unique_ptr<ThreadPool> pool_;
     std::vector<uint8_t> scratch_;
     std::unordered_map<const Tensor*, std::unique_ptr<Buffer>> packed_;
-    std::vector<const void*> node_packed_;  // per node of compute(): its packed weights or null
+    std::vector<std::array<const void*, kMaxSrc>> node_packed_;  // per node of compute(): its sources' packed copies
     BackendStats stats_;
 };
 

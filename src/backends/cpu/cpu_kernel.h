@@ -7,6 +7,7 @@
 // and strided views of Q/K work unchanged.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,9 +21,10 @@ struct KernelContext {
     int nth = 1;
     uint8_t* scratch = nullptr;  // scratch_bytes(node, nth) bytes shared by all threads
     ThreadPool* pool = nullptr;
-    // The node's weights (src[0]) in quant/packed.h's layout, when the
-    // backend holds a packed copy of them (CpuBackend::pack_weight); else null.
-    const void* packed = nullptr;
+    // packed[i]: the node's weights src[i] in quant/packed.h's layout, when
+    // the backend holds a packed copy of them (CpuBackend::pack_weight);
+    // else null. A 3-D tensor's slices are packed one after another.
+    std::array<const void*, kMaxSrc> packed{};
     void barrier() const { pool->barrier(); }
     // The next work item for a thread that started with item ith (items
     // dealt on demand; ThreadPool::claim says when the count restarts).

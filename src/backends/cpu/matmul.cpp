@@ -74,7 +74,7 @@ void mul_mat_packed(const KernelContext& ctx, const Tensor& dst, const quant::Pa
     const size_t group_bytes = ops.packed_bytes(G, K);
     const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, G) : kBlockN;
     const size_t ldc = dst.nb[1] / sizeof(float);
-    const uint8_t* wdata = static_cast<const uint8_t*>(ctx.packed);
+    const uint8_t* wdata = static_cast<const uint8_t*>(ctx.packed[0]);
     for_each_block(ctx, N, M, x.ne[2] * x.ne[3], bn, [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
         const uint8_t* y = ctx.scratch + static_cast<size_t>(b * M) * act_row;
         float* out = reinterpret_cast<float*>(row_ptr_mut(dst, 0, b % x.ne[2], b / x.ne[2]));
@@ -117,7 +117,7 @@ size_t mul_mat_scratch(const Tensor& dst, int /*nth*/) {
 void mul_mat(const KernelContext& ctx, const Tensor& dst) {
     const Tensor& w = *dst.src[0];
     const Tensor& x = *dst.src[1];
-    if (ctx.packed != nullptr) {
+    if (ctx.packed[0] != nullptr) {
         mul_mat_packed(ctx, dst, *quant::packed_ops(w.type));
         return;
     }

@@ -5,6 +5,9 @@
 // tokens that chose it and multiplied with the weight type's own tiled dot
 // products (vec_dot over several activation rows), as a dense matrix
 // multiply does: a prompt's tokens share the experts they have in common.
+// Experts the backend holds packed (quant/packed.h, slice e of the 3-D
+// tensor at e * packed_bytes(rows, cols)) go through the packed tiles, with
+// the rows converted to the packed kernels' activation format.
 //
 //   1. the router as floats; every token's row in gate's activation type
 //   2. router logits, softmax, the n_used largest per token, their weights
@@ -18,12 +21,14 @@
 #include <vector>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace lantern::cpu {
 namespace {
 
-constexpr int64_t kRowBlock = 16;  // weight rows per work item
+constexpr int64_t kRowBlock = 16;  // weight rows per work item (a multiple of quant::kPackRows)
+static_assert(kRowBlock % quant::kPackRows == 0);
 
 size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 
@@ -31,18 +36,23 @@ size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 struct MoeScratch {
     int64_t D, T, E, F, k, P;
     size_t x_row, h_row;  // bytes of a gathered input row (gate's activation type) and of a hidden row (down's)
-    bool x_float, h_float;  // those are f32 rows (the weights' vec_dot_type is F32)
+    bool h_float;  // hidden rows are f32 (down's vec_dot_type is F32): read as they are
     size_t router, logits, ids, weights, offsets, order, slot, xg, gate, up, hq, y, total;
 
+    // Rows are laid out for either format (the file layout's activation
+    // type, or the packed kernels' when this CPU packs the type), so that the
+    // scratch's size does not depend on which weights the backend packed.
     explicit MoeScratch(const Tensor& dst) {
         const Tensor& x = *dst.src[0];
         const Tensor& gate_w = *dst.src[2];
         D = x.ne[0], T = x.ne[1], E = dst.src[1]->ne[1], F = gate_w.ne[1], k = dst.param_i(0), P = T * k;
         const DType gt = quant::type_ops(gate_w.type)->vec_dot_type;
         const DType dt = quant::type_ops(dst.src[4]->type)->vec_dot_type;
-        x_float = gt == DType::F32, h_float = dt == DType::F32;
-        x_row = x_float ? static_cast<size_t>(D) * sizeof(float) : dtype_row_size(gt, D);
+        h_float = dt == DType::F32;
+        x_row = gt == DType::F32 ? static_cast<size_t>(D) * sizeof(float) : dtype_row_size(gt, D);
         h_row = h_float ? static_cast<size_t>(F) * sizeof(float) : dtype_row_size(dt, F);
+        if (const quant::PackedOps* po = quant::packed_ops(gate_w.type)) x_row = std::max(x_row, po->act_row_bytes(D));
+        if (const quant::PackedOps* po = quant::packed_ops(dst.src[4]->type)) h_row = std::max(h_row, po->act_row_bytes(F));
         size_t off = 0;
         auto take = [&](size_t n) {
             const size_t at = off;
@@ -94,6 +104,53 @@ void expert_product(const quant::TypeOps& ops, const Tensor& w, int64_t e, int64
     }
 }
 
+// The same from expert e's packed slice (`packed`: the whole 3-D tensor's
+// packed copy); first and last are multiples of kPackRows.
+void packed_expert_product(const quant::PackedOps& ops, const Tensor& w, const void* packed, int64_t e, int64_t first,
+                           int64_t last, const uint8_t* act, size_t act_row, int64_t count, float* out, size_t ldc) {
+    const int64_t K = w.ne[0];
+    constexpr int64_t G = quant::kPackRows;
+    const size_t group_bytes = ops.packed_bytes(G, K);
+    const uint8_t* base = static_cast<const uint8_t*>(packed) + static_cast<size_t>(e) * ops.packed_bytes(w.ne[1], K);
+    for (int64_t c = 0; c < count; c += ops.max_nc) {
+        const int nc = static_cast<int>(std::min<int64_t>(ops.max_nc, count - c));
+        for (int64_t n = first; n < last; n += G) {
+            ops.dot(K, out + static_cast<size_t>(c) * ldc + n, ldc, base + static_cast<size_t>(n / G) * group_bytes,
+                    act + static_cast<size_t>(c) * act_row, act_row, nc);
+        }
+    }
+}
+
+// Expert products of one weight tensor, packed or as in the file.
+struct ExpertWeights {
+    const Tensor& w;
+    const void* packed;  // null: the file's layout
+    const quant::TypeOps& ops;
+    const quant::PackedOps* pops;
+
+    ExpertWeights(const Tensor& t, const void* p)
+        : w(t), packed(p), ops(*quant::type_ops(t.type)), pops(p != nullptr ? quant::packed_ops(t.type) : nullptr) {}
+
+    // An f32 row into this tensor's activation format.
+    void convert(const float* x, uint8_t* to, int64_t n) const {
+        if (pops != nullptr) {
+            pops->act_from_float(x, to, n);
+        } else if (ops.vec_dot_type == DType::F32) {
+            std::memcpy(to, x, static_cast<size_t>(n) * sizeof(float));
+        } else {
+            quant::type_ops(ops.vec_dot_type)->from_float(x, to, n);
+        }
+    }
+    void product(int64_t e, int64_t first, int64_t last, const uint8_t* act, size_t act_row, int64_t count, float* out,
+                 size_t ldc) const {
+        if (pops != nullptr) {
+            packed_expert_product(*pops, w, packed, e, first, last, act, act_row, count, out, ldc);
+        } else {
+            expert_product(ops, w, e, first, last, act, act_row, count, out, ldc);
+        }
+    }
+};
+
 // Calls fn(e, first, last) for this thread's share of (expert, row block)
 // items over rows [0, rows) of every expert some pair chose. An item costs
 // as many rows as its expert's pairs, so thread ith takes item ith, then
@@ -133,8 +190,11 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     const Tensor& down = *dst.src[4];
     const MoeScratch s(dst);
     const int64_t D = s.D, T = s.T, E = s.E, F = s.F, k = s.k, P = s.P;
-    const quant::TypeOps& gops = *quant::type_ops(gate.type);
-    const quant::TypeOps& dops = *quant::type_ops(down.type);
+    // Gate and up share their activation rows: packed only both or neither.
+    const bool gate_up_packed = ctx.packed[2] != nullptr && ctx.packed[3] != nullptr;
+    const ExpertWeights gw(gate, gate_up_packed ? ctx.packed[2] : nullptr);
+    const ExpertWeights uw(up, gate_up_packed ? ctx.packed[3] : nullptr);
+    const ExpertWeights dw(down, ctx.packed[4]);
     auto f32 = [&](size_t off) { return reinterpret_cast<float*>(ctx.scratch + off); };
     auto i32 = [&](size_t off) { return reinterpret_cast<int32_t*>(ctx.scratch + off); };
     float* r = f32(s.router);
@@ -210,13 +270,7 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     ctx.barrier();
     split_range(P, ctx.ith, ctx.nth, b, e);
     for (int64_t i = b; i < e; ++i) {
-        const auto* src = reinterpret_cast<const float*>(row_ptr(x, order[i] / k));
-        uint8_t* to = xg + static_cast<size_t>(i) * s.x_row;
-        if (s.x_float) {
-            std::memcpy(to, src, s.x_row);
-        } else {
-            quant::type_ops(gops.vec_dot_type)->from_float(src, to, D);
-        }
+        gw.convert(reinterpret_cast<const float*>(row_ptr(x, order[i] / k)), xg + static_cast<size_t>(i) * s.x_row, D);
     }
     ctx.barrier();
 
@@ -224,8 +278,8 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     each_expert_block(ctx, offsets, E, F, [&](int64_t ex, int64_t first, int64_t last) {
         const int64_t at = offsets[ex], count = offsets[ex + 1] - at;
         const uint8_t* act = xg + static_cast<size_t>(at) * s.x_row;
-        expert_product(gops, gate, ex, first, last, act, s.x_row, count, g + at * F, static_cast<size_t>(F));
-        expert_product(gops, up, ex, first, last, act, s.x_row, count, u + at * F, static_cast<size_t>(F));
+        gw.product(ex, first, last, act, s.x_row, count, g + at * F, static_cast<size_t>(F));
+        uw.product(ex, first, last, act, s.x_row, count, u + at * F, static_cast<size_t>(F));
         for (int64_t c = at; c < at + count; ++c) {
             for (int64_t n = first; n < last; ++n) g[c * F + n] = silu(g[c * F + n]) * u[c * F + n];
         }
@@ -238,15 +292,15 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
         uint8_t* hq = ctx.scratch + s.hq;
         split_range(P, ctx.ith, ctx.nth, b, e);
         for (int64_t i = b; i < e; ++i) {
-            quant::type_ops(dops.vec_dot_type)->from_float(g + i * F, hq + static_cast<size_t>(i) * s.h_row, F);
+            dw.convert(g + i * F, hq + static_cast<size_t>(i) * s.h_row, F);
         }
         h = hq;
         ctx.barrier();
     }
     each_expert_block(ctx, offsets, E, D, [&](int64_t ex, int64_t first, int64_t last) {
         const int64_t at = offsets[ex], count = offsets[ex + 1] - at;
-        expert_product(dops, down, ex, first, last, h + static_cast<size_t>(at) * s.h_row, s.h_row, count, y + at * D,
-                       static_cast<size_t>(D));
+        dw.product(ex, first, last, h + static_cast<size_t>(at) * s.h_row, s.h_row, count, y + at * D,
+                   static_cast<size_t>(D));
     });
     ctx.barrier();
 
