@@ -9,8 +9,8 @@
 // tensor at e * packed_bytes(rows, cols)) go through the packed tiles, with
 // the rows converted to the packed kernels' activation format.
 //
-//   1. the router as floats; every token's row in gate's activation type
-//   2. router logits, softmax, the n_used largest per token, their weights
+//   1. router logits by the router's own dot products (a small matrix product)
+//   2. softmax, the n_used largest per token, their weights
 //   3. the pairs sorted by expert; their activation rows gathered in order
 //   4. gate and up products per expert, then silu(gate) * up
 //   5. those rows in down's activation type; down products per expert
@@ -37,7 +37,8 @@ struct MoeScratch {
     int64_t D, T, E, F, k, P;
     size_t x_row, h_row;  // bytes of a gathered input row (gate's activation type) and of a hidden row (down's)
     bool h_float;  // hidden rows are f32 (down's vec_dot_type is F32): read as they are
-    size_t router, logits, ids, weights, offsets, order, slot, xg, gate, up, hq, y, total;
+    size_t x_router_row;  // bytes of an input row in the router's activation type (0: f32, read in place)
+    size_t x_router, logits, ids, weights, offsets, order, slot, xg, gate, up, hq, y, total;
 
     // Rows are laid out for either format (the file layout's activation
     // type, or the packed kernels' when this CPU packs the type), so that the
@@ -60,7 +61,9 @@ struct MoeScratch {
             return at;
         };
         const auto p = static_cast<size_t>(P);
-        router = take(static_cast<size_t>(E * D) * sizeof(float));
+        const DType rt = quant::type_ops(dst.src[1]->type)->vec_dot_type;
+        x_router_row = rt == DType::F32 ? 0 : dtype_row_size(rt, D);
+        x_router = take(static_cast<size_t>(T) * x_router_row);
         logits = take(static_cast<size_t>(T * E) * sizeof(float));
         ids = take(p * sizeof(int32_t));
         weights = take(p * sizeof(float));
@@ -173,11 +176,10 @@ void each_expert_block(const KernelContext& ctx, const int32_t* offsets, int64_t
 
 bool moe_ffn_accepts(const Tensor& dst) {
     const Tensor& x = *dst.src[0];
-    const quant::TypeOps* router = quant::type_ops(dst.src[1]->type);
     return x.type == DType::F32 && x.nb[0] == sizeof(float) && dst.type == DType::F32 &&
-           dst.nb[0] == sizeof(float) && router != nullptr && router->to_float != nullptr &&
-           dst.src[1]->nb[0] == dtype_type_size(dst.src[1]->type) && weights_ok(*dst.src[2]) &&
-           weights_ok(*dst.src[3]) && weights_ok(*dst.src[4]) && dst.src[2]->type == dst.src[3]->type;
+           dst.nb[0] == sizeof(float) && weights_ok(*dst.src[1]) && dst.src[1]->ne[2] == 1 &&
+           weights_ok(*dst.src[2]) && weights_ok(*dst.src[3]) && weights_ok(*dst.src[4]) &&
+           dst.src[2]->type == dst.src[3]->type;
 }
 
 size_t moe_ffn_scratch(const Tensor& dst, int /*nth*/) { return MoeScratch(dst).total; }
@@ -197,7 +199,6 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     const ExpertWeights dw(down, ctx.packed[4]);
     auto f32 = [&](size_t off) { return reinterpret_cast<float*>(ctx.scratch + off); };
     auto i32 = [&](size_t off) { return reinterpret_cast<int32_t*>(ctx.scratch + off); };
-    float* r = f32(s.router);
     float* logits = f32(s.logits);
     int32_t* ids = i32(s.ids);
     float* weights = f32(s.weights);
@@ -210,23 +211,34 @@ void moe_ffn(const KernelContext& ctx, const Tensor& dst) {
     float* y = f32(s.y);
     int64_t b = 0, e = 0;
 
-    // 1. The router as floats.
-    split_range(E, ctx.ith, ctx.nth, b, e);
+    // 1. Router logits: the router's rows against every token's, by the
+    // router type's tiles (the inputs first in its activation type).
     const quant::TypeOps& rops = *quant::type_ops(router.type);
-    for (int64_t i = b; i < e; ++i) rops.to_float(row_ptr(router, i), r + i * D, D);
-    ctx.barrier();
-
-    // 2. Router logits, then per token the softmax's n_used largest (ties to
-    // the lower index) and their weights.
-    split_range(T * E, ctx.ith, ctx.nth, b, e);
-    for (int64_t i = b; i < e; ++i) {
-        const float* xr = reinterpret_cast<const float*>(row_ptr(x, i / E));
-        const float* rr = r + (i % E) * D;
-        float acc = 0.0f;
-        for (int64_t d = 0; d < D; ++d) acc += xr[d] * rr[d];
-        logits[i] = acc;
+    const uint8_t* xr = static_cast<const uint8_t*>(tensor_address(x));
+    size_t xr_row = x.nb[1];
+    if (s.x_router_row != 0) {
+        uint8_t* to = ctx.scratch + s.x_router;
+        split_range(T, ctx.ith, ctx.nth, b, e);
+        for (int64_t t = b; t < e; ++t) {
+            quant::type_ops(rops.vec_dot_type)->from_float(reinterpret_cast<const float*>(row_ptr(x, t)),
+                                                           to + static_cast<size_t>(t) * s.x_router_row, D);
+        }
+        xr = to, xr_row = s.x_router_row;
+        ctx.barrier();
+    }
+    split_range(E, ctx.ith, ctx.nth, b, e);
+    for (int64_t t = 0; t < T; t += rops.max_nc) {
+        const int nc = static_cast<int>(std::min<int64_t>(rops.max_nc, T - t));
+        for (int64_t n = b; n < e; n += rops.max_nr) {
+            const int nr = static_cast<int>(std::min<int64_t>(rops.max_nr, e - n));
+            rops.vec_dot(D, logits + t * E + n, static_cast<size_t>(E), row_ptr(router, n), router.nb[1],
+                         xr + static_cast<size_t>(t) * xr_row, xr_row, nr, nc);
+        }
     }
     ctx.barrier();
+
+    // 2. Per token the softmax's n_used largest (ties to the lower index)
+    // and their weights.
     split_range(T, ctx.ith, ctx.nth, b, e);
     for (int64_t t = b; t < e; ++t) {
         float* p = logits + t * E;
