@@ -98,15 +98,20 @@ Tensor* attend(Graph& g, const HParams& hp, const KvCache& kv, const StepInputs&
                        hp.attention_scale(), hp.attn_softcap, window);
 }
 
+Tensor* keep_output_rows(Graph& g, const HParams& hp, const StepInputs& in, int64_t il, Tensor*& x, Tensor* attn) {
+    if (in.out_ids == nullptr || il != hp.n_layer - 1) return attn;
+    x = g.get_rows(x, in.out_ids);
+    return g.get_rows(attn, in.out_ids);
+}
+
 Tensor* output_head(Graph& g, const HParams& hp, const ModelWeights& w, const StepInputs& in, Tensor* x,
                     Tensor* last) {
     g.set_layer(static_cast<int>(hp.n_layer));
     Tensor* f = g.add_rms_norm(x, last, w.output_norm, hp.rms_eps);
     Tensor* normed = g.fused_slice(f, 1);
-    if (in.out_ids != nullptr) normed = g.get_rows(normed, in.out_ids);
     if (in.embeddings) {
         // A contiguous tensor of its own (the norm's slice is a view).
-        if (in.out_ids == nullptr) normed = g.copy(normed, DType::F32);
+        normed = g.copy(normed, DType::F32);
         g.mark_output(normed);
         return normed;
     }

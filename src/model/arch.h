@@ -94,9 +94,17 @@ Tensor* add_norm(Graph& g, Tensor*& x, Tensor* delta, Tensor* norm, float eps);
 Tensor* attend(Graph& g, const HParams& hp, const KvCache& kv, const StepInputs& in, int64_t il, Tensor* q,
                Tensor* k, Tensor* v, const RopeArgs& rope);
 
-// The last layer's residual x + last (fused with the final RMSNorm), the
-// wanted rows, the output projection, and the final soft-capping if any.
-// Marks and returns the logits [n_vocab, n_out].
+// Layer il's attention output `attn` [*, T], and the residual stream x,
+// cut to the rows whose outputs the step wants (in.out_ids) when il is the
+// last layer: its attention has read every token's K and V, and nothing
+// after it mixes tokens, so its output projection and feed-forward need
+// only those rows (a prompt's last token, usually). Otherwise attn as it is.
+// Every architecture calls it between attend() and its output projection.
+Tensor* keep_output_rows(Graph& g, const HParams& hp, const StepInputs& in, int64_t il, Tensor*& x, Tensor* attn);
+
+// The last layer's residual x + last (fused with the final RMSNorm) of the
+// wanted rows (keep_output_rows), the output projection, and the final
+// soft-capping if any. Marks and returns the logits [n_vocab, n_out].
 Tensor* output_head(Graph& g, const HParams& hp, const ModelWeights& w, const StepInputs& in, Tensor* x,
                     Tensor* last);
 

@@ -75,7 +75,7 @@ Tensor* build_gemma3(Graph& g, const HParams& hp, const ModelWeights& w, const K
         const bool local = hp.is_sliding(il);
         const RopeArgs rope{w.rope_freqs, local ? hp.rope_base_local : hp.rope_base, local ? 1.0f : hp.rope_scale,
                             hp.rope_attn_factor};
-        Tensor* o = linear(g, w, l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
+        Tensor* o = linear(g, w, l.wo, keep_output_rows(g, hp, in, il, x, attend(g, hp, kv, in, il, q, k, v, rope)));
         o = g.rms_norm(o, l.post_attn_norm, hp.rms_eps);
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);

@@ -99,7 +99,7 @@ Tensor* build_llama(Graph& g, const HParams& hp, const ModelWeights& w, const Kv
         Tensor* kh = g.reshape(k, {hd, n_kv, T});
         if (l.q_norm != nullptr) qh = g.rms_norm(qh, l.q_norm, hp.rms_eps);
         if (l.k_norm != nullptr) kh = g.rms_norm(kh, l.k_norm, hp.rms_eps);
-        Tensor* attn = attend(g, hp, kv, in, il, qh, kh, v, rope);
+        Tensor* attn = keep_output_rows(g, hp, in, il, x, attend(g, hp, kv, in, il, qh, kh, v, rope));
         Tensor* o = residual(linear(g, w, l.wo, attn));
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);

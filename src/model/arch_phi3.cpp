@@ -83,7 +83,7 @@ Tensor* build_phi3(Graph& g, const HParams& hp, const ModelWeights& w, const KvC
             k = g.reshape(ys[1], {hd, n_kv, T});
             v = ys[2];
         }
-        Tensor* o = linear(g, w, l.wo, attend(g, hp, kv, in, il, q, k, v, rope));
+        Tensor* o = linear(g, w, l.wo, keep_output_rows(g, hp, in, il, x, attend(g, hp, kv, in, il, q, k, v, rope)));
 
         cur = add_norm(g, x, o, l.ffn_norm, hp.rms_eps);
 

@@ -256,6 +256,59 @@ TEST(ArchOffload, EveryArchitectureMatchesTheCpu) {
     }
 }
 
+// --- the last layer on the wanted rows only ---------------------------------------
+
+// A prompt step that wants one row's logits runs its last layer's products
+// past the attention (output projection, feed-forward or experts) on that
+// row alone, in every architecture's builder (model/arch.h,
+// keep_output_rows); the layers before run on every token.
+TEST(ArchGraph, LastLayerRunsOnTheWantedRowsOnly) {
+    for (const std::string arch : {"llama", "phi3", "gemma3", "qwen3moe"}) {
+        SCOPED_TRACE(arch);
+        const std::string path = temp_path("rows-" + arch + ".gguf").string();
+        run("python3 " + (source_dir() / "tests/reference/make_tiny_model.py").string() + " " + arch + " '" + path +
+            "' > /dev/null");
+        ModelParams p;
+        p.n_threads = 1;
+        auto model = Model::load(path, p);
+        Model::Impl& m = model->impl();
+        constexpr int64_t T = 6;
+        Graph g;
+        KvCache kv;
+        kv.n_ctx_seq = 64;
+        kv.n_seq = 1;
+        const int64_t row = m.hp.head_dim * m.hp.n_head_kv;
+        for (int64_t il = 0; il < m.hp.n_layer; ++il) {
+            kv.k.push_back(g.new_tensor(DType::F16, {row, kv.n_ctx_seq}, "cache_k"));
+            kv.v.push_back(g.new_tensor(DType::F16, {row, kv.n_ctx_seq}, "cache_v"));
+        }
+        const std::vector<int32_t> zeros(T, 0), last = {T - 1};
+        StepInputs in;
+        in.tokens = g.input(DType::I32, {T}, "tokens", zeros.data(), T * sizeof(int32_t));
+        in.pos = g.input(DType::I32, {T}, "positions", zeros.data(), T * sizeof(int32_t));
+        in.seq = g.input(DType::I32, {T}, "sequences", zeros.data(), T * sizeof(int32_t));
+        in.out_ids = g.input(DType::I32, {1}, "out_ids", last.data(), sizeof(int32_t));
+        const Tensor* logits = m.build(g, kv, in);
+        EXPECT_EQ(logits->ne[1], 1);
+        const int last_layer = static_cast<int>(m.hp.n_layer) - 1;
+        bool past_attention = false;
+        int one_row = 0;
+        for (const Tensor* n : g.nodes()) {
+            if (n->layer == last_layer && n->op == Op::Attention) past_attention = true;
+            const bool product = n->op == Op::MulMat || n->op == Op::MulMatAdd || n->op == Op::MoeFfn;
+            if (!product || n->layer < 0 || n->layer > last_layer) continue;
+            if (n->layer == last_layer && past_attention) {
+                EXPECT_EQ(n->ne[1], 1) << "layer " << n->layer << " " << n->name;
+                ++one_row;
+            } else {
+                EXPECT_EQ(n->ne[1], T) << "layer " << n->layer << " " << n->name;
+            }
+        }
+        EXPECT_GE(one_row, 2);  // the output projection and the feed-forward at least
+        std::remove(path.c_str());
+    }
+}
+
 // --- weights packed for the CPU at load ---------------------------------------------
 
 // A Q4_0 model loads with its matrix products' weights (and a MoE model's
