@@ -41,6 +41,9 @@ struct PackedOps {
     // and activation row c starts at (const char*)y + c * by.
     void (*dot)(int64_t cols, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc);
     int max_nc;
+    // Null, or `dot` for two consecutive groups at once (16 rows: s[c * ldc
+    // + r], r < 2 * kPackRows) in 512-bit vectors, where the CPU has them.
+    void (*dot2)(int64_t cols, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) = nullptr;
 };
 
 // The packed kernels for weights of type t, or null (none on this CPU tier).

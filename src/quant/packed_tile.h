@@ -17,6 +17,12 @@
 #else
 #define LANTERN_PACKED_VNNI 0
 #endif
+// 512-bit tiles of two groups (PackedOps::dot2): AVX-512 with VNNI.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define LANTERN_PACKED_512 1
+#else
+#define LANTERN_PACKED_512 0
+#endif
 
 namespace lantern::quant::packed {
 
@@ -152,6 +158,56 @@ void walk(int64_t n, float* s, size_t ldc, const void* group, const void* y, siz
     }
     for (int c = 0; c < NC; ++c) _mm256_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
 }
+
+#if LANTERN_PACKED_512
+// walk for two consecutive groups (16 rows) in 512-bit vectors: a tile's
+//   template <int NC> static void block2(const Group& g0, const Group& g1,
+//       const Act* const (&a)[NC], __m512 (&acc)[NC]);
+// takes rows 0..7 from g0 (low half) and 8..15 from g1 (high half).
+template <class Kernel, int NC>
+void walk2(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by) {
+    using Group = typename Kernel::Group;
+    using Act = typename Kernel::Act;
+    const int64_t blocks = n / Kernel::kElems;
+    const auto* w0 = static_cast<const Group*>(group);
+    const Group* w1 = w0 + blocks;
+    const Act* rows[NC];
+    for (int c = 0; c < NC; ++c) rows[c] = row_at<Act>(y, by, c);
+    __m512 acc[NC];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+        prefetch_ahead(w0 + b, Kernel::kPrefetchBytes, sizeof(Group));
+        prefetch_ahead(w1 + b, Kernel::kPrefetchBytes, sizeof(Group));
+        const Act* a[NC];
+        for (int c = 0; c < NC; ++c) a[c] = rows[c] + b;
+        Kernel::template block2<NC>(w0[b], w1[b], a, acc);
+    }
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
+}
+
+template <class Kernel>
+void dot2(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) {
+    switch (nc) {
+        case 1: walk2<Kernel, 1>(n, s, ldc, group, y, by); break;
+        case 2: walk2<Kernel, 2>(n, s, ldc, group, y, by); break;
+        case 3: walk2<Kernel, 3>(n, s, ldc, group, y, by); break;
+        default: walk2<Kernel, 4>(n, s, ldc, group, y, by); break;
+    }
+}
+
+// The same 32 bytes' offsets of two groups as one 512-bit vector.
+inline __m512i load_pair(const void* lo, const void* hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
+                              _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+}
+
+// Sixteen fp16 scales, eight from each group, as floats.
+inline __m512 load_fp16x8_pair(const uint16_t* lo, const uint16_t* hi) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi));
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
+}
+#endif
 
 template <class Kernel>
 void dot(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) {

@@ -156,8 +156,10 @@ TEST(CpuPacked, ExpertsMatchUnpacked) {
 }
 
 // Packed against unpacked for every tile width (1 .. 4 activation rows and
-// a remainder), several row blocks, an odd block count, and batched
-// activations: the same integer sums, so only the float order differs.
+// a remainder), several row blocks, an odd block count, an odd group count
+// in the last row block (the 512-bit tiles take groups in pairs), and
+// batched activations: the same integer sums, so only the float order
+// differs.
 TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
     for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
                     DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
@@ -170,7 +172,7 @@ TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
                 SCOPED_TRACE(std::string(dtype_name(t)) + " M=" + std::to_string(M) + " batches=" + std::to_string(batches));
                 OpCase c;
                 CaseLeaves b{c, std::mt19937(static_cast<uint32_t>(M * 10 + batches))};
-                Tensor* w = b.weight(t, {K, 80}, "w");
+                Tensor* w = b.weight(t, {K, 88}, "w");
                 Tensor* x = b.leaf(DType::F32, {K, M, batches}, "x");
                 c.outputs.push_back(c.graph.mul_mat(w, x));
                 CpuBackend plain(2), packed(2);

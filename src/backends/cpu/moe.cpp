@@ -115,11 +115,15 @@ void packed_expert_product(const quant::PackedOps& ops, const Tensor& w, const v
     constexpr int64_t G = quant::kPackRows;
     const size_t group_bytes = ops.packed_bytes(G, K);
     const uint8_t* base = static_cast<const uint8_t*>(packed) + static_cast<size_t>(e) * ops.packed_bytes(w.ne[1], K);
+    const bool use_dot2 = ops.dot2 != nullptr && count > 1;  // as mul_mat: compute-bound tiles only
     for (int64_t c = 0; c < count; c += ops.max_nc) {
         const int nc = static_cast<int>(std::min<int64_t>(ops.max_nc, count - c));
-        for (int64_t n = first; n < last; n += G) {
-            ops.dot(K, out + static_cast<size_t>(c) * ldc + n, ldc, base + static_cast<size_t>(n / G) * group_bytes,
-                    act + static_cast<size_t>(c) * act_row, act_row, nc);
+        for (int64_t n = first; n < last;) {
+            const bool two = use_dot2 && n + 2 * G <= last;
+            (two ? ops.dot2 : ops.dot)(K, out + static_cast<size_t>(c) * ldc + n, ldc,
+                                       base + static_cast<size_t>(n / G) * group_bytes,
+                                       act + static_cast<size_t>(c) * act_row, act_row, nc);
+            n += two ? 2 * G : G;
         }
     }
 }
