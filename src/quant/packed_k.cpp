@@ -152,6 +152,53 @@ struct KTile {
             acc[c] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(mw, da), acc[c]);
         }
     }
+
+#if LANTERN_PACKED_512
+    template <int NC>
+    static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
+        const __m512i low = _mm512_set1_epi8(0x0F);
+        __m512i isum[NC];
+        for (__m512i& v : isum) v = _mm512_setzero_si512();
+        for (int j = 0; j < 4; ++j) {
+            const __m512i sc_lo = packed::join(packed::scale_pairs(g0.sc + 16 * j), packed::scale_pairs(g1.sc + 16 * j));
+            const __m512i sc_hi =
+                packed::join(packed::scale_pairs(g0.sc + 16 * j + 8), packed::scale_pairs(g1.sc + 16 * j + 8));
+            for (int k0 = 0; k0 < 8; k0 += kRunsPerSum) {
+                __m512i lo16[NC], hi16[NC];
+                for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm512_setzero_si512();
+                for (int k = k0; k < k0 + kRunsPerSum; ++k) {
+                    const __m512i packed = packed::load_pair(g0.qs + 256 * j + 32 * k, g1.qs + 256 * j + 32 * k);
+                    __m512i lo = _mm512_and_si512(packed, low);
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+                    if constexpr (kFifth) {
+                        const __m512i qh = packed::load_pair(g0.qh + 32 * k, g1.qh + 32 * k);
+                        lo = _mm512_or_si512(lo, packed::bit_to_16(qh, 2 * j));
+                        hi = _mm512_or_si512(hi, packed::bit_to_16(qh, 2 * j + 1));
+                    }
+                    for (int c = 0; c < NC; ++c) {
+                        const int8_t* q = a[c]->qs + 64 * j + 4 * k;
+                        lo16[c] = _mm512_add_epi16(lo16[c], _mm512_maddubs_epi16(lo, packed::splat_word512(q)));
+                        hi16[c] = _mm512_add_epi16(hi16[c], _mm512_maddubs_epi16(hi, packed::splat_word512(q + 32)));
+                    }
+                }
+                for (int c = 0; c < NC; ++c) {
+                    isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_madd_epi16(lo16[c], sc_lo),
+                                                                         _mm512_madd_epi16(hi16[c], sc_hi)));
+                }
+            }
+        }
+        __m512i mins[4];
+        for (int p = 0; p < 4; ++p) mins[p] = packed::join(packed::min_pairs(g0.mn + 16 * p), packed::min_pairs(g1.mn + 16 * p));
+        const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
+        const __m512 mw = packed::load_fp16x8_pair(g0.dmin, g1.dmin);
+        for (int c = 0; c < NC; ++c) {
+            const __m512i msum = packed::pair_sums<4>(mins, a[c]->sums);
+            const __m512 da = _mm512_set1_ps(a[c]->d);
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, da), acc[c]);
+            acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), _mm512_mul_ps(mw, da), acc[c]);
+        }
+    }
+#endif
 };
 
 struct GroupQ6_K {
@@ -219,18 +266,55 @@ struct Q6_KTile {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a[c]->d)), acc[c]);
         }
     }
+
+#if LANTERN_PACKED_512
+    template <int NC>
+    static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
+        __m512i isum[NC];
+        for (__m512i& v : isum) v = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            for (int gi = 0; gi < 4; ++gi) {
+                for (int half = 0; half < 2; ++half) {
+                    const int s = 8 * (8 * h + 2 * gi + half);
+                    const __m512i sc = packed::join(packed::signed_scale_pairs(g0.sc + s), packed::signed_scale_pairs(g1.sc + s));
+                    for (int m = 4 * half; m < 4 * half + 4; m += 2) {
+                        const __m512i q0 = packed::join(q6_quants(g0, h, gi, m), q6_quants(g1, h, gi, m));
+                        const __m512i q1 = packed::join(q6_quants(g0, h, gi, m + 1), q6_quants(g1, h, gi, m + 1));
+                        for (int c = 0; c < NC; ++c) {
+                            const int8_t* act = a[c]->qs + 128 * h + 32 * gi + 4 * m;
+                            const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q0, packed::splat_word512(act)),
+                                                                 _mm512_maddubs_epi16(q1, packed::splat_word512(act + 4)));
+                            isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(s16, sc));
+                        }
+                    }
+                }
+            }
+        }
+        __m512i pairs[8];
+        for (int p = 0; p < 8; ++p) pairs[p] = packed::join(packed::signed_pairs(g0.sc + 16 * p), packed::signed_pairs(g1.sc + 16 * p));
+        const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
+        for (int c = 0; c < NC; ++c) {
+            const __m512i offset = packed::pair_sums<8>(pairs, a[c]->bsums);
+            const __m512i sum = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(offset, 5));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(a[c]->d)), acc[c]);
+        }
+    }
+#endif
 };
 
 }  // namespace
 
 const PackedOps kPackedQ4_K = {packed::bytes<GroupQ4_K, kQKK>,
                                packed::pack<BlockQ4_K, GroupQ4_K, kQKK, fill_k<GroupQ4_K, BlockQ4_K>>,
-                               act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ4_K>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ4_K>>, 4,
+                               LANTERN_PACKED_DOT2(KTile<GroupQ4_K>)};
 const PackedOps kPackedQ5_K = {packed::bytes<GroupQ5_K, kQKK>,
                                packed::pack<BlockQ5_K, GroupQ5_K, kQKK, fill_k<GroupQ5_K, BlockQ5_K>>,
-                               act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ5_K>>, 4};
+                               act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ5_K>>, 4,
+                               LANTERN_PACKED_DOT2(KTile<GroupQ5_K>)};
 const PackedOps kPackedQ6_K = {packed::bytes<GroupQ6_K, kQKK>, packed::pack<BlockQ6_K, GroupQ6_K, kQKK, fill_q6_K>,
-                               quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<Q6_KTile>, 4};
+                               quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<Q6_KTile>, 4,
+                               LANTERN_PACKED_DOT2(Q6_KTile)};
 
 #endif  // LANTERN_SIMD_X86
 

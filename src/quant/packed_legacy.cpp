@@ -174,20 +174,13 @@ struct NibbleTile {
         }
         if constexpr (kFifth) {
             const __m512i qh = packed::load_pair(g0.qh, g1.qh);
-            for (int k = 0; k < 8; ++k) {
-                const __m512i moved = k <= 4 ? _mm512_slli_epi16(qh, 4 - k) : _mm512_srli_epi16(qh, k - 4);
-                q[k] = _mm512_or_si512(q[k], _mm512_and_si512(moved, _mm512_set1_epi8(0x10)));
-            }
+            for (int k = 0; k < 8; ++k) q[k] = _mm512_or_si512(q[k], packed::bit_to_16(qh, k));
         }
         const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
         for (int c = 0; c < NC; ++c) {
             const ActBlock& ab = *a[c];
             __m512i sum = _mm512_set1_epi32(-kOffset * ab.sum);
-            for (int k = 0; k < 8; ++k) {
-                int32_t word;
-                std::memcpy(&word, ab.qs + 4 * k, sizeof word);
-                sum = _mm512_dpbusd_epi32(sum, q[k], _mm512_set1_epi32(word));
-            }
+            for (int k = 0; k < 8; ++k) sum = _mm512_dpbusd_epi32(sum, q[k], packed::splat_word512(ab.qs + 4 * k));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), acc[c]);
             if constexpr (kMin) {
                 const __m512 m = packed::load_fp16x8_pair(g0.m, g1.m);
@@ -234,9 +227,7 @@ struct Q8_0Tile {
             const __m512i mag = _mm512_abs_epi8(q);
             const __mmask64 neg = _mm512_movepi8_mask(q);
             for (int c = 0; c < NC; ++c) {
-                int32_t word;
-                std::memcpy(&word, a[c]->qs + 4 * k, sizeof word);
-                const __m512i act = _mm512_set1_epi32(word);
+                const __m512i act = packed::splat_word512(a[c]->qs + 4 * k);
                 const __m512i signed_act = _mm512_mask_sub_epi8(act, neg, _mm512_setzero_si512(), act);
                 sum[c] = _mm512_dpbusd_epi32(sum[c], mag, signed_act);
             }
@@ -251,31 +242,26 @@ struct Q8_0Tile {
 
 }  // namespace
 
-#if LANTERN_PACKED_512
-#define LANTERN_DOT2(Tile) packed::dot2<Tile>
-#else
-#define LANTERN_DOT2(Tile) nullptr
-#endif
 const PackedOps kPackedQ4_0 = {packed::bytes<GroupQ4_0, kQK>,
                                packed::pack<BlockQ4_0, GroupQ4_0, kQK, fill_runs<GroupQ4_0, BlockQ4_0>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ4_0>>, 4,
-                               LANTERN_DOT2(NibbleTile<GroupQ4_0>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ4_0>)};
 const PackedOps kPackedQ4_1 = {packed::bytes<GroupQ4_1, kQK>,
                                packed::pack<BlockQ4_1, GroupQ4_1, kQK, fill_runs<GroupQ4_1, BlockQ4_1>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ4_1>>, 4,
-                               LANTERN_DOT2(NibbleTile<GroupQ4_1>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ4_1>)};
 const PackedOps kPackedQ5_0 = {packed::bytes<GroupQ5_0, kQK>,
                                packed::pack<BlockQ5_0, GroupQ5_0, kQK, fill_runs<GroupQ5_0, BlockQ5_0>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ5_0>>, 4,
-                               LANTERN_DOT2(NibbleTile<GroupQ5_0>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ5_0>)};
 const PackedOps kPackedQ5_1 = {packed::bytes<GroupQ5_1, kQK>,
                                packed::pack<BlockQ5_1, GroupQ5_1, kQK, fill_runs<GroupQ5_1, BlockQ5_1>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ5_1>>, 4,
-                               LANTERN_DOT2(NibbleTile<GroupQ5_1>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ5_1>)};
 const PackedOps kPackedQ8_0 = {packed::bytes<GroupQ8_0, kQK>,
                                packed::pack<BlockQ8_0, GroupQ8_0, kQK, fill_runs<GroupQ8_0, BlockQ8_0>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<Q8_0Tile>, 4,
-                               LANTERN_DOT2(Q8_0Tile)};
+                               LANTERN_PACKED_DOT2(Q8_0Tile)};
 
 #endif  // LANTERN_SIMD_X86
 

@@ -18,10 +18,14 @@
 #define LANTERN_PACKED_VNNI 0
 #endif
 // 512-bit tiles of two groups (PackedOps::dot2): AVX-512 with VNNI.
+// LANTERN_PACKED_DOT2(Tile) is the PackedOps::dot2 of a tile that has a
+// block2, or null without them.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #define LANTERN_PACKED_512 1
+#define LANTERN_PACKED_DOT2(Tile) packed::dot2<Tile>
 #else
 #define LANTERN_PACKED_512 0
+#define LANTERN_PACKED_DOT2(Tile) nullptr
 #endif
 
 namespace lantern::quant::packed {
@@ -199,6 +203,30 @@ void dot2(int64_t n, float* s, size_t ldc, const void* group, const void* y, siz
 inline __m512i load_pair(const void* lo, const void* hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
                               _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+}
+
+// Two groups' 256-bit lanes side by side (rows 0..7, then 8..15).
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+
+// The 4 bytes at p in every 32-bit lane.
+inline __m512i splat_word512(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+// bit_to_16 on 512-bit vectors.
+inline __m512i bit_to_16(__m512i x, int bit) {
+    const __m512i moved = bit <= 4 ? _mm512_slli_epi16(x, 4 - bit) : _mm512_srli_epi16(x, bit - 4);
+    return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
+}
+
+// pair_sums on two groups' pairs (512-bit).
+template <int P>
+inline __m512i pair_sums(const __m512i (&pairs)[P], const int16_t* sums) {
+    __m512i total = _mm512_madd_epi16(pairs[0], splat_word512(sums));
+    for (int p = 1; p < P; ++p) total = _mm512_add_epi32(total, _mm512_madd_epi16(pairs[p], splat_word512(sums + 2 * p)));
+    return total;
 }
 
 // Sixteen fp16 scales, eight from each group, as floats.
