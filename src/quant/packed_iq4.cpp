@@ -79,6 +79,31 @@ inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], __m256i 
     }
 }
 
+#if LANTERN_PACKED_512
+// block_sums for two groups' blocks (runs at qs0 and qs1): lanes 0..7 get
+// rows 0..7 of the first, 8..15 those of the second. The sign trick with a
+// masked negation (AVX-512 has no byte sign instruction).
+template <int NC>
+inline void block_sums2(const uint8_t* qs0, const uint8_t* qs1, const int8_t* const (&a)[NC], __m512i (&sums)[NC]) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    for (__m512i& v : sums) v = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k) {
+        const __m512i packed = packed::load_pair(qs0 + 32 * k, qs1 + 32 * k);
+        const __m512i values[2] = {_mm512_shuffle_epi8(table, _mm512_and_si512(packed, low)),
+                                   _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low))};
+        for (int half = 0; half < 2; ++half) {
+            const __m512i mag = _mm512_abs_epi8(values[half]);
+            const __mmask64 neg = _mm512_movepi8_mask(values[half]);
+            for (int c = 0; c < NC; ++c) {
+                const __m512i act = packed::splat_word512(a[c] + 16 * half + 4 * k);
+                sums[c] = _mm512_dpbusd_epi32(sums[c], mag, _mm512_mask_sub_epi8(act, neg, _mm512_setzero_si512(), act));
+            }
+        }
+    }
+}
+#endif
+
 struct IQ4_NLTile {
     using Group = GroupIQ4_NL;
     using Act = BlockQ8_0;
@@ -97,6 +122,21 @@ struct IQ4_NLTile {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, da), acc[c]);
         }
     }
+
+#if LANTERN_PACKED_512
+    template <int NC>
+    static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
+        const int8_t* qa[NC];
+        for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs;
+        __m512i sum[NC];
+        block_sums2<NC>(g0.qs, g1.qs, qa, sum);
+        const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
+        for (int c = 0; c < NC; ++c) {
+            const __m512 da = _mm512_set1_ps(fp16_to_f32(a[c]->d));
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_mul_ps(dw, da), acc[c]);
+        }
+    }
+#endif
 };
 
 struct IQ4_XSTile {
@@ -126,16 +166,41 @@ struct IQ4_XSTile {
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[c]), _mm256_mul_ps(dw, _mm256_set1_ps(a[c]->d)), acc[c]);
         }
     }
+
+#if LANTERN_PACKED_512
+    template <int NC>
+    static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
+        __m512i isum[NC];
+        for (__m512i& v : isum) v = _mm512_setzero_si512();
+        for (int blk = 0; blk < 8; ++blk) {
+            const int8_t* qa[NC];
+            for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk;
+            __m512i sum[NC];
+            block_sums2<NC>(g0.qs + 128 * blk, g1.qs + 128 * blk, qa, sum);
+            int64_t sc0, sc1;
+            std::memcpy(&sc0, g0.sc + 8 * blk, sizeof sc0);
+            std::memcpy(&sc1, g1.sc + 8 * blk, sizeof sc1);
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
+            for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum[c], sc));
+        }
+        const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
+        for (int c = 0; c < NC; ++c) {
+            acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, _mm512_set1_ps(a[c]->d)), acc[c]);
+        }
+    }
+#endif
 };
 
 }  // namespace
 
 const PackedOps kPackedIQ4_NL = {packed::bytes<GroupIQ4_NL, kQK>,
                                  packed::pack<BlockIQ4_NL, GroupIQ4_NL, kQK, fill_iq4_nl>, quantize_q8_0,
-                                 packed::act_bytes<BlockQ8_0, kQK>, packed::dot<IQ4_NLTile>, 4};
+                                 packed::act_bytes<BlockQ8_0, kQK>, packed::dot<IQ4_NLTile>, 4,
+                                 LANTERN_PACKED_DOT2(IQ4_NLTile)};
 const PackedOps kPackedIQ4_XS = {packed::bytes<GroupIQ4_XS, kQKK>,
                                  packed::pack<BlockIQ4_XS, GroupIQ4_XS, kQKK, fill_iq4_xs>, quantize_q8_K,
-                                 packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<IQ4_XSTile>, 4};
+                                 packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<IQ4_XSTile>, 4,
+                                 LANTERN_PACKED_DOT2(IQ4_XSTile)};
 
 #endif  // LANTERN_SIMD_X86
 

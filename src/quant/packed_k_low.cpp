@@ -91,6 +91,24 @@ inline __m256i quants(const Group& g, int h, int j, int m) {
     }
 }
 
+#if LANTERN_PACKED_512
+// quants() of two groups (rows 0..7 from g0, 8..15 from g1).
+template <class Group>
+inline __m512i quants2(const Group& g0, const Group& g1, int h, int j, int m) {
+    const size_t run = 32 * (8 * h + m);
+    const __m512i q =
+        _mm512_and_si512(_mm512_srli_epi16(packed::load_pair(g0.qs + run, g1.qs + run), 2 * j), _mm512_set1_epi8(3));
+    if constexpr (std::is_same_v<Group, GroupQ2_K>) {
+        return q;
+    } else {
+        const __m512i hm = packed::load_pair(g0.hm + 32 * m, g1.hm + 32 * m);
+        const int bit = 4 * h + j;  // to bit 2
+        const __m512i moved = bit >= 2 ? _mm512_srli_epi16(hm, bit - 2) : _mm512_slli_epi16(hm, 2 - bit);
+        return _mm512_or_si512(q, _mm512_and_si512(moved, _mm512_set1_epi8(4)));
+    }
+}
+#endif
+
 // Row r's scale of group gi in both int16 halves of lane r.
 template <class Group>
 inline __m256i group_scales(const Group& g, int gi) {
@@ -157,16 +175,58 @@ struct LowKTile {
             }
         }
     }
+
+#if LANTERN_PACKED_512
+    template <int NC>
+    static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
+        __m512i isum[NC];
+        for (__m512i& v : isum) v = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            for (int j = 0; j < 4; ++j) {
+                for (int half = 0; half < 2; ++half) {
+                    __m512i s16[NC];
+                    for (__m512i& v : s16) v = _mm512_setzero_si512();
+                    for (int m = 4 * half; m < 4 * half + 4; ++m) {
+                        const __m512i q = quants2(g0, g1, h, j, m);
+                        for (int c = 0; c < NC; ++c) {
+                            const int8_t* act = a[c]->qs + 128 * h + 32 * j + 4 * m;
+                            s16[c] = _mm512_add_epi16(s16[c], _mm512_maddubs_epi16(q, packed::splat_word512(act)));
+                        }
+                    }
+                    const int gi = 8 * h + 2 * j + half;
+                    const __m512i sc = packed::join(group_scales(g0, gi), group_scales(g1, gi));
+                    for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(s16[c], sc));
+                }
+            }
+        }
+        __m512i pairs[8];
+        for (int p = 0; p < 8; ++p) pairs[p] = packed::join(offset_pairs(g0, p), offset_pairs(g1, p));
+        const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
+        __m512 mw = _mm512_setzero_ps();
+        if constexpr (std::is_same_v<Group, GroupQ2_K>) mw = packed::load_fp16x8_pair(g0.dmin, g1.dmin);
+        for (int c = 0; c < NC; ++c) {
+            const __m512 da = _mm512_set1_ps(a[c]->d);
+            const __m512i offsets = packed::pair_sums<8>(pairs, a[c]->bsums);
+            if constexpr (std::is_same_v<Group, GroupQ2_K>) {
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), _mm512_mul_ps(dw, da), acc[c]);
+                acc[c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(offsets), _mm512_mul_ps(mw, da), acc[c]);
+            } else {
+                const __m512i sum = _mm512_sub_epi32(isum[c], _mm512_slli_epi32(offsets, 2));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, da), acc[c]);
+            }
+        }
+    }
+#endif
 };
 
 }  // namespace
 
 const PackedOps kPackedQ2_K = {packed::bytes<GroupQ2_K, kQKK>, packed::pack<BlockQ2_K, GroupQ2_K, kQKK, fill_q2_K>,
                                quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>,
-                               packed::dot<LowKTile<GroupQ2_K>>, 4};
+                               packed::dot<LowKTile<GroupQ2_K>>, 4, LANTERN_PACKED_DOT2(LowKTile<GroupQ2_K>)};
 const PackedOps kPackedQ3_K = {packed::bytes<GroupQ3_K, kQKK>, packed::pack<BlockQ3_K, GroupQ3_K, kQKK, fill_q3_K>,
                                quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>,
-                               packed::dot<LowKTile<GroupQ3_K>>, 4};
+                               packed::dot<LowKTile<GroupQ3_K>>, 4, LANTERN_PACKED_DOT2(LowKTile<GroupQ3_K>)};
 
 #endif  // LANTERN_SIMD_X86
 
