@@ -231,6 +231,24 @@ inline __m256i q6_quants(const GroupQ6_K& g, int h, int gi, int m) {
     return _mm256_or_si256(nibbles, _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
 }
 
+#if LANTERN_PACKED_512
+// q6_quants of two groups (rows 0..7 from g0, 8..15 from g1).
+inline __m512i q6_quants2(const GroupQ6_K& g0, const GroupQ6_K& g1, int h, int gi, int m) {
+    const size_t lo_run = 32 * (16 * h + 8 * (gi & 1) + m), hi_run = 32 * (8 * h + m);
+    const __m512i ql = packed::load_pair(g0.ql + lo_run, g1.ql + lo_run);
+    const __m512i qh = packed::load_pair(g0.qh + hi_run, g1.qh + hi_run);
+    const __m512i nibbles = _mm512_and_si512(gi < 2 ? ql : _mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
+    __m512i high;
+    switch (gi) {
+        case 0: high = _mm512_slli_epi16(qh, 4); break;
+        case 1: high = _mm512_slli_epi16(qh, 2); break;
+        case 2: high = qh; break;
+        default: high = _mm512_srli_epi16(qh, 2); break;
+    }
+    return _mm512_or_si512(nibbles, _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
+}
+#endif
+
 struct Q6_KTile {
     using Group = GroupQ6_K;
     using Act = BlockQ8_K;
@@ -278,13 +296,12 @@ struct Q6_KTile {
                     const int s = 8 * (8 * h + 2 * gi + half);
                     const __m512i sc = packed::join(packed::signed_scale_pairs(g0.sc + s), packed::signed_scale_pairs(g1.sc + s));
                     for (int m = 4 * half; m < 4 * half + 4; m += 2) {
-                        const __m512i q0 = packed::join(q6_quants(g0, h, gi, m), q6_quants(g1, h, gi, m));
-                        const __m512i q1 = packed::join(q6_quants(g0, h, gi, m + 1), q6_quants(g1, h, gi, m + 1));
+                        const __m512i q0 = q6_quants2(g0, g1, h, gi, m), q1 = q6_quants2(g0, g1, h, gi, m + 1);
                         for (int c = 0; c < NC; ++c) {
                             const int8_t* act = a[c]->qs + 128 * h + 32 * gi + 4 * m;
                             const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q0, packed::splat_word512(act)),
                                                                  _mm512_maddubs_epi16(q1, packed::splat_word512(act + 4)));
-                            isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(s16, sc));
+                            isum[c] = _mm512_dpwssd_epi32(isum[c], s16, sc);
                         }
                     }
                 }
