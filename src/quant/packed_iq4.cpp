@@ -196,11 +196,11 @@ struct IQ4_XSTile {
 const PackedOps kPackedIQ4_NL = {packed::bytes<GroupIQ4_NL, kQK>,
                                  packed::pack<BlockIQ4_NL, GroupIQ4_NL, kQK, fill_iq4_nl>, quantize_q8_0,
                                  packed::act_bytes<BlockQ8_0, kQK>, packed::dot<IQ4_NLTile>, 4,
-                                 LANTERN_PACKED_DOT2(IQ4_NLTile)};
+                                 LANTERN_PACKED_DOT2(IQ4_NLTile, 8)};
 const PackedOps kPackedIQ4_XS = {packed::bytes<GroupIQ4_XS, kQKK>,
                                  packed::pack<BlockIQ4_XS, GroupIQ4_XS, kQKK, fill_iq4_xs>, quantize_q8_K,
                                  packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<IQ4_XSTile>, 4,
-                                 LANTERN_PACKED_DOT2(IQ4_XSTile)};
+                                 LANTERN_PACKED_DOT2(IQ4_XSTile, 8)};
 
 #endif  // LANTERN_SIMD_X86
 

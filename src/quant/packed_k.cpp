@@ -324,14 +324,14 @@ struct Q6_KTile {
 const PackedOps kPackedQ4_K = {packed::bytes<GroupQ4_K, kQKK>,
                                packed::pack<BlockQ4_K, GroupQ4_K, kQKK, fill_k<GroupQ4_K, BlockQ4_K>>,
                                act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ4_K>>, 4,
-                               LANTERN_PACKED_DOT2(KTile<GroupQ4_K>)};
+                               LANTERN_PACKED_DOT2(KTile<GroupQ4_K>, 8)};
 const PackedOps kPackedQ5_K = {packed::bytes<GroupQ5_K, kQKK>,
                                packed::pack<BlockQ5_K, GroupQ5_K, kQKK, fill_k<GroupQ5_K, BlockQ5_K>>,
                                act_from_float, packed::act_bytes<ActBlock, kQKK>, packed::dot<KTile<GroupQ5_K>>, 4,
-                               LANTERN_PACKED_DOT2(KTile<GroupQ5_K>)};
+                               LANTERN_PACKED_DOT2(KTile<GroupQ5_K>, 8)};
 const PackedOps kPackedQ6_K = {packed::bytes<GroupQ6_K, kQKK>, packed::pack<BlockQ6_K, GroupQ6_K, kQKK, fill_q6_K>,
                                quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>, packed::dot<Q6_KTile>, 4,
-                               LANTERN_PACKED_DOT2(Q6_KTile)};
+                               LANTERN_PACKED_DOT2(Q6_KTile, 8)};
 
 #endif  // LANTERN_SIMD_X86
 

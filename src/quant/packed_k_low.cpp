@@ -223,10 +223,10 @@ struct LowKTile {
 
 const PackedOps kPackedQ2_K = {packed::bytes<GroupQ2_K, kQKK>, packed::pack<BlockQ2_K, GroupQ2_K, kQKK, fill_q2_K>,
                                quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>,
-                               packed::dot<LowKTile<GroupQ2_K>>, 4, LANTERN_PACKED_DOT2(LowKTile<GroupQ2_K>)};
+                               packed::dot<LowKTile<GroupQ2_K>>, 4, LANTERN_PACKED_DOT2(LowKTile<GroupQ2_K>, 4)};
 const PackedOps kPackedQ3_K = {packed::bytes<GroupQ3_K, kQKK>, packed::pack<BlockQ3_K, GroupQ3_K, kQKK, fill_q3_K>,
                                quantize_q8_K, packed::act_bytes<BlockQ8_K, kQKK>,
-                               packed::dot<LowKTile<GroupQ3_K>>, 4, LANTERN_PACKED_DOT2(LowKTile<GroupQ3_K>)};
+                               packed::dot<LowKTile<GroupQ3_K>>, 4, LANTERN_PACKED_DOT2(LowKTile<GroupQ3_K>, 8)};
 
 #endif  // LANTERN_SIMD_X86
 

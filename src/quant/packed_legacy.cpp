@@ -245,23 +245,23 @@ struct Q8_0Tile {
 const PackedOps kPackedQ4_0 = {packed::bytes<GroupQ4_0, kQK>,
                                packed::pack<BlockQ4_0, GroupQ4_0, kQK, fill_runs<GroupQ4_0, BlockQ4_0>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ4_0>>, 4,
-                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ4_0>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ4_0>, 8)};
 const PackedOps kPackedQ4_1 = {packed::bytes<GroupQ4_1, kQK>,
                                packed::pack<BlockQ4_1, GroupQ4_1, kQK, fill_runs<GroupQ4_1, BlockQ4_1>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ4_1>>, 4,
-                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ4_1>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ4_1>, 8)};
 const PackedOps kPackedQ5_0 = {packed::bytes<GroupQ5_0, kQK>,
                                packed::pack<BlockQ5_0, GroupQ5_0, kQK, fill_runs<GroupQ5_0, BlockQ5_0>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ5_0>>, 4,
-                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ5_0>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ5_0>, 8)};
 const PackedOps kPackedQ5_1 = {packed::bytes<GroupQ5_1, kQK>,
                                packed::pack<BlockQ5_1, GroupQ5_1, kQK, fill_runs<GroupQ5_1, BlockQ5_1>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<NibbleTile<GroupQ5_1>>, 4,
-                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ5_1>)};
+                               LANTERN_PACKED_DOT2(NibbleTile<GroupQ5_1>, 8)};
 const PackedOps kPackedQ8_0 = {packed::bytes<GroupQ8_0, kQK>,
                                packed::pack<BlockQ8_0, GroupQ8_0, kQK, fill_runs<GroupQ8_0, BlockQ8_0>>,
                                act_from_float, packed::act_bytes<ActBlock, kQK>, packed::dot<Q8_0Tile>, 4,
-                               LANTERN_PACKED_DOT2(Q8_0Tile)};
+                               LANTERN_PACKED_DOT2(Q8_0Tile, 8)};
 
 #endif  // LANTERN_SIMD_X86
 

@@ -18,14 +18,14 @@
 #define LANTERN_PACKED_VNNI 0
 #endif
 // 512-bit tiles of two groups (PackedOps::dot2): AVX-512 with VNNI.
-// LANTERN_PACKED_DOT2(Tile) is the PackedOps::dot2 of a tile that has a
-// block2, or null without them.
+// LANTERN_PACKED_DOT2(Tile, NC) is PackedOps::dot2 and max_nc2 for a tile
+// that has a block2 (NC activation rows at most), or null and 0 without them.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #define LANTERN_PACKED_512 1
-#define LANTERN_PACKED_DOT2(Tile) packed::dot2<Tile>
+#define LANTERN_PACKED_DOT2(Tile, NC) packed::dot2<Tile, NC>, NC
 #else
 #define LANTERN_PACKED_512 0
-#define LANTERN_PACKED_DOT2(Tile) nullptr
+#define LANTERN_PACKED_DOT2(Tile, NC) nullptr, 0
 #endif
 
 namespace lantern::quant::packed {
@@ -189,14 +189,16 @@ void walk2(int64_t n, float* s, size_t ldc, const void* group, const void* y, si
     for (int c = 0; c < NC; ++c) _mm512_storeu_ps(s + static_cast<size_t>(c) * ldc, acc[c]);
 }
 
-template <class Kernel>
+// PackedOps::dot2 for nc <= MaxNC activation rows.
+template <class Kernel, int MaxNC, int NC = 1>
 void dot2(int64_t n, float* s, size_t ldc, const void* group, const void* y, size_t by, int nc) {
-    switch (nc) {
-        case 1: walk2<Kernel, 1>(n, s, ldc, group, y, by); break;
-        case 2: walk2<Kernel, 2>(n, s, ldc, group, y, by); break;
-        case 3: walk2<Kernel, 3>(n, s, ldc, group, y, by); break;
-        default: walk2<Kernel, 4>(n, s, ldc, group, y, by); break;
+    if constexpr (NC < MaxNC) {
+        if (nc > NC) {
+            dot2<Kernel, MaxNC, NC + 1>(n, s, ldc, group, y, by, nc);
+            return;
+        }
     }
+    walk2<Kernel, NC>(n, s, ldc, group, y, by);
 }
 
 // The same 32 bytes' offsets of two groups as one 512-bit vector.

@@ -155,8 +155,8 @@ TEST(CpuPacked, ExpertsMatchUnpacked) {
     }
 }
 
-// Packed against unpacked for every tile width (1 .. 4 activation rows and
-// a remainder), several row blocks, an odd block count, an odd group count
+// Packed against unpacked for every tile width (1 .. 8 activation rows at
+// once and remainders), several row blocks, an odd block count, an odd group count
 // in the last row block (the 512-bit tiles take groups in pairs), and
 // batched activations: the same integer sums, so only the float order
 // differs.
@@ -167,7 +167,7 @@ TEST(CpuPacked, EveryTileShapeMatchesUnpacked) {
         if (quant::packed_ops(t) == nullptr) {
             GTEST_SKIP() << "no packed layout for " << dtype_name(t) << " on this CPU";
         }
-        for (int64_t M : {1, 2, 3, 6, 67}) {
+        for (int64_t M : {1, 2, 3, 6, 7, 12, 13, 67}) {
             for (int64_t batches : {1, 2}) {
                 SCOPED_TRACE(std::string(dtype_name(t)) + " M=" + std::to_string(M) + " batches=" + std::to_string(batches));
                 OpCase c;

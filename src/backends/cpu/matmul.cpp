@@ -75,22 +75,11 @@ void mul_mat_packed(const KernelContext& ctx, const Tensor& dst, const quant::Pa
     const int64_t bn = M == 1 ? decode_rows_per_item(N, ctx.nth, G) : kBlockN;
     const size_t ldc = dst.nb[1] / sizeof(float);
     const uint8_t* wdata = static_cast<const uint8_t*>(ctx.packed[0]);
-    // The 512-bit tiles of two groups pay where the products are
-    // compute-bound (several activation rows); decoding reads one group's
-    // stream at a time as fast.
-    const bool use_dot2 = ops.dot2 != nullptr && M > 1;
     for_each_block(ctx, N, M, x.ne[2] * x.ne[3], bn, [&](int64_t b, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
         const uint8_t* y = ctx.scratch + static_cast<size_t>(b * M) * act_row;
         float* out = reinterpret_cast<float*>(row_ptr_mut(dst, 0, b % x.ne[2], b / x.ne[2]));
-        for (int64_t m = m0; m < m1; m += ops.max_nc) {
-            const int nc = static_cast<int>(std::min<int64_t>(ops.max_nc, m1 - m));
-            for (int64_t n = n0; n < n1;) {
-                const bool two = use_dot2 && n + 2 * G <= n1;
-                (two ? ops.dot2 : ops.dot)(K, out + m * ldc + n, ldc, wdata + static_cast<size_t>(n / G) * group_bytes,
-                                           y + m * act_row, act_row, nc);
-                n += two ? 2 * G : G;
-            }
-        }
+        quant::packed_product(ops, K, n1 - n0, wdata + static_cast<size_t>(n0 / G) * group_bytes, y + m0 * act_row,
+                              act_row, m1 - m0, out + m0 * ldc + n0, ldc);
     });
 }
 

@@ -112,20 +112,9 @@ void expert_product(const quant::TypeOps& ops, const Tensor& w, int64_t e, int64
 void packed_expert_product(const quant::PackedOps& ops, const Tensor& w, const void* packed, int64_t e, int64_t first,
                            int64_t last, const uint8_t* act, size_t act_row, int64_t count, float* out, size_t ldc) {
     const int64_t K = w.ne[0];
-    constexpr int64_t G = quant::kPackRows;
-    const size_t group_bytes = ops.packed_bytes(G, K);
-    const uint8_t* base = static_cast<const uint8_t*>(packed) + static_cast<size_t>(e) * ops.packed_bytes(w.ne[1], K);
-    const bool use_dot2 = ops.dot2 != nullptr && count > 1;  // as mul_mat: compute-bound tiles only
-    for (int64_t c = 0; c < count; c += ops.max_nc) {
-        const int nc = static_cast<int>(std::min<int64_t>(ops.max_nc, count - c));
-        for (int64_t n = first; n < last;) {
-            const bool two = use_dot2 && n + 2 * G <= last;
-            (two ? ops.dot2 : ops.dot)(K, out + static_cast<size_t>(c) * ldc + n, ldc,
-                                       base + static_cast<size_t>(n / G) * group_bytes,
-                                       act + static_cast<size_t>(c) * act_row, act_row, nc);
-            n += two ? 2 * G : G;
-        }
-    }
+    const uint8_t* base = static_cast<const uint8_t*>(packed) + static_cast<size_t>(e) * ops.packed_bytes(w.ne[1], K) +
+                          static_cast<size_t>(first / quant::kPackRows) * ops.packed_bytes(quant::kPackRows, K);
+    quant::packed_product(ops, K, last - first, base, act, act_row, count, out + first, ldc);
 }
 
 // Expert products of one weight tensor, packed or as in the file.
