@@ -14,12 +14,11 @@
 // and a 16-core AVX-512 VNNI Xeon prompts 1.2-2.5x and generation 1.0-1.7x
 // faster than the AVX-512 tiles on the file's layout (bench/RESULTS.md).
 // Where the CPU has AVX-512 VNNI, dot2 takes two groups (16 rows) at once
-// in 512-bit vectors, for products of several activation rows (prompts,
-// 1.3-1.7x on a Zen 5 EPYC). Decoding keeps dot: it is bound by memory, and
-// two groups' streams read at once lost there (tinyllama Q4_0 68 -> 57
-// tokens/s). Elsewhere (NEON, scalar) packed_ops() is null and
-// matrices stay as loaded. MoE experts (3-D tensors) are packed slice by
-// slice, one after another.
+// in 512-bit vectors and up to 8 activation rows per pass, for prompts
+// (1.4-2.0x on a 2-core Zen 5 EPYC, 1.2-1.9x on the 16-core Xeon; decoding
+// keeps dot, see packed_product). Elsewhere (NEON, scalar) packed_ops() is
+// null and matrices stay as loaded. MoE experts (3-D tensors) are packed
+// slice by slice, one after another.
 #pragma once
 
 #include <cstddef>
