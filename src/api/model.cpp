@@ -88,9 +88,7 @@ std::vector<const Tensor*> plan_weights(Model::Impl& m) {
         for (size_t i = 0; i < a.nodes.size(); ++i) {
             const Tensor& node = *a.nodes[i];
             if (a.backends[i]->is_host()) {
-                // The weights of matrix products and of MoE experts (src[2..4]).
-                const bool product = node.op == Op::MulMat || node.op == Op::MulMatAdd;
-                const size_t first = product ? 0 : 2, last = product ? 1 : node.op == Op::MoeFfn ? 5 : 0;
+                const auto [first, last] = CpuBackend::packed_sources(node.op);
                 for (size_t s = first; s < last; ++s) {
                     const Tensor* w = node.src[s];
                     if (w->storage_root() == w && (w->flags & kTensorWeight) &&

@@ -81,8 +81,7 @@ inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], __m256i 
 
 #if LANTERN_PACKED_512
 // block_sums for two groups' blocks (runs at qs0 and qs1): lanes 0..7 get
-// rows 0..7 of the first, 8..15 those of the second. The sign trick with a
-// masked negation (AVX-512 has no byte sign instruction).
+// rows 0..7 of the first, 8..15 those of the second.
 template <int NC>
 inline void block_sums2(const uint8_t* qs0, const uint8_t* qs1, const int8_t* const (&a)[NC], __m512i (&sums)[NC]) {
     const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
@@ -93,11 +92,8 @@ inline void block_sums2(const uint8_t* qs0, const uint8_t* qs1, const int8_t* co
         const __m512i values[2] = {_mm512_shuffle_epi8(table, _mm512_and_si512(packed, low)),
                                    _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low))};
         for (int half = 0; half < 2; ++half) {
-            const __m512i mag = _mm512_abs_epi8(values[half]);
-            const __mmask64 neg = _mm512_movepi8_mask(values[half]);
             for (int c = 0; c < NC; ++c) {
-                const __m512i act = packed::splat_word512(a[c] + 16 * half + 4 * k);
-                sums[c] = _mm512_dpbusd_epi32(sums[c], mag, _mm512_mask_sub_epi8(act, neg, _mm512_setzero_si512(), act));
+                sums[c] = simd::dot_s8s8(sums[c], values[half], packed::splat_word512(a[c] + 16 * half + 4 * k));
             }
         }
     }

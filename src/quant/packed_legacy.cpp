@@ -180,7 +180,7 @@ struct NibbleTile {
         for (int c = 0; c < NC; ++c) {
             const ActBlock& ab = *a[c];
             __m512i sum = _mm512_set1_epi32(-kOffset * ab.sum);
-            for (int k = 0; k < 8; ++k) sum = _mm512_dpbusd_epi32(sum, q[k], packed::splat_word512(ab.qs + 4 * k));
+            for (int k = 0; k < 8; ++k) sum = simd::dot_u8s8(sum, q[k], packed::splat_word512(ab.qs + 4 * k));
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), acc[c]);
             if constexpr (kMin) {
                 const __m512 m = packed::load_fp16x8_pair(g0.m, g1.m);
@@ -215,22 +215,13 @@ struct Q8_0Tile {
     }
 
 #if LANTERN_PACKED_512
-    // Signed products as u8 x s8 with the 512-bit dot (vpdpbusd): the
-    // weights' magnitudes times the activations carrying the weights' signs
-    // (AVX-512 has no byte sign instruction: negated under a mask).
     template <int NC>
     static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
         __m512i sum[NC];
         for (__m512i& v : sum) v = _mm512_setzero_si512();
         for (int k = 0; k < 8; ++k) {
             const __m512i q = packed::load_pair(g0.qs + 32 * k, g1.qs + 32 * k);
-            const __m512i mag = _mm512_abs_epi8(q);
-            const __mmask64 neg = _mm512_movepi8_mask(q);
-            for (int c = 0; c < NC; ++c) {
-                const __m512i act = packed::splat_word512(a[c]->qs + 4 * k);
-                const __m512i signed_act = _mm512_mask_sub_epi8(act, neg, _mm512_setzero_si512(), act);
-                sum[c] = _mm512_dpbusd_epi32(sum[c], mag, signed_act);
-            }
+            for (int c = 0; c < NC; ++c) sum[c] = simd::dot_s8s8(sum[c], q, packed::splat_word512(a[c]->qs + 4 * k));
         }
         const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
         for (int c = 0; c < NC; ++c) {

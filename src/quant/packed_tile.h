@@ -1,7 +1,8 @@
 // What the packed layouts' files (packed_legacy.cpp, packed_k.cpp) share: the
 // walk that packs a matrix group by group, the activation-word broadcast, and
 // the dispatch from a tile's width to its compiled shape. x86 (AVX2 and
-// AVX-512 tiers): the kernels are written in 256-bit AVX2 intrinsics.
+// AVX-512 tiers): the kernels are written in 256-bit AVX2 intrinsics, and
+// the AVX-512 VNNI tier adds 512-bit tiles of two groups (walk2, dot2).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@
 // 512-bit tiles of two groups (PackedOps::dot2): AVX-512 with VNNI.
 // LANTERN_PACKED_DOT2(Tile, NC) is PackedOps::dot2 and max_nc2 for a tile
 // that has a block2 (NC activation rows at most), or null and 0 without them.
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#if LANTERN_SIMD_WIDTH == 512 && LANTERN_SIMD_VNNI
 #define LANTERN_PACKED_512 1
 #define LANTERN_PACKED_DOT2(Tile, NC) packed::dot2<Tile, NC>, NC
 #else

@@ -128,6 +128,15 @@ BackendStats CpuBackend::stats() const {
     return s;
 }
 
+std::pair<size_t, size_t> CpuBackend::packed_sources(Op op) {
+    switch (op) {
+        case Op::MulMat:
+        case Op::MulMatAdd: return {0, 1};
+        case Op::MoeFfn: return {2, 5};
+        default: return {0, 0};
+    }
+}
+
 size_t CpuBackend::packed_bytes() const {
     size_t n = 0;
     for (const auto& [w, buffer] : packed_) n += buffer->size();
@@ -144,14 +153,13 @@ void CpuBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints& 
     }
     if (scratch_.size() < need) scratch_.resize(need + need / 4);
 
-    // Packed weights of the matrix products.
+    // Packed weights of the matrix products and MoE experts.
     node_packed_.assign(nodes.size(), {});
     if (!packed_.empty()) {
         for (size_t i = 0; i < nodes.size(); ++i) {
-            const Tensor& n = *nodes[i];
-            if (n.op != Op::MulMat && n.op != Op::MulMatAdd && n.op != Op::MoeFfn) continue;
-            for (size_t s = 0; s < n.src.size(); ++s) {
-                if (auto it = packed_.find(n.src[s]); it != packed_.end()) node_packed_[i][s] = it->second->base();
+            const auto [first, last] = packed_sources(nodes[i]->op);
+            for (size_t s = first; s < last; ++s) {
+                if (auto it = packed_.find(nodes[i]->src[s]); it != packed_.end()) node_packed_[i][s] = it->second->base();
             }
         }
     }

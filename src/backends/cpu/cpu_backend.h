@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -39,6 +40,10 @@ public:
     // before any compute().
     bool pack_weight(const Tensor& w);
     size_t packed_bytes() const;
+    // The sources [first, last) of a node of `op` that the CPU's kernels
+    // read from packed copies: a matrix product's weights (src[0]), MoE's
+    // gate, up and down experts (src[2..4]); none for other ops.
+    static std::pair<size_t, size_t> packed_sources(Op op);
 
 private:
     std::unique_ptr<ThreadPool> pool_;
