@@ -1,5 +1,5 @@
 // Packed IQ4_NL and IQ4_XS (packed.h): 8 rows interleaved, against Q8_0
-// (IQ4_NL) and Q8_K (IQ4_XS) activations.
+// with its blocks' sums (IQ4_NL) and Q8_K (IQ4_XS) activations.
 //
 // Both keep their nibbles as Q4_0 does, in 4-byte runs: for each 32-element
 // block, qs[32 k + 4 r + t] = row r's file byte qs[4 k + t] of that block
@@ -10,9 +10,9 @@
 //   sc[8 b + r] row r's signed scale of block b (ls - 32), then the runs of
 //   blocks 0 .. 7.
 //
-// A nibble is looked up in the value table (one byte shuffle). The values
-// are signed and reach -127, so products use the sign trick of Q8_0
-// (|w| times a with w's sign) and each goes to int32 on its own.
+// A nibble is looked up in the value table (one byte shuffle), biased by
+// 128 where the CPU has VNNI (see kBiased), and each product goes to int32
+// on its own. IQ4_NL's activations carry their blocks' sums (Q8Sum).
 #include <cstring>
 
 #include "core/half.h"
@@ -57,24 +57,51 @@ void fill_iq4_xs(GroupIQ4_XS& out, const BlockIQ4_XS& in, int r) {
     }
 }
 
+// The value table plus 128 (1 .. 241): with VNNI a looked-up value times an
+// activation quant is one u8 x s8 product (vpdpbusd), and 128 times the
+// activation block's sum comes off. Without VNNI the signed values take the
+// sign trick (u8 x s8 pairs of vpmaddubsw would saturate).
+struct BiasedTable {
+    alignas(16) uint8_t v[16];
+};
+constexpr BiasedTable biased_table() {
+    BiasedTable t{};
+    for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(iq4::kValues[i] + 128);
+    return t;
+}
+constexpr BiasedTable kBiased = biased_table();
+
 // The int32 dot of one packed 32-element block (runs at qs) with the
-// activation block's 32 quants at a, for NC activation rows: lane r of
-// sums[c] gets row r's.
+// activation block's 32 quants at a[c], whose sum is asum[c], for NC
+// activation rows: lane r of sums[c] gets row r's.
 template <int NC>
-inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], __m256i (&sums)[NC]) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
+inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], const int32_t (&asum)[NC],
+                       __m256i (&sums)[NC]) {
     const __m256i low = _mm256_set1_epi8(0x0F);
+#if LANTERN_PACKED_VNNI
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.v)));
+    for (int c = 0; c < NC; ++c) sums[c] = _mm256_set1_epi32(-128 * asum[c]);
+#else
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
     for (__m256i& v : sums) v = _mm256_setzero_si256();
+    (void)asum;
+#endif
     for (int k = 0; k < 4; ++k) {
         const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * k));
         const __m256i values[2] = {_mm256_shuffle_epi8(table, _mm256_and_si256(packed, low)),
                                    _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(packed, 4), low))};
         for (int half = 0; half < 2; ++half) {
+#if LANTERN_PACKED_VNNI
+            for (int c = 0; c < NC; ++c) {
+                sums[c] = packed::dot_u8s8(sums[c], values[half], packed::splat_word(a[c] + 16 * half + 4 * k));
+            }
+#else
             const __m256i mag = _mm256_sign_epi8(values[half], values[half]);
             for (int c = 0; c < NC; ++c) {
                 const __m256i act = packed::splat_word(a[c] + 16 * half + 4 * k);
                 sums[c] = packed::dot_u8s8(sums[c], mag, _mm256_sign_epi8(act, values[half]));
             }
+#endif
         }
     }
 }
@@ -83,17 +110,18 @@ inline void block_sums(const uint8_t* qs, const int8_t* const (&a)[NC], __m256i 
 // block_sums for two groups' blocks (runs at qs0 and qs1): lanes 0..7 get
 // rows 0..7 of the first, 8..15 those of the second.
 template <int NC>
-inline void block_sums2(const uint8_t* qs0, const uint8_t* qs1, const int8_t* const (&a)[NC], __m512i (&sums)[NC]) {
-    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(iq4::kValues)));
+inline void block_sums2(const uint8_t* qs0, const uint8_t* qs1, const int8_t* const (&a)[NC],
+                        const int32_t (&asum)[NC], __m512i (&sums)[NC]) {
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kBiased.v)));
     const __m512i low = _mm512_set1_epi8(0x0F);
-    for (__m512i& v : sums) v = _mm512_setzero_si512();
+    for (int c = 0; c < NC; ++c) sums[c] = _mm512_set1_epi32(-128 * asum[c]);
     for (int k = 0; k < 4; ++k) {
         const __m512i packed = packed::load_pair(qs0 + 32 * k, qs1 + 32 * k);
         const __m512i values[2] = {_mm512_shuffle_epi8(table, _mm512_and_si512(packed, low)),
                                    _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(packed, 4), low))};
         for (int half = 0; half < 2; ++half) {
             for (int c = 0; c < NC; ++c) {
-                sums[c] = simd::dot_s8s8(sums[c], values[half], packed::splat_word512(a[c] + 16 * half + 4 * k));
+                sums[c] = _mm512_dpbusd_epi32(sums[c], values[half], packed::splat_word512(a[c] + 16 * half + 4 * k));
             }
         }
     }
@@ -102,19 +130,20 @@ inline void block_sums2(const uint8_t* qs0, const uint8_t* qs1, const int8_t* co
 
 struct IQ4_NLTile {
     using Group = GroupIQ4_NL;
-    using Act = BlockQ8_0;
+    using Act = packed::Q8Sum;
     static constexpr int kElems = kQK;
     static constexpr size_t kPrefetchBytes = 4096;
 
     template <int NC>
     static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
         const int8_t* qa[NC];
-        for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs;
+        int32_t asum[NC];
+        for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs, asum[c] = a[c]->sum;
         __m256i sum[NC];
-        block_sums<NC>(g.qs, qa, sum);
+        block_sums<NC>(g.qs, qa, asum, sum);
         const __m256 dw = packed::load_fp16x8(g.d);
         for (int c = 0; c < NC; ++c) {
-            const __m256 da = _mm256_set1_ps(fp16_to_f32(a[c]->d));
+            const __m256 da = _mm256_set1_ps(a[c]->d);
             acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[c]), _mm256_mul_ps(dw, da), acc[c]);
         }
     }
@@ -123,12 +152,13 @@ struct IQ4_NLTile {
     template <int NC>
     static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
         const int8_t* qa[NC];
-        for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs;
+        int32_t asum[NC];
+        for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs, asum[c] = a[c]->sum;
         __m512i sum[NC];
-        block_sums2<NC>(g0.qs, g1.qs, qa, sum);
+        block_sums2<NC>(g0.qs, g1.qs, qa, asum, sum);
         const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
         for (int c = 0; c < NC; ++c) {
-            const __m512 da = _mm512_set1_ps(fp16_to_f32(a[c]->d));
+            const __m512 da = _mm512_set1_ps(a[c]->d);
             acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_mul_ps(dw, da), acc[c]);
         }
     }
@@ -149,9 +179,10 @@ struct IQ4_XSTile {
         for (__m256i& v : isum) v = _mm256_setzero_si256();
         for (int blk = 0; blk < 8; ++blk) {
             const int8_t* qa[NC];
-            for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk;
+            int32_t asum[NC];
+            for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk, asum[c] = a[c]->bsums[2 * blk] + a[c]->bsums[2 * blk + 1];
             __m256i sum[NC];
-            block_sums<NC>(g.qs + 128 * blk, qa, sum);
+            block_sums<NC>(g.qs + 128 * blk, qa, asum, sum);
             int64_t sc8;
             std::memcpy(&sc8, g.sc + 8 * blk, sizeof sc8);
             const __m256i sc = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(sc8));
@@ -170,9 +201,10 @@ struct IQ4_XSTile {
         for (__m512i& v : isum) v = _mm512_setzero_si512();
         for (int blk = 0; blk < 8; ++blk) {
             const int8_t* qa[NC];
-            for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk;
+            int32_t asum[NC];
+            for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk, asum[c] = a[c]->bsums[2 * blk] + a[c]->bsums[2 * blk + 1];
             __m512i sum[NC];
-            block_sums2<NC>(g0.qs + 128 * blk, g1.qs + 128 * blk, qa, sum);
+            block_sums2<NC>(g0.qs + 128 * blk, g1.qs + 128 * blk, qa, asum, sum);
             int64_t sc0, sc1;
             std::memcpy(&sc0, g0.sc + 8 * blk, sizeof sc0);
             std::memcpy(&sc1, g1.sc + 8 * blk, sizeof sc1);
@@ -190,8 +222,8 @@ struct IQ4_XSTile {
 }  // namespace
 
 const PackedOps kPackedIQ4_NL = {packed::bytes<GroupIQ4_NL, kQK>,
-                                 packed::pack<BlockIQ4_NL, GroupIQ4_NL, kQK, fill_iq4_nl>, quantize_q8_0,
-                                 packed::act_bytes<BlockQ8_0, kQK>, packed::dot<IQ4_NLTile>, 4,
+                                 packed::pack<BlockIQ4_NL, GroupIQ4_NL, kQK, fill_iq4_nl>, packed::q8_sum_from_float,
+                                 packed::act_bytes<packed::Q8Sum, kQK>, packed::dot<IQ4_NLTile>, 4,
                                  LANTERN_PACKED_DOT2(IQ4_NLTile, 8)};
 const PackedOps kPackedIQ4_XS = {packed::bytes<GroupIQ4_XS, kQKK>,
                                  packed::pack<BlockIQ4_XS, GroupIQ4_XS, kQKK, fill_iq4_xs>, quantize_q8_K,

@@ -154,38 +154,33 @@ struct KTile {
     }
 
 #if LANTERN_PACKED_512
+    // With VNNI each run's products go straight to int32 (vpdpbusd), summed
+    // over a sub-block's 8 runs, and the rows' scales multiply the int32
+    // sums (vpmulld): half the instructions of the int16 sums. One
+    // sub-block at a time (its runs loaded again for the next), so that the
+    // 8 activation rows' sums stay in registers.
     template <int NC>
     static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
         const __m512i low = _mm512_set1_epi8(0x0F);
         __m512i isum[NC];
         for (__m512i& v : isum) v = _mm512_setzero_si512();
-        for (int j = 0; j < 4; ++j) {
-            const __m512i sc_lo = packed::join(packed::scale_pairs(g0.sc + 16 * j), packed::scale_pairs(g1.sc + 16 * j));
-            const __m512i sc_hi =
-                packed::join(packed::scale_pairs(g0.sc + 16 * j + 8), packed::scale_pairs(g1.sc + 16 * j + 8));
-            for (int k0 = 0; k0 < 8; k0 += kRunsPerSum) {
-                __m512i lo16[NC], hi16[NC];
-                for (int c = 0; c < NC; ++c) lo16[c] = hi16[c] = _mm512_setzero_si512();
-                for (int k = k0; k < k0 + kRunsPerSum; ++k) {
-                    const __m512i packed = packed::load_pair(g0.qs + 256 * j + 32 * k, g1.qs + 256 * j + 32 * k);
-                    __m512i lo = _mm512_and_si512(packed, low);
-                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
-                    if constexpr (kFifth) {
-                        const __m512i qh = packed::load_pair(g0.qh + 32 * k, g1.qh + 32 * k);
-                        lo = _mm512_or_si512(lo, packed::bit_to_16(qh, 2 * j));
-                        hi = _mm512_or_si512(hi, packed::bit_to_16(qh, 2 * j + 1));
-                    }
-                    for (int c = 0; c < NC; ++c) {
-                        const int8_t* q = a[c]->qs + 64 * j + 4 * k;
-                        lo16[c] = _mm512_add_epi16(lo16[c], _mm512_maddubs_epi16(lo, packed::splat_word512(q)));
-                        hi16[c] = _mm512_add_epi16(hi16[c], _mm512_maddubs_epi16(hi, packed::splat_word512(q + 32)));
-                    }
+        // Sub-block s: the low (even s) or high nibbles of runs 256 (s / 2) + 32 k.
+        for (int s = 0; s < 8; ++s) {
+            const int j = s / 2;
+            __m512i sum32[NC];
+            for (__m512i& v : sum32) v = _mm512_setzero_si512();
+            for (int k = 0; k < 8; ++k) {
+                const __m512i packed = packed::load_pair(g0.qs + 256 * j + 32 * k, g1.qs + 256 * j + 32 * k);
+                __m512i q = _mm512_and_si512(s % 2 == 0 ? packed : _mm512_srli_epi16(packed, 4), low);
+                if constexpr (kFifth) {
+                    q = _mm512_or_si512(q, packed::bit_to_16(packed::load_pair(g0.qh + 32 * k, g1.qh + 32 * k), s));
                 }
                 for (int c = 0; c < NC; ++c) {
-                    isum[c] = _mm512_add_epi32(isum[c], _mm512_add_epi32(_mm512_madd_epi16(lo16[c], sc_lo),
-                                                                         _mm512_madd_epi16(hi16[c], sc_hi)));
+                    sum32[c] = _mm512_dpbusd_epi32(sum32[c], q, packed::splat_word512(a[c]->qs + 32 * s + 4 * k));
                 }
             }
+            const __m512i sc = packed::bytes_to_i32(g0.sc + 8 * s, g1.sc + 8 * s);
+            for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum32[c], sc));
         }
         __m512i mins[4];
         for (int p = 0; p < 4; ++p) mins[p] = packed::join(packed::min_pairs(g0.mn + 16 * p), packed::min_pairs(g1.mn + 16 * p));
@@ -291,19 +286,23 @@ struct Q6_KTile {
         __m512i isum[NC];
         for (__m512i& v : isum) v = _mm512_setzero_si512();
         for (int h = 0; h < 2; ++h) {
+            LANTERN_UNROLL
             for (int gi = 0; gi < 4; ++gi) {
+                LANTERN_UNROLL
                 for (int half = 0; half < 2; ++half) {
-                    const int s = 8 * (8 * h + 2 * gi + half);
-                    const __m512i sc = packed::join(packed::signed_scale_pairs(g0.sc + s), packed::signed_scale_pairs(g1.sc + s));
-                    for (int m = 4 * half; m < 4 * half + 4; m += 2) {
-                        const __m512i q0 = q6_quants2(g0, g1, h, gi, m), q1 = q6_quants2(g0, g1, h, gi, m + 1);
+                    // 16-element group 8h + 2gi + half: its int32 sums, then its scales.
+                    __m512i sum32[NC];
+                    for (__m512i& v : sum32) v = _mm512_setzero_si512();
+                    LANTERN_UNROLL
+                    for (int m = 4 * half; m < 4 * half + 4; ++m) {
+                        const __m512i q = q6_quants2(g0, g1, h, gi, m);
                         for (int c = 0; c < NC; ++c) {
-                            const int8_t* act = a[c]->qs + 128 * h + 32 * gi + 4 * m;
-                            const __m512i s16 = _mm512_add_epi16(_mm512_maddubs_epi16(q0, packed::splat_word512(act)),
-                                                                 _mm512_maddubs_epi16(q1, packed::splat_word512(act + 4)));
-                            isum[c] = _mm512_dpwssd_epi32(isum[c], s16, sc);
+                            sum32[c] = _mm512_dpbusd_epi32(sum32[c], q, packed::splat_word512(a[c]->qs + 128 * h + 32 * gi + 4 * m));
                         }
                     }
+                    const int s = 8 * (8 * h + 2 * gi + half);
+                    const __m512i sc = packed::sbytes_to_i32(g0.sc + s, g1.sc + s);
+                    for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum32[c], sc));
                 }
             }
         }

@@ -109,6 +109,18 @@ inline __m512i quants2(const Group& g0, const Group& g1, int h, int j, int m) {
 }
 #endif
 
+#if LANTERN_PACKED_512
+// Rows 0..7 (g0) and 8..15 (g1)'s scales of group gi as int32 lanes.
+template <class Group>
+inline __m512i group_scales2(const Group& g0, const Group& g1, int gi) {
+    if constexpr (std::is_same_v<Group, GroupQ2_K>) {
+        return _mm512_and_si512(packed::bytes_to_i32(g0.scales + 8 * gi, g1.scales + 8 * gi), _mm512_set1_epi32(0x0F));
+    } else {
+        return packed::sbytes_to_i32(g0.sc + 8 * gi, g1.sc + 8 * gi);
+    }
+}
+#endif
+
 // Row r's scale of group gi in both int16 halves of lane r.
 template <class Group>
 inline __m256i group_scales(const Group& g, int gi) {
@@ -184,18 +196,18 @@ struct LowKTile {
         for (int h = 0; h < 2; ++h) {
             for (int j = 0; j < 4; ++j) {
                 for (int half = 0; half < 2; ++half) {
-                    __m512i s16[NC];
-                    for (__m512i& v : s16) v = _mm512_setzero_si512();
+                    // Group 8h + 2j + half: its int32 sums (vpdpbusd), then its scales.
+                    __m512i sum32[NC];
+                    for (__m512i& v : sum32) v = _mm512_setzero_si512();
                     for (int m = 4 * half; m < 4 * half + 4; ++m) {
                         const __m512i q = quants2(g0, g1, h, j, m);
                         for (int c = 0; c < NC; ++c) {
                             const int8_t* act = a[c]->qs + 128 * h + 32 * j + 4 * m;
-                            s16[c] = _mm512_add_epi16(s16[c], _mm512_maddubs_epi16(q, packed::splat_word512(act)));
+                            sum32[c] = _mm512_dpbusd_epi32(sum32[c], q, packed::splat_word512(act));
                         }
                     }
-                    const int gi = 8 * h + 2 * j + half;
-                    const __m512i sc = packed::join(group_scales(g0, gi), group_scales(g1, gi));
-                    for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_madd_epi16(s16[c], sc));
+                    const __m512i sc = group_scales2(g0, g1, 8 * h + 2 * j + half);
+                    for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum32[c], sc));
                 }
             }
         }

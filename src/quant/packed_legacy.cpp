@@ -8,15 +8,14 @@
 //     t < 4, so the low nibbles of the 32 bytes at qs + 32 k are elements
 //     4k .. 4k+3 of each row (lane r), their high nibbles 16 + 4k .. 16 + 4k+3;
 //   Q5_0, Q5_1: as Q4_0, and qh[r] the fifth bits reordered (fill_runs);
-//   Q8_0: qs[32 k + 4 r + t] = row r's qs[4 k + t], k < 8.
+//   Q8_0: qs[32 k + 4 r + t] = row r's qs[4 k + t] + 128, k < 8.
 //
 // Per group block and activation row: the nibble types take 8 u8 x s8
 // products (vpmaddubsw) summed as int16 (q <= 15, |a| <= 127: 8 pairs stay
 // under 32,767; 4 for the 5-bit types) and vpmaddwd to int32; Q4_0 and Q5_0
 // subtract 8 or 16 * sum(a) for their offsets, Q4_1 and Q5_1 add
-// m * d_a * sum(a). Q8_0's signed pairs reach 32,258, so each of its 8
-// products goes to int32 on its own (the sign trick: |w| times a with w's
-// sign). Then one fused multiply-add scales the 8 rows' sums.
+// m * d_a * sum(a). Q8_0 keeps q + 128 (Q8_0Tile) and subtracts
+// 128 * sum(a). Then one fused multiply-add scales the 8 rows' sums.
 #include <cstring>
 #include <type_traits>
 
@@ -31,25 +30,8 @@ namespace lantern::quant {
 #if LANTERN_SIMD_X86
 namespace {
 
-// Q8_0 with d widened to f32 and the sum of its quants.
-struct ActBlock {
-    float d;
-    int32_t sum;
-    int8_t qs[kQK];
-};
-
-void act_from_float(const float* src, void* dst, int64_t n) {
-    auto* out = static_cast<ActBlock*>(dst);
-    for (int64_t b = 0; b < n / kQK; ++b) {
-        BlockQ8_0 q;
-        quantize_q8_0(src + b * kQK, &q, kQK);
-        int32_t sum = 0;
-        for (int8_t v : q.qs) sum += v;
-        out[b].d = fp16_to_f32(q.d);
-        out[b].sum = sum;
-        std::memcpy(out[b].qs, q.qs, kQK);
-    }
-}
+using ActBlock = packed::Q8Sum;
+constexpr auto act_from_float = packed::q8_sum_from_float;
 
 struct GroupQ4_0 {
     uint16_t d[kPackRows];
@@ -73,7 +55,7 @@ struct GroupQ5_1 {
 };
 struct GroupQ8_0 {
     uint16_t d[kPackRows];
-    int8_t qs[kPackRows * kQK];
+    uint8_t qs[kPackRows * kQK];  // q + 128
 };
 static_assert(sizeof(GroupQ4_0) == kPackRows * sizeof(BlockQ4_0));
 static_assert(sizeof(GroupQ4_1) == kPackRows * sizeof(BlockQ4_1));
@@ -94,6 +76,11 @@ void fill_runs(Group& out, const Block& in, int r) {
     out.d[r] = in.d;
     if constexpr (kHasMin<Group>) out.m[r] = in.m;
     for (size_t k = 0; k < sizeof(in.qs) / 4; ++k) std::memcpy(out.qs + 32 * k + 4 * r, in.qs + 4 * k, 4);
+    if constexpr (std::is_same_v<Group, GroupQ8_0>) {
+        for (int k = 0; k < 8; ++k) {
+            for (int t = 0; t < 4; ++t) out.qs[32 * k + 4 * r + t] ^= 0x80;
+        }
+    }
     if constexpr (kHasFifth<Group>) {
         uint32_t h, bits = 0;
         std::memcpy(&h, in.qh, sizeof h);
@@ -191,6 +178,10 @@ struct NibbleTile {
 #endif
 };
 
+// Q8_0's quants are stored as q + 128 (0 .. 255, any int8 q), so that with
+// VNNI each product is one u8 x s8 vpdpbusd, and 128 * sum(a) comes off.
+// Without VNNI the bias is undone and the sign trick used instead (u8 x s8
+// pairs of vpmaddubsw would saturate).
 struct Q8_0Tile {
     using Group = GroupQ8_0;
     using Act = ActBlock;
@@ -200,13 +191,18 @@ struct Q8_0Tile {
     template <int NC>
     static void block(const Group& g, const Act* const (&a)[NC], __m256 (&acc)[NC]) {
         __m256i sum[NC];
-        for (__m256i& v : sum) v = _mm256_setzero_si256();
+        for (int c = 0; c < NC; ++c) sum[c] = _mm256_set1_epi32(LANTERN_PACKED_VNNI ? -128 * a[c]->sum : 0);
         for (int k = 0; k < 8; ++k) {
-            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 32 * k));
+            const __m256i biased = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 32 * k));
+#if LANTERN_PACKED_VNNI
+            for (int c = 0; c < NC; ++c) sum[c] = packed::dot_u8s8(sum[c], biased, packed::splat_word(a[c]->qs + 4 * k));
+#else
+            const __m256i q = _mm256_xor_si256(biased, _mm256_set1_epi8(-128));
             const __m256i mag = _mm256_sign_epi8(q, q);
             for (int c = 0; c < NC; ++c) {
                 sum[c] = packed::dot_u8s8(sum[c], mag, _mm256_sign_epi8(packed::splat_word(a[c]->qs + 4 * k), q));
             }
+#endif
         }
         const __m256 dw = packed::load_fp16x8(g.d);
         for (int c = 0; c < NC; ++c) {
@@ -218,10 +214,10 @@ struct Q8_0Tile {
     template <int NC>
     static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
         __m512i sum[NC];
-        for (__m512i& v : sum) v = _mm512_setzero_si512();
+        for (int c = 0; c < NC; ++c) sum[c] = _mm512_set1_epi32(-128 * a[c]->sum);
         for (int k = 0; k < 8; ++k) {
-            const __m512i q = packed::load_pair(g0.qs + 32 * k, g1.qs + 32 * k);
-            for (int c = 0; c < NC; ++c) sum[c] = simd::dot_s8s8(sum[c], q, packed::splat_word512(a[c]->qs + 4 * k));
+            const __m512i biased = packed::load_pair(g0.qs + 32 * k, g1.qs + 32 * k);
+            for (int c = 0; c < NC; ++c) sum[c] = _mm512_dpbusd_epi32(sum[c], biased, packed::splat_word512(a[c]->qs + 4 * k));
         }
         const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);
         for (int c = 0; c < NC; ++c) {

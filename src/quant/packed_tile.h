@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/half.h"
+#include "quant/blocks.h"
+#include "quant/kernels.h"
 #include "quant/packed.h"
 #include "quant/simd.h"
 #include "quant/tile.h"
@@ -28,6 +31,11 @@
 #define LANTERN_PACKED_512 0
 #define LANTERN_PACKED_DOT2(Tile, NC) nullptr, 0
 #endif
+
+// Unrolls the loop that follows: the tiles' loops over runs and groups must
+// be, so that run offsets, shift counts and accumulators are constants and
+// registers (GCC stops at bodies the size of the 512-bit tiles' on its own).
+#define LANTERN_UNROLL _Pragma("GCC unroll 16")
 
 namespace lantern::quant::packed {
 
@@ -85,6 +93,28 @@ inline __m256i bit_to_16(__m256i x, int bit) {
 // Eight fp16 scales (one per row of a group) as floats.
 inline __m256 load_fp16x8(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Activations of the 32-element types: Q8_0 with d widened to f32 and the
+// sum of its quants (for the offsets of Q4_0 and Q5_0, the mins of Q4_1 and
+// Q5_1, and the bias of Q8_0's and IQ4_NL's stored quants).
+struct Q8Sum {
+    float d;
+    int32_t sum;
+    int8_t qs[kQK];
+};
+
+inline void q8_sum_from_float(const float* src, void* dst, int64_t n) {
+    auto* out = static_cast<Q8Sum*>(dst);
+    for (int64_t b = 0; b < n / kQK; ++b) {
+        BlockQ8_0 q;
+        quantize_q8_0(src + b * kQK, &q, kQK);
+        int32_t sum = 0;
+        for (int8_t v : q.qs) sum += v;
+        out[b].d = fp16_to_f32(q.d);
+        out[b].sum = sum;
+        std::memcpy(out[b].qs, q.qs, kQK);
+    }
 }
 
 // PackedOps::act_row_bytes for activations in blocks `Act` of kElems.
@@ -230,6 +260,23 @@ inline __m512i pair_sums(const __m512i (&pairs)[P], const int16_t* sums) {
     __m512i total = _mm512_madd_epi16(pairs[0], splat_word512(sums));
     for (int p = 1; p < P; ++p) total = _mm512_add_epi32(total, _mm512_madd_epi16(pairs[p], splat_word512(sums + 2 * p)));
     return total;
+}
+
+// Sixteen unsigned bytes, eight from each group (row r's at lo[r] and
+// hi[r]), as int32 lanes.
+inline __m512i bytes_to_i32(const uint8_t* lo, const uint8_t* hi) {
+    int64_t a, b;
+    std::memcpy(&a, lo, sizeof a);
+    std::memcpy(&b, hi, sizeof b);
+    return _mm512_cvtepu8_epi32(_mm_set_epi64x(b, a));
+}
+
+// bytes_to_i32 for signed bytes.
+inline __m512i sbytes_to_i32(const int8_t* lo, const int8_t* hi) {
+    int64_t a, b;
+    std::memcpy(&a, lo, sizeof a);
+    std::memcpy(&b, hi, sizeof b);
+    return _mm512_cvtepi8_epi32(_mm_set_epi64x(b, a));
 }
 
 // Sixteen fp16 scales, eight from each group, as floats.
