@@ -227,19 +227,17 @@ inline __m256i q6_quants(const GroupQ6_K& g, int h, int gi, int m) {
 }
 
 #if LANTERN_PACKED_512
-// q6_quants of two groups (rows 0..7 from g0, 8..15 from g1).
-inline __m512i q6_quants2(const GroupQ6_K& g0, const GroupQ6_K& g1, int h, int gi, int m) {
-    const size_t lo_run = 32 * (16 * h + 8 * (gi & 1) + m), hi_run = 32 * (8 * h + m);
+// q6_quants of two groups (rows 0..7 from g0, 8..15 from g1), gi a constant.
+template <int GI>
+inline __m512i q6_quants2(const GroupQ6_K& g0, const GroupQ6_K& g1, int h, int m) {
+    const size_t lo_run = 32 * (16 * h + 8 * (GI & 1) + m), hi_run = 32 * (8 * h + m);
     const __m512i ql = packed::load_pair(g0.ql + lo_run, g1.ql + lo_run);
     const __m512i qh = packed::load_pair(g0.qh + hi_run, g1.qh + hi_run);
-    const __m512i nibbles = _mm512_and_si512(gi < 2 ? ql : _mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
-    __m512i high;
-    switch (gi) {
-        case 0: high = _mm512_slli_epi16(qh, 4); break;
-        case 1: high = _mm512_slli_epi16(qh, 2); break;
-        case 2: high = qh; break;
-        default: high = _mm512_srli_epi16(qh, 2); break;
-    }
+    const __m512i nibbles = _mm512_and_si512(GI < 2 ? ql : _mm512_srli_epi16(ql, 4), _mm512_set1_epi8(0x0F));
+    const __m512i high = GI == 0   ? _mm512_slli_epi16(qh, 4)
+                         : GI == 1 ? _mm512_slli_epi16(qh, 2)
+                         : GI == 2 ? qh
+                                   : _mm512_srli_epi16(qh, 2);
     return _mm512_or_si512(nibbles, _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
 }
 #endif
@@ -281,30 +279,34 @@ struct Q6_KTile {
     }
 
 #if LANTERN_PACKED_512
+    // The two 16-element groups 8h + 2GI, 8h + 2GI + 1 of 16 rows: each
+    // group's int32 sums (vpdpbusd), then its scales (vpmulld).
+    template <int GI, int NC>
+    static void groups2(const Group& g0, const Group& g1, const Act* const (&a)[NC], int h, __m512i (&isum)[NC]) {
+        for (int half = 0; half < 2; ++half) {
+            __m512i sum32[NC];
+            for (__m512i& v : sum32) v = _mm512_setzero_si512();
+            for (int m = 4 * half; m < 4 * half + 4; ++m) {
+                const __m512i q = q6_quants2<GI>(g0, g1, h, m);
+                for (int c = 0; c < NC; ++c) {
+                    sum32[c] = _mm512_dpbusd_epi32(sum32[c], q, packed::splat_word512(a[c]->qs + 128 * h + 32 * GI + 4 * m));
+                }
+            }
+            const int s = 8 * (8 * h + 2 * GI + half);
+            const __m512i sc = packed::sbytes_to_i32(g0.sc + s, g1.sc + s);
+            for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum32[c], sc));
+        }
+    }
+
     template <int NC>
     static void block2(const Group& g0, const Group& g1, const Act* const (&a)[NC], __m512 (&acc)[NC]) {
         __m512i isum[NC];
         for (__m512i& v : isum) v = _mm512_setzero_si512();
         for (int h = 0; h < 2; ++h) {
-            LANTERN_UNROLL
-            for (int gi = 0; gi < 4; ++gi) {
-                LANTERN_UNROLL
-                for (int half = 0; half < 2; ++half) {
-                    // 16-element group 8h + 2gi + half: its int32 sums, then its scales.
-                    __m512i sum32[NC];
-                    for (__m512i& v : sum32) v = _mm512_setzero_si512();
-                    LANTERN_UNROLL
-                    for (int m = 4 * half; m < 4 * half + 4; ++m) {
-                        const __m512i q = q6_quants2(g0, g1, h, gi, m);
-                        for (int c = 0; c < NC; ++c) {
-                            sum32[c] = _mm512_dpbusd_epi32(sum32[c], q, packed::splat_word512(a[c]->qs + 128 * h + 32 * gi + 4 * m));
-                        }
-                    }
-                    const int s = 8 * (8 * h + 2 * gi + half);
-                    const __m512i sc = packed::sbytes_to_i32(g0.sc + s, g1.sc + s);
-                    for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum32[c], sc));
-                }
-            }
+            groups2<0>(g0, g1, a, h, isum);
+            groups2<1>(g0, g1, a, h, isum);
+            groups2<2>(g0, g1, a, h, isum);
+            groups2<3>(g0, g1, a, h, isum);
         }
         __m512i pairs[8];
         for (int p = 0; p < 8; ++p) pairs[p] = packed::join(packed::signed_pairs(g0.sc + 16 * p), packed::signed_pairs(g1.sc + 16 * p));

@@ -32,11 +32,6 @@
 #define LANTERN_PACKED_DOT2(Tile, NC) nullptr, 0
 #endif
 
-// Unrolls the loop that follows: the tiles' loops over runs and groups must
-// be, so that run offsets, shift counts and accumulators are constants and
-// registers (GCC stops at bodies the size of the 512-bit tiles' on its own).
-#define LANTERN_UNROLL _Pragma("GCC unroll 16")
-
 namespace lantern::quant::packed {
 
 // PackedOps::packed_bytes for groups `Group` of kPackRows blocks of kElems
