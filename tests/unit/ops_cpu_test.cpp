@@ -2,6 +2,10 @@
 // and the unfused defaults of the fused ops against the fused kernels.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/scheduler.h"
 #include "op_harness.h"
@@ -82,6 +86,44 @@ TEST(FusedDefaults, MatchFusedKernels) {
     const auto unfused = run(*plain);
     ASSERT_EQ(fused.size(), unfused.size());
     for (size_t i = 0; i < fused.size(); ++i) EXPECT_LE(nmse(unfused[i], fused[i]), 1e-12) << "output " << i;
+}
+
+// Attention over several key blocks, against the reference: a prompt of 37
+// consecutive positions deep into one sequence (query blocks of 16 and a
+// remainder, rows left over by the register tiles) and a decode row of
+// another; head sizes whose vectors leave remainders (72, 80), a window and
+// a softcap crossing key blocks, and an f32 cache.
+TEST(CpuAttention, LongRangesMatchReference) {
+    struct Shape {
+        int64_t hd, n_head, n_kv;
+        int window;
+        float softcap;
+        DType cache;
+    };
+    for (Shape sh : {Shape{64, 8, 2, 0, 0.0f, DType::F16}, Shape{72, 6, 2, 0, 0.0f, DType::F16},
+                     Shape{80, 3, 1, 100, 0.0f, DType::F16}, Shape{128, 4, 4, 0, 30.0f, DType::F32}}) {
+        SCOPED_TRACE("hd " + std::to_string(sh.hd) + " heads " + std::to_string(sh.n_head) + "/" + std::to_string(sh.n_kv));
+        OpCase c;
+        CaseLeaves b{c, std::mt19937(static_cast<uint32_t>(sh.hd * 7 + sh.n_head))};
+        const int n_ctx = 200;
+        std::vector<int32_t> pos, seq;
+        for (int32_t p = 120; p < 157; ++p) pos.push_back(p), seq.push_back(0);
+        pos.push_back(170), seq.push_back(1);
+        const auto T = static_cast<int64_t>(pos.size());
+        Tensor* q = b.leaf(DType::F32, {sh.hd, sh.n_head, T}, "q", -2.0f, 2.0f);
+        Tensor* kc = b.leaf(sh.cache, {sh.hd * sh.n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+        Tensor* vc = b.leaf(sh.cache, {sh.hd * sh.n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+        c.outputs.push_back(c.graph.attention(q, kc, vc, b.ints(pos, "pos"), b.ints(seq, "seq"), static_cast<int>(sh.n_kv),
+                                              n_ctx, 1.0f / std::sqrt(static_cast<float>(sh.hd)), sh.softcap, sh.window));
+        std::unique_ptr<Backend> ref = make_reference_backend();
+        CpuBackend cpu(2);
+        const CaseResult want = run_case(c, *ref);
+        const CaseResult got = run_case(c, cpu);
+        ASSERT_TRUE(want.supported);
+        ASSERT_TRUE(got.supported);
+        EXPECT_TRUE(got.guards_intact);
+        EXPECT_LE(nmse(got.outputs[0], want.outputs[0]), 1e-9);
+    }
 }
 
 // Whether any matrix product or MoE expert tensor of the case reads a weight

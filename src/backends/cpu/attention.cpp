@@ -12,7 +12,7 @@
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/cpu_math.h"
 #include "core/half.h"
-
+#include "quant/simd.h"
 
 namespace lantern::cpu {
 
@@ -59,15 +59,57 @@ bool attention_accepts(const Tensor& dst) {
 // Attention is computed block by block, flash-attention style: queries are
 // grouped into blocks of up to kQueryBlock consecutive positions of one
 // sequence, and for each KV head and query block the keys are visited in
-// blocks of kKeyBlock. Each key block is converted to f32 once (K transposed,
-// so 16 scores come from one vector FMA per dimension instead of a
-// horizontal sum per key) and serves every query of the block and every
-// query head sharing the KV head. Softmax is online: a running maximum and
-// sum per query row, the accumulator rescaled once per key block.
+// blocks of kKeyBlock. Each key block is converted to f32 once (K transposed)
+// and serves every query of the block and every query head sharing the KV
+// head. Softmax is online: a running maximum and sum per query row, the
+// accumulator rescaled once per key block.
+//
+// Scores and the weighted sum of values are register tiles: a tile of
+// kScoreRows query rows x kScoreKeys keys takes, per dimension, one load
+// of each key vector and one broadcast per row (so every load feeds
+// several FMAs), and a tile of kSumRows rows x kSumVecs vectors of the head
+// dimension stays in registers over a block's keys (its rescale folded in).
 namespace {
 
 constexpr int64_t kQueryBlock = 16;
 constexpr int64_t kKeyBlock = 64;
+#if LANTERN_SIMD_WIDTH == 512
+constexpr int kW = quant::simd::kFloats;
+constexpr int kScoreRows = 4, kSumRows = 4;
+#elif LANTERN_SIMD_WIDTH > 0
+constexpr int kW = quant::simd::kFloats;
+constexpr int kScoreRows = 2, kSumRows = 2;
+#else
+constexpr int kW = 1;
+constexpr int kScoreRows = 2, kSumRows = 2;
+#endif
+constexpr int kScoreKeys = 4 * kW;  // keys per score tile: four vectors
+constexpr int kSumVecs = 4;         // vectors of the head dimension per sum tile
+static_assert(kKeyBlock % kScoreKeys == 0);
+
+#if LANTERN_SIMD_WIDTH == 0
+// One float as a vector, for the tiers without SIMD.
+struct VF1 {
+    float v;
+};
+inline VF1 load(const float* p) { return {*p}; }
+inline void store(float* p, VF1 x) { *p = x.v; }
+inline VF1 splat(float x) { return {x}; }
+inline VF1 zero() { return {0.0f}; }
+inline VF1 fmadd(VF1 a, VF1 b, VF1 c) { return {a.v * b.v + c.v}; }
+inline VF1 mul(VF1 a, VF1 b) { return {a.v * b.v}; }
+using Vec = VF1;
+#else
+namespace simd = quant::simd;
+using VF = simd::VF;
+inline VF load(const float* p) { return simd::load_f(p); }
+inline void store(float* p, VF x) { simd::store_f(p, x); }
+inline VF splat(float x) { return simd::splat_f(x); }
+inline VF zero() { return simd::zero_f(); }
+inline VF fmadd(VF a, VF b, VF c) { return simd::fmadd_f(a, b, c); }
+inline VF mul(VF a, VF b) { return simd::mul_f(a, b); }
+using Vec = VF;
+#endif
 
 struct QueryBlock {
     int64_t begin, end;  // tokens [begin, end): one sequence, consecutive positions
@@ -84,10 +126,12 @@ std::vector<QueryBlock> query_blocks(const int32_t* pos, const int32_t* seq, int
     return blocks;
 }
 
-// Per-thread scratch in floats.
+// Per-thread scratch in floats: kt and v of a key block, the scores, the
+// accumulators, the scaled queries, each row's maximum, sum and rescale, and
+// one converted key row.
 size_t scratch_floats(int64_t hd, int64_t group) {
     const int64_t rows = kQueryBlock * group;
-    return static_cast<size_t>(2 * kKeyBlock * hd + rows * kKeyBlock + rows * hd + 2 * rows + hd + 64);
+    return static_cast<size_t>(2 * kKeyBlock * hd + rows * kKeyBlock + 2 * rows * hd + 3 * rows + hd + 64);
 }
 
 // Rows [first, first + n) of a cache, converted to f32: transposed into
@@ -120,6 +164,79 @@ void load_values(const Tensor& cache, int64_t first, int64_t n, int64_t col, int
     }
 }
 
+// sc[r * kKeyBlock + k0 + j] = q row r . key k0 + j, for R rows of q (row r
+// at q + r * hd) and kScoreKeys keys.
+template <int R>
+void score_tile(const float* q, int64_t hd, const float* kt, int64_t k0, float* sc) {
+    constexpr int V = kScoreKeys / kW;
+    Vec s[R][V];
+    for (auto& row : s) {
+        for (Vec& x : row) x = zero();
+    }
+    for (int64_t d = 0; d < hd; ++d) {
+        Vec k[V];
+        for (int v = 0; v < V; ++v) k[v] = load(kt + d * kKeyBlock + k0 + v * kW);
+        for (int r = 0; r < R; ++r) {
+            const Vec x = splat(q[r * hd + d]);
+            for (int v = 0; v < V; ++v) s[r][v] = fmadd(x, k[v], s[r][v]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int v = 0; v < V; ++v) store(sc + r * kKeyBlock + k0 + v * kW, s[r][v]);
+    }
+}
+
+// acc[r * hd + d0 + ...] = acc * rescale[r] + sum over keys j < nk of
+// p[r * kKeyBlock + j] * v[j * hd + d0 + ...], for R rows and C vectors.
+template <int R, int C>
+void sum_tile(float* acc, const float* p, const float* rescale, const float* v, int64_t nk, int64_t hd, int64_t d0) {
+    Vec a[R][C];
+    for (int r = 0; r < R; ++r) {
+        const Vec f = splat(rescale[r]);
+        for (int c = 0; c < C; ++c) a[r][c] = mul(load(acc + r * hd + d0 + c * kW), f);
+    }
+    for (int64_t j = 0; j < nk; ++j) {
+        Vec x[C];
+        for (int c = 0; c < C; ++c) x[c] = load(v + j * hd + d0 + c * kW);
+        for (int r = 0; r < R; ++r) {
+            const Vec w = splat(p[r * kKeyBlock + j]);
+            for (int c = 0; c < C; ++c) a[r][c] = fmadd(w, x[c], a[r][c]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) store(acc + r * hd + d0 + c * kW, a[r][c]);
+    }
+}
+
+// Scores of `rows` query rows against a key block (all kKeyBlock columns;
+// the keys past the block's end are zeros).
+void scores(const float* q, int64_t rows, int64_t hd, const float* kt, float* sc) {
+    int64_t r = 0;
+    for (; r + kScoreRows <= rows; r += kScoreRows) {
+        for (int64_t k0 = 0; k0 < kKeyBlock; k0 += kScoreKeys) score_tile<kScoreRows>(q + r * hd, hd, kt, k0, sc + r * kKeyBlock);
+    }
+    for (; r < rows; ++r) {
+        for (int64_t k0 = 0; k0 < kKeyBlock; k0 += kScoreKeys) score_tile<1>(q + r * hd, hd, kt, k0, sc + r * kKeyBlock);
+    }
+}
+
+// The weighted sums of R rows over the whole head dimension: tiles of
+// kSumVecs vectors, then single vectors, then (hd not a multiple of the
+// vector) single floats.
+template <int R>
+void sums(float* acc, const float* p, const float* rescale, const float* v, int64_t nk, int64_t hd) {
+    int64_t d = 0;
+    for (; d + kSumVecs * kW <= hd; d += kSumVecs * kW) sum_tile<R, kSumVecs>(acc, p, rescale, v, nk, hd, d);
+    for (; d + kW <= hd; d += kW) sum_tile<R, 1>(acc, p, rescale, v, nk, hd, d);
+    for (; d < hd; ++d) {
+        for (int r = 0; r < R; ++r) {
+            float a = acc[r * hd + d] * rescale[r];
+            for (int64_t j = 0; j < nk; ++j) a += p[r * kKeyBlock + j] * v[j * hd + d];
+            acc[r * hd + d] = a;
+        }
+    }
+}
+
 }  // namespace
 
 size_t attention_scratch(const Tensor& dst, int nth) {
@@ -138,22 +255,27 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
     const float scale = dst.param_f(2), softcap = dst.param_f(3);
     const int64_t window = dst.param_i(4);
     const int64_t group = n_head / n_head_kv;
+    const int64_t max_rows = kQueryBlock * group;
 
     float* kt = reinterpret_cast<float*>(ctx.scratch) + scratch_floats(hd, group) * static_cast<size_t>(ctx.ith);
     float* vb = kt + kKeyBlock * hd;
-    float* sc = vb + kKeyBlock * hd;              // [rows][kKeyBlock] scores, then probabilities
-    float* acc = sc + kQueryBlock * group * kKeyBlock;  // [rows][hd]
-    float* mx = acc + kQueryBlock * group * hd;   // [rows] running maximum
-    float* sum = mx + kQueryBlock * group;        // [rows] running sum
-    float* tmp = sum + kQueryBlock * group;       // [hd] one converted key row
+    float* sc = vb + kKeyBlock * hd;            // [rows][kKeyBlock] scores, then probabilities
+    float* acc = sc + max_rows * kKeyBlock;     // [rows][hd]
+    float* qs = acc + max_rows * hd;            // [rows][hd] the queries times the scale
+    float* mx = qs + max_rows * hd;             // [rows] running maximum
+    float* sum = mx + max_rows;                 // [rows] running sum
+    float* rescale = sum + max_rows;            // [rows] this key block's rescale of acc
+    float* tmp = rescale + max_rows;            // [hd] one converted key row
 
+    // Items (query block, KV head) are dealt on demand, the last query
+    // blocks first: in a causal prompt they see the most keys, and a static
+    // split left one thread three times the other's share.
     const std::vector<QueryBlock> blocks = query_blocks(pos, seq, T);
     const int64_t items = static_cast<int64_t>(blocks.size()) * n_head_kv;
-    int64_t begin, end;
-    split_range(items, ctx.ith, ctx.nth, begin, end);
-    for (int64_t item = begin; item < end; ++item) {
-        const QueryBlock qb = blocks[static_cast<size_t>(item / n_head_kv)];
-        const int64_t kvh = item % n_head_kv;
+    for (int64_t item = ctx.ith; item < items; item = ctx.next_item()) {
+        const int64_t reversed = items - 1 - item;
+        const QueryBlock qb = blocks[static_cast<size_t>(reversed / n_head_kv)];
+        const int64_t kvh = reversed % n_head_kv;
         const int64_t nq = qb.end - qb.begin, rows = nq * group;
         const int64_t base = static_cast<int64_t>(seq[qb.begin]) * n_ctx_seq;
         const bool bad_seq = base < 0 || base + n_ctx_seq > kc.ne[1];
@@ -163,6 +285,11 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
         const int64_t p_last = std::clamp<int64_t>(pos[qb.end - 1], 0, n_ctx_seq - 1);
         const int64_t k_lo = window > 0 ? std::max<int64_t>(0, p_first - window + 1) : 0;
 
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
+            const float* qv = reinterpret_cast<const float*>(row_ptr(q, h, t));
+            for (int64_t d = 0; d < hd; ++d) qs[r * hd + d] = qv[d] * scale;
+        }
         std::fill(acc, acc + rows * hd, 0.0f);
         std::fill(mx, mx + rows, -INFINITY);
         std::fill(sum, sum + rows, 0.0f);
@@ -170,19 +297,15 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
             const int64_t nk = std::min(kKeyBlock, p_last + 1 - k0);
             load_keys(kc, base + k0, nk, kvh * hd, hd, kt, tmp);
             load_values(vc, base + k0, nk, kvh * hd, hd, vb);
+            scores(qs, rows, hd, kt, sc);
+            // Per row: mask, softcap, the online softmax's update. A row
+            // with no visible key in the block keeps its accumulator
+            // (rescale 1, probabilities 0).
             for (int64_t r = 0; r < rows; ++r) {
-                const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
+                const int64_t t = qb.begin + r / group;
                 const int64_t p = std::clamp<int64_t>(pos[t], 0, n_ctx_seq - 1);
                 const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-                const float* qv = reinterpret_cast<const float*>(row_ptr(q, h, t));
                 float* s = sc + r * kKeyBlock;
-                std::fill(s, s + kKeyBlock, 0.0f);
-                for (int64_t d = 0; d < hd; ++d) {
-                    const float x = qv[d] * scale;
-                    const float* kd = kt + d * kKeyBlock;
-#pragma omp simd
-                    for (int64_t j = 0; j < kKeyBlock; ++j) s[j] += x * kd[j];
-                }
                 float block_max = -INFINITY;
                 for (int64_t j = 0; j < nk; ++j) {
                     const int64_t kp = k0 + j;
@@ -193,26 +316,26 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
                     if (softcap > 0.0f) s[j] = softcap * std::tanh(s[j] / softcap);
                     block_max = std::max(block_max, s[j]);
                 }
-                if (block_max == -INFINITY) continue;  // no visible key in this block
+                if (block_max == -INFINITY) {
+                    std::fill(s, s + nk, 0.0f);
+                    rescale[r] = 1.0f;
+                    continue;
+                }
                 const float m_new = std::max(mx[r], block_max);
-                const float rescale = fast_exp(mx[r] - m_new);
+                rescale[r] = fast_exp(mx[r] - m_new);
                 float block_sum = 0.0f;
                 for (int64_t j = 0; j < nk; ++j) {
                     s[j] = s[j] == -INFINITY ? 0.0f : fast_exp(s[j] - m_new);
                     block_sum += s[j];
                 }
-                sum[r] = sum[r] * rescale + block_sum;
+                sum[r] = sum[r] * rescale[r] + block_sum;
                 mx[r] = m_new;
-                float* a = acc + r * hd;
-                for (int64_t d = 0; d < hd; ++d) a[d] *= rescale;
-                for (int64_t j = 0; j < nk; ++j) {
-                    const float w = s[j];
-                    if (w == 0.0f) continue;
-                    const float* vr = vb + j * hd;
-#pragma omp simd
-                    for (int64_t d = 0; d < hd; ++d) a[d] += w * vr[d];
-                }
             }
+            int64_t r = 0;
+            for (; r + kSumRows <= rows; r += kSumRows) {
+                sums<kSumRows>(acc + r * hd, sc + r * kKeyBlock, rescale + r, vb, nk, hd);
+            }
+            for (; r < rows; ++r) sums<1>(acc + r * hd, sc + r * kKeyBlock, rescale + r, vb, nk, hd);
         }
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
