@@ -134,10 +134,60 @@ size_t scratch_floats(int64_t hd, int64_t group) {
     return static_cast<size_t>(2 * kKeyBlock * hd + rows * kKeyBlock + 2 * rows * hd + 3 * rows + hd + 64);
 }
 
+#if LANTERN_SIMD_WIDTH == 512
+// r[i] (row i of a 16 x 16 block) becomes column i.
+inline void transpose16(__m512 (&r)[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // u[4q + m], lane k: column 4k + m of rows 4q .. 4q + 3.
+    for (int q = 0; q < 4; ++q) {
+        u[4 * q] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xDD);
+        const __m512 v2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+        const __m512 v3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xDD);
+        r[m] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        r[8 + m] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        r[4 + m] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+#endif
+
 // Rows [first, first + n) of a cache, converted to f32: transposed into
 // kt[d * kKeyBlock + j] for K, row-major into v[j * hd + d] for V.
 void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* kt, float* tmp) {
     const size_t elt = dtype_type_size(cache.type);
+#if LANTERN_SIMD_WIDTH == 512
+    // 16 keys x 16 dimensions at a time, transposed in registers.
+    if (hd % 16 == 0) {
+        for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
+            for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+                __m512 r[16];
+                for (int64_t i = 0; i < 16; ++i) {
+                    if (j0 + i >= n) {
+                        r[i] = _mm512_setzero_ps();
+                        continue;
+                    }
+                    const uint8_t* row = row_ptr(cache, first + j0 + i) + static_cast<size_t>(col + d0) * elt;
+                    r[i] = cache.type == DType::F16
+                               ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)))
+                               : _mm512_loadu_ps(reinterpret_cast<const float*>(row));
+                }
+                transpose16(r);
+                for (int64_t c = 0; c < 16; ++c) _mm512_storeu_ps(kt + (d0 + c) * kKeyBlock + j0, r[c]);
+            }
+        }
+        return;
+    }
+#endif
     for (int64_t j = 0; j < n; ++j) {
         const uint8_t* row = row_ptr(cache, first + j) + static_cast<size_t>(col) * elt;
         const float* f = reinterpret_cast<const float*>(row);
