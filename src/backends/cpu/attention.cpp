@@ -348,34 +348,34 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
             load_keys(kc, base + k0, nk, kvh * hd, hd, kt, tmp);
             load_values(vc, base + k0, nk, kvh * hd, hd, vb);
             scores(qs, rows, hd, kt, sc);
-            // Per row: mask, softcap, the online softmax's update. A row
-            // with no visible key in the block keeps its accumulator
-            // (rescale 1, probabilities 0).
+            // Per row: mask, softcap, the online softmax's update. A row's
+            // visible keys are one range [j_lo, j_hi) of the block; a row
+            // with none keeps its accumulator (rescale 1, probabilities 0).
             for (int64_t r = 0; r < rows; ++r) {
                 const int64_t t = qb.begin + r / group;
                 const int64_t p = std::clamp<int64_t>(pos[t], 0, n_ctx_seq - 1);
                 const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+                const int64_t j_lo = std::clamp<int64_t>(lo - k0, 0, nk), j_hi = std::clamp<int64_t>(p + 1 - k0, 0, nk);
                 float* s = sc + r * kKeyBlock;
-                float block_max = -INFINITY;
-                for (int64_t j = 0; j < nk; ++j) {
-                    const int64_t kp = k0 + j;
-                    if (kp < lo || kp > p) {
-                        s[j] = -INFINITY;
-                        continue;
-                    }
-                    if (softcap > 0.0f) s[j] = softcap * std::tanh(s[j] / softcap);
-                    block_max = std::max(block_max, s[j]);
+                if (softcap > 0.0f) {
+                    for (int64_t j = j_lo; j < j_hi; ++j) s[j] = softcap * std::tanh(s[j] / softcap);
                 }
+                float block_max = -INFINITY;  // NaN scores are passed over (and weigh 0 below)
+#pragma omp simd reduction(max : block_max)
+                for (int64_t j = j_lo; j < j_hi; ++j) block_max = s[j] > block_max ? s[j] : block_max;
+                std::fill(s, s + j_lo, 0.0f);
+                std::fill(s + j_hi, s + nk, 0.0f);
                 if (block_max == -INFINITY) {
-                    std::fill(s, s + nk, 0.0f);
+                    std::fill(s + j_lo, s + j_hi, 0.0f);
                     rescale[r] = 1.0f;
                     continue;
                 }
                 const float m_new = std::max(mx[r], block_max);
                 rescale[r] = fast_exp(mx[r] - m_new);
                 float block_sum = 0.0f;
-                for (int64_t j = 0; j < nk; ++j) {
-                    s[j] = s[j] == -INFINITY ? 0.0f : fast_exp(s[j] - m_new);
+#pragma omp simd reduction(+ : block_sum)
+                for (int64_t j = j_lo; j < j_hi; ++j) {
+                    s[j] = fast_exp(s[j] - m_new);  // -inf and NaN give 0
                     block_sum += s[j];
                 }
                 sum[r] = sum[r] * rescale[r] + block_sum;
