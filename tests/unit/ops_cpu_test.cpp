@@ -126,6 +126,38 @@ TEST(CpuAttention, LongRangesMatchReference) {
     }
 }
 
+// Decoding with fewer (query block, KV head) items than threads: each
+// item's keys are split into parts run on several threads and merged, some
+// parts empty (more parts than key blocks), with and without a window.
+TEST(CpuAttention, SplitKeyRangesMatchReference) {
+    struct Shape {
+        int64_t n_head, n_kv;
+        int32_t position;
+        int window;
+        int threads;
+    };
+    for (Shape sh : {Shape{4, 1, 170, 0, 2}, Shape{8, 2, 299, 0, 4}, Shape{8, 2, 299, 150, 4}, Shape{6, 3, 40, 0, 8}}) {
+        SCOPED_TRACE("heads " + std::to_string(sh.n_head) + "/" + std::to_string(sh.n_kv) + " at " +
+                     std::to_string(sh.position) + ", " + std::to_string(sh.threads) + " threads");
+        OpCase c;
+        CaseLeaves b{c, std::mt19937(static_cast<uint32_t>(sh.position + sh.threads))};
+        const int64_t hd = 64;
+        const int n_ctx = 320;
+        Tensor* q = b.leaf(DType::F32, {hd, sh.n_head, 1}, "q", -2.0f, 2.0f);
+        Tensor* kc = b.leaf(DType::F16, {hd * sh.n_kv, n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+        Tensor* vc = b.leaf(DType::F16, {hd * sh.n_kv, n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+        c.outputs.push_back(c.graph.attention(q, kc, vc, b.ints({sh.position}, "pos"), b.ints({0}, "seq"),
+                                              static_cast<int>(sh.n_kv), n_ctx, 0.125f, 0.0f, sh.window));
+        std::unique_ptr<Backend> ref = make_reference_backend();
+        CpuBackend cpu(sh.threads);
+        const CaseResult want = run_case(c, *ref);
+        const CaseResult got = run_case(c, cpu);
+        ASSERT_TRUE(got.supported);
+        EXPECT_TRUE(got.guards_intact);
+        EXPECT_LE(nmse(got.outputs[0], want.outputs[0]), 1e-9);
+    }
+}
+
 // Whether any matrix product or MoE expert tensor of the case reads a weight
 // the CPU packs.
 bool packs_a_weight(const OpCase& c) {

@@ -287,112 +287,211 @@ void sums(float* acc, const float* p, const float* rescale, const float* v, int6
     }
 }
 
-}  // namespace
+// The op's parameters, and one item's work: a query block's rows against
+// one KV head's keys, visited a key block at a time.
+struct Attention {
+    const Tensor& q;
+    const Tensor& kc;
+    const Tensor& vc;
+    const int32_t* pos;
+    const int32_t* seq;
+    int64_t hd, n_head_kv, n_ctx_seq, window, group;
+    float scale, softcap;
 
-size_t attention_scratch(const Tensor& dst, int nth) {
-    const int64_t hd = dst.src[0]->ne[0], group = dst.src[0]->ne[1] / dst.param_i(0);
-    return scratch_floats(hd, group) * sizeof(float) * static_cast<size_t>(nth);
-}
+    explicit Attention(const Tensor& dst)
+        : q(*dst.src[0]), kc(*dst.src[1]), vc(*dst.src[2]), pos(data_at<const int32_t>(*dst.src[3])),
+          seq(data_at<const int32_t>(*dst.src[4])), hd(q.ne[0]), n_head_kv(dst.param_i(0)),
+          n_ctx_seq(dst.param_i(1)), window(dst.param_i(4)), group(q.ne[1] / n_head_kv), scale(dst.param_f(2)),
+          softcap(dst.param_f(3)) {}
 
-void attention(const KernelContext& ctx, const Tensor& dst) {
-    const Tensor& q = *dst.src[0];
-    const Tensor& kc = *dst.src[1];
-    const Tensor& vc = *dst.src[2];
-    const int32_t* pos = data_at<const int32_t>(*dst.src[3]);
-    const int32_t* seq = data_at<const int32_t>(*dst.src[4]);
-    const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
-    const int64_t n_head_kv = dst.param_i(0), n_ctx_seq = dst.param_i(1);
-    const float scale = dst.param_f(2), softcap = dst.param_f(3);
-    const int64_t window = dst.param_i(4);
-    const int64_t group = n_head / n_head_kv;
-    const int64_t max_rows = kQueryBlock * group;
+    int64_t max_rows() const { return kQueryBlock * group; }
 
-    float* kt = reinterpret_cast<float*>(ctx.scratch) + scratch_floats(hd, group) * static_cast<size_t>(ctx.ith);
-    float* vb = kt + kKeyBlock * hd;
-    float* sc = vb + kKeyBlock * hd;            // [rows][kKeyBlock] scores, then probabilities
-    float* acc = sc + max_rows * kKeyBlock;     // [rows][hd]
-    float* qs = acc + max_rows * hd;            // [rows][hd] the queries times the scale
-    float* mx = qs + max_rows * hd;             // [rows] running maximum
-    float* sum = mx + max_rows;                 // [rows] running sum
-    float* rescale = sum + max_rows;            // [rows] this key block's rescale of acc
-    float* tmp = rescale + max_rows;            // [hd] one converted key row
-
-    // Items (query block, KV head) are dealt on demand, the last query
-    // blocks first: in a causal prompt they see the most keys, and a static
-    // split left one thread three times the other's share.
-    const std::vector<QueryBlock> blocks = query_blocks(pos, seq, T);
-    const int64_t items = static_cast<int64_t>(blocks.size()) * n_head_kv;
-    for (int64_t item = ctx.ith; item < items; item = ctx.next_item()) {
-        const int64_t reversed = items - 1 - item;
-        const QueryBlock qb = blocks[static_cast<size_t>(reversed / n_head_kv)];
-        const int64_t kvh = reversed % n_head_kv;
-        const int64_t nq = qb.end - qb.begin, rows = nq * group;
+    // The key blocks a query block reads: from its first query's window
+    // start to its last query's position (none for a bad sequence id).
+    struct Keys {
+        int64_t base, k_lo, p_last, n_blocks;
+    };
+    Keys keys(const QueryBlock& qb) const {
         const int64_t base = static_cast<int64_t>(seq[qb.begin]) * n_ctx_seq;
-        const bool bad_seq = base < 0 || base + n_ctx_seq > kc.ne[1];
-        // Key range of the block: from the first query's window start to the
-        // last query's position.
         const int64_t p_first = std::clamp<int64_t>(pos[qb.begin], 0, n_ctx_seq - 1);
         const int64_t p_last = std::clamp<int64_t>(pos[qb.end - 1], 0, n_ctx_seq - 1);
         const int64_t k_lo = window > 0 ? std::max<int64_t>(0, p_first - window + 1) : 0;
+        const bool bad_seq = base < 0 || base + n_ctx_seq > kc.ne[1];
+        return {base, k_lo, p_last, bad_seq ? 0 : (p_last - k_lo) / kKeyBlock + 1};
+    }
 
+    // Per-thread scratch (scratch_floats of it).
+    struct Scratch {
+        float *kt, *vb, *sc, *acc, *qs, *mx, *sum, *rescale, *tmp;
+    };
+    Scratch scratch(float* at) const {
+        Scratch w;
+        w.kt = at;
+        w.vb = w.kt + kKeyBlock * hd;
+        w.sc = w.vb + kKeyBlock * hd;         // [rows][kKeyBlock] scores, then probabilities
+        w.acc = w.sc + max_rows() * kKeyBlock;  // [rows][hd]
+        w.qs = w.acc + max_rows() * hd;        // [rows][hd] the queries times the scale
+        w.mx = w.qs + max_rows() * hd;         // [rows] running maximum
+        w.sum = w.mx + max_rows();             // [rows] running sum
+        w.rescale = w.sum + max_rows();        // [rows] this key block's rescale of acc
+        w.tmp = w.rescale + max_rows();        // [hd] one converted key row
+        return w;
+    }
+
+    // w.acc, w.mx and w.sum of query block qb's rows against key blocks
+    // [b0, b1) of KV head kvh.
+    void run(const Scratch& w, const QueryBlock& qb, int64_t kvh, int64_t b0, int64_t b1) const {
+        const int64_t rows = (qb.end - qb.begin) * group;
+        const Keys k = keys(qb);
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
             const float* qv = reinterpret_cast<const float*>(row_ptr(q, h, t));
-            for (int64_t d = 0; d < hd; ++d) qs[r * hd + d] = qv[d] * scale;
+            for (int64_t d = 0; d < hd; ++d) w.qs[r * hd + d] = qv[d] * scale;
         }
-        std::fill(acc, acc + rows * hd, 0.0f);
-        std::fill(mx, mx + rows, -INFINITY);
-        std::fill(sum, sum + rows, 0.0f);
-        for (int64_t k0 = k_lo; !bad_seq && k0 <= p_last; k0 += kKeyBlock) {
-            const int64_t nk = std::min(kKeyBlock, p_last + 1 - k0);
-            load_keys(kc, base + k0, nk, kvh * hd, hd, kt, tmp);
-            load_values(vc, base + k0, nk, kvh * hd, hd, vb);
-            scores(qs, rows, hd, kt, sc);
-            // Per row: mask, softcap, the online softmax's update. A row's
-            // visible keys are one range [j_lo, j_hi) of the block; a row
-            // with none keeps its accumulator (rescale 1, probabilities 0).
-            for (int64_t r = 0; r < rows; ++r) {
-                const int64_t t = qb.begin + r / group;
-                const int64_t p = std::clamp<int64_t>(pos[t], 0, n_ctx_seq - 1);
-                const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
-                const int64_t j_lo = std::clamp<int64_t>(lo - k0, 0, nk), j_hi = std::clamp<int64_t>(p + 1 - k0, 0, nk);
-                float* s = sc + r * kKeyBlock;
-                if (softcap > 0.0f) {
-                    for (int64_t j = j_lo; j < j_hi; ++j) s[j] = softcap * std::tanh(s[j] / softcap);
-                }
-                float block_max = -INFINITY;  // NaN scores are passed over (and weigh 0 below)
-#pragma omp simd reduction(max : block_max)
-                for (int64_t j = j_lo; j < j_hi; ++j) block_max = s[j] > block_max ? s[j] : block_max;
-                std::fill(s, s + j_lo, 0.0f);
-                std::fill(s + j_hi, s + nk, 0.0f);
-                if (block_max == -INFINITY) {
-                    std::fill(s + j_lo, s + j_hi, 0.0f);
-                    rescale[r] = 1.0f;
-                    continue;
-                }
-                const float m_new = std::max(mx[r], block_max);
-                rescale[r] = fast_exp(mx[r] - m_new);
-                float block_sum = 0.0f;
-#pragma omp simd reduction(+ : block_sum)
-                for (int64_t j = j_lo; j < j_hi; ++j) {
-                    s[j] = fast_exp(s[j] - m_new);  // -inf and NaN give 0
-                    block_sum += s[j];
-                }
-                sum[r] = sum[r] * rescale[r] + block_sum;
-                mx[r] = m_new;
-            }
+        std::fill(w.acc, w.acc + rows * hd, 0.0f);
+        std::fill(w.mx, w.mx + rows, -INFINITY);
+        std::fill(w.sum, w.sum + rows, 0.0f);
+        for (int64_t b = b0; b < b1; ++b) {
+            const int64_t k0 = k.k_lo + b * kKeyBlock;
+            const int64_t nk = std::min(kKeyBlock, k.p_last + 1 - k0);
+            load_keys(kc, k.base + k0, nk, kvh * hd, hd, w.kt, w.tmp);
+            load_values(vc, k.base + k0, nk, kvh * hd, hd, w.vb);
+            scores(w.qs, rows, hd, w.kt, w.sc);
+            for (int64_t r = 0; r < rows; ++r) softmax_row(w, qb.begin + r / group, r, k0, nk);
             int64_t r = 0;
             for (; r + kSumRows <= rows; r += kSumRows) {
-                sums<kSumRows>(acc + r * hd, sc + r * kKeyBlock, rescale + r, vb, nk, hd);
+                sums<kSumRows>(w.acc + r * hd, w.sc + r * kKeyBlock, w.rescale + r, w.vb, nk, hd);
             }
-            for (; r < rows; ++r) sums<1>(acc + r * hd, sc + r * kKeyBlock, rescale + r, vb, nk, hd);
+            for (; r < rows; ++r) sums<1>(w.acc + r * hd, w.sc + r * kKeyBlock, w.rescale + r, w.vb, nk, hd);
         }
+    }
+
+    // Row r (token t) of a key block's scores: mask, softcap, the online
+    // softmax's update. The row's visible keys are one range [j_lo, j_hi)
+    // of the block; a row with none keeps its accumulator (rescale 1,
+    // probabilities 0).
+    void softmax_row(const Scratch& w, int64_t t, int64_t r, int64_t k0, int64_t nk) const {
+        const int64_t p = std::clamp<int64_t>(pos[t], 0, n_ctx_seq - 1);
+        const int64_t lo = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+        const int64_t j_lo = std::clamp<int64_t>(lo - k0, 0, nk), j_hi = std::clamp<int64_t>(p + 1 - k0, 0, nk);
+        float* s = w.sc + r * kKeyBlock;
+        if (softcap > 0.0f) {
+            for (int64_t j = j_lo; j < j_hi; ++j) s[j] = softcap * std::tanh(s[j] / softcap);
+        }
+        float block_max = -INFINITY;  // NaN scores are passed over (and weigh 0 below)
+#pragma omp simd reduction(max : block_max)
+        for (int64_t j = j_lo; j < j_hi; ++j) block_max = s[j] > block_max ? s[j] : block_max;
+        std::fill(s, s + j_lo, 0.0f);
+        std::fill(s + j_hi, s + nk, 0.0f);
+        if (block_max == -INFINITY) {
+            std::fill(s + j_lo, s + j_hi, 0.0f);
+            w.rescale[r] = 1.0f;
+            return;
+        }
+        const float m_new = std::max(w.mx[r], block_max);
+        w.rescale[r] = fast_exp(w.mx[r] - m_new);
+        float block_sum = 0.0f;
+#pragma omp simd reduction(+ : block_sum)
+        for (int64_t j = j_lo; j < j_hi; ++j) {
+            s[j] = fast_exp(s[j] - m_new);  // -inf and NaN give 0
+            block_sum += s[j];
+        }
+        w.sum[r] = w.sum[r] * w.rescale[r] + block_sum;
+        w.mx[r] = m_new;
+    }
+
+    // Query block qb's output rows for KV head kvh from `parts` partial
+    // results (acc, mx and sum of the same rows over disjoint key ranges,
+    // part i's at acc[i], mx[i], sum[i]).
+    void finish(const Tensor& dst, const QueryBlock& qb, int64_t kvh, int parts, const float* const* acc,
+                const float* const* mx, const float* const* sum) const {
+        const int64_t rows = (qb.end - qb.begin) * group;
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
             float* out = reinterpret_cast<float*>(row_ptr_mut(dst, t)) + h * hd;
-            const float inv = sum[r] > 0.0f ? 1.0f / sum[r] : 0.0f;
-            for (int64_t d = 0; d < hd; ++d) out[d] = acc[r * hd + d] * inv;
+            float m = -INFINITY;
+            for (int i = 0; i < parts; ++i) m = std::max(m, mx[i][r]);
+            float total = 0.0f;
+            std::fill(out, out + hd, 0.0f);
+            for (int i = 0; i < parts; ++i) {
+                if (mx[i][r] == -INFINITY) continue;  // no visible key in that part
+                const float f = parts == 1 ? 1.0f : fast_exp(mx[i][r] - m);
+                total += f * sum[i][r];
+                const float* a = acc[i] + r * hd;
+                for (int64_t d = 0; d < hd; ++d) out[d] += f * a[d];
+            }
+            const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+            for (int64_t d = 0; d < hd; ++d) out[d] *= inv;
         }
+    }
+};
+
+// Key ranges are split into parts when there are fewer items (query block,
+// KV head) than threads, as when decoding with few KV heads: about two
+// parts per thread, each part's partial result kept for the merge.
+int64_t key_parts(int64_t items, int nth) { return items < nth ? (2 * nth + items - 1) / items : 1; }
+
+size_t partial_floats(const Attention& a) { return static_cast<size_t>(a.max_rows() * (a.hd + 2)); }
+
+}  // namespace
+
+size_t attention_scratch(const Tensor& dst, int nth) {
+    const Attention a(dst);
+    // The fewest items the tokens can make (blocks of kQueryBlock); with
+    // fewer items than threads, items x parts < 3 nth.
+    const int64_t fewest = (dst.src[0]->ne[2] + kQueryBlock - 1) / kQueryBlock * a.n_head_kv;
+    const size_t partials = fewest < nth ? partial_floats(a) * 3 * static_cast<size_t>(nth) : 0;
+    return (scratch_floats(a.hd, a.group) * static_cast<size_t>(nth) + partials) * sizeof(float);
+}
+
+void attention(const KernelContext& ctx, const Tensor& dst) {
+    const Attention a(dst);
+    const int64_t T = a.q.ne[2];
+    float* const scratch = reinterpret_cast<float*>(ctx.scratch);
+    const Attention::Scratch w = a.scratch(scratch + scratch_floats(a.hd, a.group) * static_cast<size_t>(ctx.ith));
+
+    // Units (query block, KV head, key part) are dealt on demand, the last
+    // query blocks first: in a causal prompt they see the most keys, and a
+    // static split left one thread three times the other's share.
+    const std::vector<QueryBlock> blocks = query_blocks(a.pos, a.seq, T);
+    const int64_t items = static_cast<int64_t>(blocks.size()) * a.n_head_kv;
+    const int64_t parts = key_parts(items, ctx.nth);
+    float* const partials = scratch + scratch_floats(a.hd, a.group) * static_cast<size_t>(ctx.nth);
+    const size_t part_size = partial_floats(a);
+    for (int64_t unit = ctx.ith; unit < items * parts; unit = ctx.next_item()) {
+        const int64_t item = items - 1 - unit / parts, part = unit % parts;
+        const QueryBlock& qb = blocks[static_cast<size_t>(item / a.n_head_kv)];
+        const int64_t kvh = item % a.n_head_kv;
+        const int64_t nb = a.keys(qb).n_blocks;
+        a.run(w, qb, kvh, nb * part / parts, nb * (part + 1) / parts);
+        if (parts == 1) {
+            const float* acc[] = {w.acc};
+            const float* mx[] = {w.mx};
+            const float* sum[] = {w.sum};
+            a.finish(dst, qb, kvh, 1, acc, mx, sum);
+            continue;
+        }
+        const int64_t rows = (qb.end - qb.begin) * a.group;
+        float* keep = partials + static_cast<size_t>(item * parts + part) * part_size;
+        std::copy(w.acc, w.acc + rows * a.hd, keep);
+        std::copy(w.mx, w.mx + rows, keep + a.max_rows() * a.hd);
+        std::copy(w.sum, w.sum + rows, keep + a.max_rows() * a.hd + a.max_rows());
+    }
+    if (parts == 1) return;
+    // The parts of each item merged, items shared out among the threads.
+    ctx.barrier();
+    int64_t begin, end;
+    split_range(items, ctx.ith, ctx.nth, begin, end);
+    std::vector<const float*> acc(static_cast<size_t>(parts)), mx(acc.size()), sum(acc.size());
+    for (int64_t item = begin; item < end; ++item) {
+        for (int64_t part = 0; part < parts; ++part) {
+            const float* keep = partials + static_cast<size_t>(item * parts + part) * part_size;
+            acc[static_cast<size_t>(part)] = keep;
+            mx[static_cast<size_t>(part)] = keep + a.max_rows() * a.hd;
+            sum[static_cast<size_t>(part)] = keep + a.max_rows() * a.hd + a.max_rows();
+        }
+        a.finish(dst, blocks[static_cast<size_t>(item / a.n_head_kv)], item % a.n_head_kv, static_cast<int>(parts),
+                 acc.data(), mx.data(), sum.data());
     }
 }
 
