@@ -134,6 +134,28 @@ size_t scratch_floats(int64_t hd, int64_t group) {
     return static_cast<size_t>(2 * kKeyBlock * hd + rows * kKeyBlock + 2 * rows * hd + 3 * rows + hd + 64);
 }
 
+#if LANTERN_SIMD_WIDTH == 256
+// r[i] (row i of an 8 x 8 block) becomes column i.
+inline void transpose8(__m256 (&r)[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // u[4q + m], 128-bit lane k: column 4k + m of rows 4q .. 4q + 3.
+    for (int q = 0; q < 2; ++q) {
+        u[4 * q] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+        u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+        u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+        u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+        r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+        r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+}
+#endif
+
 #if LANTERN_SIMD_WIDTH == 512
 // r[i] (row i of a 16 x 16 block) becomes column i.
 inline void transpose16(__m512 (&r)[16]) {
@@ -165,6 +187,29 @@ inline void transpose16(__m512 (&r)[16]) {
 // kt[d * kKeyBlock + j] for K, row-major into v[j * hd + d] for V.
 void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* kt, float* tmp) {
     const size_t elt = dtype_type_size(cache.type);
+#if LANTERN_SIMD_WIDTH == 256
+    // 8 keys x 8 dimensions at a time, transposed in registers.
+    if (hd % 8 == 0) {
+        for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 8) {
+            for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+                __m256 r[8];
+                for (int64_t i = 0; i < 8; ++i) {
+                    if (j0 + i >= n) {
+                        r[i] = _mm256_setzero_ps();
+                        continue;
+                    }
+                    const uint8_t* row = row_ptr(cache, first + j0 + i) + static_cast<size_t>(col + d0) * elt;
+                    r[i] = cache.type == DType::F16
+                               ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)))
+                               : _mm256_loadu_ps(reinterpret_cast<const float*>(row));
+                }
+                transpose8(r);
+                for (int64_t c = 0; c < 8; ++c) _mm256_storeu_ps(kt + (d0 + c) * kKeyBlock + j0, r[c]);
+            }
+        }
+        return;
+    }
+#endif
 #if LANTERN_SIMD_WIDTH == 512
     // 16 keys x 16 dimensions at a time, transposed in registers.
     if (hd % 16 == 0) {
