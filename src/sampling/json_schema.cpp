@@ -890,6 +890,11 @@ bool SchemaState::Path::step(unsigned char c, std::vector<Path>& forks) {
                 // checked after each byte, and has no exponent.
                 uint8_t& ph = top->phase;
                 if (!json_chars::number_room(c, ++top->pos, kMaxNumber)) return false;
+                // pos: the bytes after the first, so the digits are pos + 1 (or pos after '-').
+                if (top->integer && is_digit(c) && (ph == 0 || ph == 2) &&
+                    static_cast<int>(top->pos) + (top->negative ? 0 : 1) > kMaxIntegerDigits) {
+                    return false;
+                }
                 const JsonSchema::Node& node = schema->node(top->node);
                 const bool bounded = node.bounded, checked = bounded || node.multiple > 0;
                 switch (ph) {

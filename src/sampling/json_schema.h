@@ -126,6 +126,9 @@ public:
     // to depth 9 at two spaces (a small model may otherwise pad for long).
     static constexpr int kMaxSpaces = 20;
     static constexpr int kMaxNumber = 24;  // bytes of a number after its first
+    // Digits of an integer: 18 fit an int64 wherever the reply is parsed
+    // (a longer one becomes a double in most JSON parsers, nlohmann's too).
+    static constexpr int kMaxIntegerDigits = 18;
     static constexpr int kMaxPaths = 16;   // readings of the text at once (anyOf branches of one type)
 
     explicit SchemaState(std::shared_ptr<const JsonSchema> schema);

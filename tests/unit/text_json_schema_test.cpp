@@ -213,6 +213,16 @@ TEST(JsonSchema, NumberRanges) {
     EXPECT_EQ(fed(big, "300"), std::make_pair(true, false));  // 3,000 may follow
     EXPECT_EQ(fed(big, "3000"), std::make_pair(true, true));
     EXPECT_FALSE(fed(big, "30000").first);
+    // An unbounded integer stops at 18 digits (it must fit an int64 where
+    // the reply is parsed); a number may go on.
+    const std::string digits18(18, '7');
+    EXPECT_EQ(fed(R"({"type": "integer"})", digits18), std::make_pair(true, true));
+    EXPECT_EQ(fed(R"({"type": "integer"})", "-" + digits18), std::make_pair(true, true));
+    EXPECT_EQ(taken_bytes(R"({"type": "integer"})", digits18 + "7"), 18u);
+    EXPECT_EQ(taken_bytes(R"({"type": "integer"})", "-" + digits18 + "7"), 19u);
+    EXPECT_EQ(fed(R"({"type": "number"})", digits18 + "7"), std::make_pair(true, true));
+    EXPECT_EQ(fed(R"({"properties": {"n": {"type": "integer"}}})", "{\"n\": " + digits18 + "}"),
+              std::make_pair(true, true));
     // Inside an object, where the byte after the number ends it.
     const char* person = R"({"properties": {"age": {"type": "integer", "minimum": 0, "maximum": 150}}, "required": ["age"]})";
     EXPECT_EQ(fed(person, R"({"age": 42})"), std::make_pair(true, true));
