@@ -117,6 +117,27 @@ struct KTile {
         const __m256i low = _mm256_set1_epi8(0x0F);
         __m256i isum[NC];
         for (__m256i& v : isum) v = _mm256_setzero_si256();
+#if LANTERN_PACKED_VNNI
+        // As block2: a sub-block's products summed as int32, then scaled.
+        for (int s = 0; s < 8; ++s) {
+            const int j = s / 2;
+            __m256i sum32[NC];
+            for (__m256i& v : sum32) v = _mm256_setzero_si256();
+            for (int k = 0; k < 8; ++k) {
+                const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qs + 256 * j + 32 * k));
+                __m256i q = _mm256_and_si256(s % 2 == 0 ? packed : _mm256_srli_epi16(packed, 4), low);
+                if constexpr (kFifth) {
+                    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.qh + 32 * k));
+                    q = _mm256_or_si256(q, packed::bit_to_16(qh, s));
+                }
+                for (int c = 0; c < NC; ++c) {
+                    sum32[c] = packed::dot_u8s8(sum32[c], q, packed::splat_word(a[c]->qs + 32 * s + 4 * k));
+                }
+            }
+            const __m256i sc = packed::bytes8_to_i32(g.sc + 8 * s);
+            for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum32[c], sc));
+        }
+#else
         for (int j = 0; j < 4; ++j) {
             const __m256i sc_lo = packed::scale_pairs(g.sc + 8 * (2 * j));
             const __m256i sc_hi = packed::scale_pairs(g.sc + 8 * (2 * j + 1));
@@ -144,6 +165,7 @@ struct KTile {
                 }
             }
         }
+#endif
         __m256i mins[4];
         for (int p = 0; p < 4; ++p) mins[p] = packed::min_pairs(g.mn + 16 * p);
         const __m256 dw = packed::load_fp16x8(g.d);
@@ -258,6 +280,19 @@ struct Q6_KTile {
         for (int h = 0; h < 2; ++h) {
             for (int gi = 0; gi < 4; ++gi) {
                 for (int half = 0; half < 2; ++half) {
+#if LANTERN_PACKED_VNNI
+                    // As block2: the group's products summed as int32, then scaled.
+                    __m256i sum32[NC];
+                    for (__m256i& v : sum32) v = _mm256_setzero_si256();
+                    for (int m = 4 * half; m < 4 * half + 4; ++m) {
+                        const __m256i q = q6_quants(g, h, gi, m);
+                        for (int c = 0; c < NC; ++c) {
+                            sum32[c] = packed::dot_u8s8(sum32[c], q, packed::splat_word(a[c]->qs + 128 * h + 32 * gi + 4 * m));
+                        }
+                    }
+                    const __m256i sc = packed::sbytes8_to_i32(g.sc + 8 * (8 * h + 2 * gi + half));
+                    for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum32[c], sc));
+#else
                     const __m256i sc = packed::signed_scale_pairs(g.sc + 8 * (8 * h + 2 * gi + half));
                     for (int m = 4 * half; m < 4 * half + 4; m += 2) {
                         const __m256i q0 = q6_quants(g, h, gi, m), q1 = q6_quants(g, h, gi, m + 1);
@@ -268,6 +303,7 @@ struct Q6_KTile {
                             isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16, sc));
                         }
                     }
+#endif
                 }
             }
         }

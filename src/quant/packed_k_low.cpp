@@ -110,6 +110,16 @@ inline __m512i quants2(const Group& g0, const Group& g1, int h, int j, int m) {
 }
 #endif
 
+// Row r's scale of group gi in int32 lane r.
+template <class Group>
+inline __m256i group_scales32(const Group& g, int gi) {
+    if constexpr (std::is_same_v<Group, GroupQ2_K>) {
+        return _mm256_and_si256(packed::bytes8_to_i32(g.scales + 8 * gi), _mm256_set1_epi32(0x0F));
+    } else {
+        return packed::sbytes8_to_i32(g.sc + 8 * gi);
+    }
+}
+
 #if LANTERN_PACKED_512
 // Rows 0..7 (g0) and 8..15 (g1)'s scales of group gi as int32 lanes.
 template <class Group>
@@ -156,6 +166,19 @@ struct LowKTile {
         for (int h = 0; h < 2; ++h) {
             for (int j = 0; j < 4; ++j) {
                 for (int half = 0; half < 2; ++half) {
+#if LANTERN_PACKED_VNNI
+                    // As block2: the group's products summed as int32, then scaled.
+                    __m256i sum32[NC];
+                    for (__m256i& v : sum32) v = _mm256_setzero_si256();
+                    for (int m = 4 * half; m < 4 * half + 4; ++m) {
+                        const __m256i q = quants(g, h, j, m);
+                        for (int c = 0; c < NC; ++c) {
+                            sum32[c] = packed::dot_u8s8(sum32[c], q, packed::splat_word(a[c]->qs + 128 * h + 32 * j + 4 * m));
+                        }
+                    }
+                    const __m256i sc = group_scales32(g, 8 * h + 2 * j + half);
+                    for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum32[c], sc));
+#else
                     // Group 8h + 2j + half: runs m = 4 half .. 4 half + 3.
                     __m256i s16[NC];
                     for (__m256i& v : s16) v = _mm256_setzero_si256();
@@ -168,6 +191,7 @@ struct LowKTile {
                     }
                     const __m256i sc = group_scales(g, 8 * h + 2 * j + half);
                     for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], sc));
+#endif
                 }
             }
         }

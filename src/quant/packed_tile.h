@@ -118,6 +118,18 @@ size_t act_bytes(int64_t cols) {
     return static_cast<size_t>(cols / kElems) * sizeof(Act);
 }
 
+// Eight bytes (row r's at p[r]) as int32 lanes, unsigned and signed.
+inline __m256i bytes8_to_i32(const uint8_t* p) {
+    int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(v));
+}
+inline __m256i sbytes8_to_i32(const int8_t* p) {
+    int64_t v;
+    std::memcpy(&v, p, sizeof v);
+    return _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(v));
+}
+
 // The per-row bytes of a group's scales as int16 lanes for vpmaddwd, from
 // bytes stored r-minor (byte r: row r). Lane r: bytes8[r], zero-extended
 // into both int16 halves.
