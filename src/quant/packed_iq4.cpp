@@ -183,9 +183,7 @@ struct IQ4_XSTile {
             for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk, asum[c] = a[c]->bsums[2 * blk] + a[c]->bsums[2 * blk + 1];
             __m256i sum[NC];
             block_sums<NC>(g.qs + 128 * blk, qa, asum, sum);
-            int64_t sc8;
-            std::memcpy(&sc8, g.sc + 8 * blk, sizeof sc8);
-            const __m256i sc = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(sc8));
+            const __m256i sc = packed::sbytes8_to_i32(g.sc + 8 * blk);
             for (int c = 0; c < NC; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_mullo_epi32(sum[c], sc));
         }
         const __m256 dw = packed::load_fp16x8(g.d);
@@ -205,10 +203,7 @@ struct IQ4_XSTile {
             for (int c = 0; c < NC; ++c) qa[c] = a[c]->qs + 32 * blk, asum[c] = a[c]->bsums[2 * blk] + a[c]->bsums[2 * blk + 1];
             __m512i sum[NC];
             block_sums2<NC>(g0.qs + 128 * blk, g1.qs + 128 * blk, qa, asum, sum);
-            int64_t sc0, sc1;
-            std::memcpy(&sc0, g0.sc + 8 * blk, sizeof sc0);
-            std::memcpy(&sc1, g1.sc + 8 * blk, sizeof sc1);
-            const __m512i sc = _mm512_cvtepi8_epi32(_mm_set_epi64x(sc1, sc0));
+            const __m512i sc = packed::sbytes_to_i32(g0.sc + 8 * blk, g1.sc + 8 * blk);
             for (int c = 0; c < NC; ++c) isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(sum[c], sc));
         }
         const __m512 dw = packed::load_fp16x8_pair(g0.d, g1.d);

@@ -16,8 +16,9 @@
 // the super-block's int32 sums. The mins: vpmaddwd of two sub-blocks' mins
 // (row r's pair in lane r) by the activation's two 32-element sums.
 // Q5_K adds qh[32 k + 4 r + t] = row r's qh[4 k + t], k < 8 (after qs).
-// The 512-bit tiles (block2, VNNI) instead sum each sub-block's products as
-// int32 (vpdpbusd) and multiply them by the rows' scales (vpmulld).
+// Where the CPU has VNNI (block there, and block2) each sub-block's products
+// are summed as int32 instead (vpdpbusd) and multiplied by the rows' scales
+// (vpmulld).
 //
 // Q6_K group super-block (1,680 bytes, as 8 file blocks):
 //   d[r]                row r's scale (fp16);
@@ -29,8 +30,8 @@
 // 2g, 2g+1 of qh run 8h + m above them. Quants reach 63, so two vpmaddubsw
 // at most are summed as int16 before vpmaddwd takes the group's scale; the
 // offset 32 comes off as 32 * sum over groups of scale * the activation's
-// 16-element sum (Q8_K's bsums). Its 512-bit tile sums each group as
-// int32 by vpdpbusd and takes the scales by vpmulld.
+// 16-element sum (Q8_K's bsums). With VNNI each group is summed as int32
+// by vpdpbusd and takes its scales by vpmulld.
 #include <cstring>
 #include <type_traits>
 

@@ -10,7 +10,7 @@
 //   scales[8g + r]  row r's scales[g] (scale in the low nibble, min above);
 //   qs              as above.
 // Per group and activation row: 4 vpmaddubsw summed as int16 (q <= 3), one
-// vpmaddwd by the rows' scales (the 512-bit tiles: vpdpbusd to int32, then
+// vpmaddwd by the rows' scales (with VNNI: vpdpbusd to int32, then
 // vpmulld); the mins go against Q8_K's group sums.
 //
 // Q3_K group super-block (912 bytes against the file's 8 x 110):

@@ -134,9 +134,22 @@ size_t scratch_floats(int64_t hd, int64_t group) {
     return static_cast<size_t>(2 * kKeyBlock * hd + rows * kKeyBlock + 2 * rows * hd + 3 * rows + hd + 64);
 }
 
+// Keys are transposed in registers, kT keys x kT dimensions at a time, on
+// the x86 tiers (one scalar store per element made the transposition the
+// decode step's bottleneck at depth): KeyVec holds one key's kT dimensions,
+// key_vec loads them from an f16 or f32 cache row, transpose turns rows
+// into columns.
 #if LANTERN_SIMD_WIDTH == 256
+constexpr int kT = 8;
+using KeyVec = __m256;
+inline KeyVec key_vec(const uint8_t* row, DType type) {
+    return type == DType::F16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)))
+                              : _mm256_loadu_ps(reinterpret_cast<const float*>(row));
+}
+inline KeyVec zero_key() { return _mm256_setzero_ps(); }
+inline void store_key(float* p, KeyVec v) { _mm256_storeu_ps(p, v); }
 // r[i] (row i of an 8 x 8 block) becomes column i.
-inline void transpose8(__m256 (&r)[8]) {
+inline void transpose(KeyVec (&r)[kT]) {
     __m256 t[8], u[8];
     for (int i = 0; i < 8; i += 2) {
         t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
@@ -154,11 +167,17 @@ inline void transpose8(__m256 (&r)[8]) {
         r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
     }
 }
-#endif
-
-#if LANTERN_SIMD_WIDTH == 512
+#elif LANTERN_SIMD_WIDTH == 512
+constexpr int kT = 16;
+using KeyVec = __m512;
+inline KeyVec key_vec(const uint8_t* row, DType type) {
+    return type == DType::F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)))
+                              : _mm512_loadu_ps(reinterpret_cast<const float*>(row));
+}
+inline KeyVec zero_key() { return _mm512_setzero_ps(); }
+inline void store_key(float* p, KeyVec v) { _mm512_storeu_ps(p, v); }
 // r[i] (row i of a 16 x 16 block) becomes column i.
-inline void transpose16(__m512 (&r)[16]) {
+inline void transpose(KeyVec (&r)[kT]) {
     __m512 t[16], u[16];
     for (int i = 0; i < 16; i += 2) {
         t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -187,47 +206,17 @@ inline void transpose16(__m512 (&r)[16]) {
 // kt[d * kKeyBlock + j] for K, row-major into v[j * hd + d] for V.
 void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* kt, float* tmp) {
     const size_t elt = dtype_type_size(cache.type);
-#if LANTERN_SIMD_WIDTH == 256
-    // 8 keys x 8 dimensions at a time, transposed in registers.
-    if (hd % 8 == 0) {
-        for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 8) {
-            for (int64_t d0 = 0; d0 < hd; d0 += 8) {
-                __m256 r[8];
-                for (int64_t i = 0; i < 8; ++i) {
-                    if (j0 + i >= n) {
-                        r[i] = _mm256_setzero_ps();
-                        continue;
-                    }
-                    const uint8_t* row = row_ptr(cache, first + j0 + i) + static_cast<size_t>(col + d0) * elt;
-                    r[i] = cache.type == DType::F16
-                               ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)))
-                               : _mm256_loadu_ps(reinterpret_cast<const float*>(row));
+#if LANTERN_SIMD_X86
+    if (hd % kT == 0) {
+        for (int64_t j0 = 0; j0 < kKeyBlock; j0 += kT) {
+            for (int64_t d0 = 0; d0 < hd; d0 += kT) {
+                KeyVec r[kT];
+                for (int64_t i = 0; i < kT; ++i) {
+                    r[i] = j0 + i < n ? key_vec(row_ptr(cache, first + j0 + i) + static_cast<size_t>(col + d0) * elt, cache.type)
+                                      : zero_key();
                 }
-                transpose8(r);
-                for (int64_t c = 0; c < 8; ++c) _mm256_storeu_ps(kt + (d0 + c) * kKeyBlock + j0, r[c]);
-            }
-        }
-        return;
-    }
-#endif
-#if LANTERN_SIMD_WIDTH == 512
-    // 16 keys x 16 dimensions at a time, transposed in registers.
-    if (hd % 16 == 0) {
-        for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 16) {
-            for (int64_t d0 = 0; d0 < hd; d0 += 16) {
-                __m512 r[16];
-                for (int64_t i = 0; i < 16; ++i) {
-                    if (j0 + i >= n) {
-                        r[i] = _mm512_setzero_ps();
-                        continue;
-                    }
-                    const uint8_t* row = row_ptr(cache, first + j0 + i) + static_cast<size_t>(col + d0) * elt;
-                    r[i] = cache.type == DType::F16
-                               ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)))
-                               : _mm512_loadu_ps(reinterpret_cast<const float*>(row));
-                }
-                transpose16(r);
-                for (int64_t c = 0; c < 16; ++c) _mm512_storeu_ps(kt + (d0 + c) * kKeyBlock + j0, r[c]);
+                transpose(r);
+                for (int64_t c = 0; c < kT; ++c) store_key(kt + (d0 + c) * kKeyBlock + j0, r[c]);
             }
         }
         return;
@@ -384,10 +373,9 @@ struct Attention {
     }
 
     // w.acc, w.mx and w.sum of query block qb's rows against key blocks
-    // [b0, b1) of KV head kvh.
-    void run(const Scratch& w, const QueryBlock& qb, int64_t kvh, int64_t b0, int64_t b1) const {
+    // [b0, b1) of its keys k, KV head kvh.
+    void run(const Scratch& w, const QueryBlock& qb, const Keys& k, int64_t kvh, int64_t b0, int64_t b1) const {
         const int64_t rows = (qb.end - qb.begin) * group;
-        const Keys k = keys(qb);
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t t = qb.begin + r / group, h = kvh * group + r % group;
             const float* qv = reinterpret_cast<const float*>(row_ptr(q, h, t));
@@ -507,8 +495,8 @@ void attention(const KernelContext& ctx, const Tensor& dst) {
         const int64_t item = items - 1 - unit / parts, part = unit % parts;
         const QueryBlock& qb = blocks[static_cast<size_t>(item / a.n_head_kv)];
         const int64_t kvh = item % a.n_head_kv;
-        const int64_t nb = a.keys(qb).n_blocks;
-        a.run(w, qb, kvh, nb * part / parts, nb * (part + 1) / parts);
+        const Attention::Keys k = a.keys(qb);
+        a.run(w, qb, k, kvh, k.n_blocks * part / parts, k.n_blocks * (part + 1) / parts);
         if (parts == 1) {
             const float* acc[] = {w.acc};
             const float* mx[] = {w.mx};
