@@ -155,6 +155,9 @@ public:
     bool is_end_of_generation(int32_t token) const;
     int32_t bos_token() const;
     int32_t eos_token() const;
+    // The file's chat template (tokenizer.chat_template, Jinja source);
+    // empty when it has none.
+    std::string chat_template() const;
 
     // Whether the vocabulary has fill-in-the-middle tokens (prefix, suffix,
     // middle), from its keys or their published texts.

@@ -277,6 +277,7 @@ SharedTokenTexts Model::Impl::token_texts() const {
 }
 int32_t Model::bos_token() const { return impl_->tokenizer->bos(); }
 int32_t Model::eos_token() const { return impl_->tokenizer->eos(); }
+std::string Model::chat_template() const { return impl_->chat_template.value_or(""); }
 
 namespace {
 

@@ -24,7 +24,11 @@ TokenSampler::TokenSampler(const SamplerParams& params, int32_t n_vocab) : param
     check(params.min_p >= 0.0f && params.min_p <= 1.0f, "min_p must be in [0, 1], got " + std::to_string(params.min_p));
     check(params.repeat_penalty > 0.0f && std::isfinite(params.repeat_penalty),
           "repeat_penalty must be positive, got " + std::to_string(params.repeat_penalty));
-    check(params.repeat_last_n >= -1, "repeat_last_n must be >= -1, got " + std::to_string(params.repeat_last_n));
+    // The window is a ring of that many tokens, allocated here: bounded so
+    // that a request cannot ask for gigabytes (-1 covers any length).
+    constexpr int kMaxWindow = 1 << 24;
+    check(params.repeat_last_n >= -1 && params.repeat_last_n <= kMaxWindow,
+          "repeat_last_n must be in [-1, " + std::to_string(kMaxWindow) + "], got " + std::to_string(params.repeat_last_n));
     check(std::isfinite(params.frequency_penalty) && std::isfinite(params.presence_penalty),
           "frequency/presence penalties must be finite");
     check(params.typical_p >= 0.0f && params.typical_p <= 1.0f, "typical_p must be in [0, 1]");

@@ -1,10 +1,15 @@
 #include "server/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 
 namespace lantern::server {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
 
 struct Engine::Slot {
     int id = 0;
@@ -23,6 +28,10 @@ struct Engine::Slot {
     std::vector<TokenLogprob> prompt_logprobs;  // per prompt token, when asked for
     size_t logprobs_sent = 0;
     size_t logprobs_sent_end = 0;        // where the sent tokens' text ends in `text`
+    std::string stop_word;               // the stop string that ended the text
+    bool line_break = false;             // the text holds a '\n'
+    uint64_t last_used = 0;              // Engine::admitted_ when it last took a request
+    Clock::time_point admitted, prompt_read;  // prompt_read: its last token's logits came (zero: not yet)
     bool active() const { return req != nullptr; }
 };
 
@@ -79,6 +88,7 @@ TokenLogprob token_logprob(const Model& model, const float* logits, int n_vocab,
     for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
     const float log_z = max + static_cast<float>(std::log(sum));
     TokenLogprob t;
+    t.id = token;
     t.token = std::move(piece);
     t.logprob = logits[token] - log_z;
     const int k = std::min(n_top, n_vocab);
@@ -88,7 +98,7 @@ TokenLogprob token_logprob(const Model& model, const float* logits, int n_vocab,
         std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
             return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
         });
-        for (int i = 0; i < k; ++i) t.top.emplace_back(model.token_to_piece(ids[i]), logits[ids[i]] - log_z);
+        for (int i = 0; i < k; ++i) t.top.push_back({ids[i], model.token_to_piece(ids[i]), logits[ids[i]] - log_z});
     }
     return t;
 }
@@ -294,14 +304,16 @@ void Engine::loop() {
 void Engine::admit_queued() {
     std::lock_guard<std::mutex> lock(mutex_);
     while (!queue_.empty()) {
-        // The free slot whose cache shares the longest prefix with the prompt.
+        // The free slot whose cache shares the longest prefix with the
+        // prompt; among equals the one used longest ago, so that the caches
+        // of recent conversations stay.
         const std::vector<int32_t>& prompt = queue_.front()->prompt;
         Slot* s = nullptr;
         size_t shared = 0;
         for (auto& sp : slots_) {
             if (sp->active()) continue;
-            const size_t l = params_.cache_prompt ? common_prefix(sp->cached, prompt) : 0;
-            if (s == nullptr || l > shared) {
+            const size_t l = params_.cache_prompt && queue_.front()->cache_prompt ? common_prefix(sp->cached, prompt) : 0;
+            if (s == nullptr || l > shared || (l == shared && sp->last_used < s->last_used)) {
                 s = sp.get();
                 shared = l;
             }
@@ -321,6 +333,7 @@ void Engine::admit_queued() {
         }
         s->req = std::move(req);
         s->sampler = std::move(sampler);
+        s->last_used = ++admitted_;
         for (int32_t t : s->req->prompt) s->sampler->accept(t);
         // The last prompt token is decoded again even when cached: its logits
         // start the answer. Decoding from `keep` rewinds the sequence there.
@@ -341,8 +354,12 @@ void Engine::admit_queued() {
         s->logprobs_sent_end = 0;
         s->prompt_logprobs.clear();
         if (s->req->prompt_logprobs) {
-            s->prompt_logprobs.push_back({model_.token_to_piece(s->req->prompt[0]), std::nanf(""), {}});
+            s->prompt_logprobs.push_back({s->req->prompt[0], model_.token_to_piece(s->req->prompt[0]), std::nanf(""), {}});
         }
+        s->stop_word.clear();
+        s->line_break = false;
+        s->admitted = Clock::now();
+        s->prompt_read = {};
     }
     stats_.queued = static_cast<int>(queue_.size());
     stats_.active_slots = count_active(slots_);
@@ -399,7 +416,14 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
     r.cached_tokens = static_cast<int>(s.prompt_cached);
     r.completion_tokens = s.generated;
     r.finish_reason = reason;
+    r.stop_word = reason == "stop" ? s.stop_word : "";
     r.error = error;
+    const Clock::time_point now = Clock::now();
+    // A request that ends before its prompt is read (an error, a cancel)
+    // spent all its time on the prompt.
+    const Clock::time_point prompt_end = s.prompt_read != Clock::time_point{} ? s.prompt_read : now;
+    r.prompt_ms = std::chrono::duration<double, std::milli>(prompt_end - s.admitted).count();
+    r.generation_ms = std::chrono::duration<double, std::milli>(now - prompt_end).count();
     const std::shared_ptr<GenerationRequest> req = std::move(s.req);
     s.sampler.reset();
     {
@@ -448,6 +472,7 @@ void Engine::step() {
         }
         std::string piece = model_.token_to_piece(tok);
         s.text += piece;
+        s.line_break = s.line_break || piece.find('\n') != std::string::npos;
         if (s.req->logprobs >= 0) {
             s.logprobs.push_back(token_logprob(model_, logits, model_.n_vocab(), tok, std::move(piece), s.req->logprobs));
         }
@@ -459,6 +484,7 @@ void Engine::step() {
             const size_t at = s.text.find(stop, from);
             if (at != std::string::npos) {
                 s.text.resize(at);
+                s.stop_word = stop;
                 stopped = true;
                 break;
             }
@@ -469,6 +495,11 @@ void Engine::step() {
         }
         if (!emit(s, false)) {
             finish(s, "error", "cancelled");
+            continue;
+        }
+        if (s.req->max_generation_ms > 0.0 && s.line_break &&
+            std::chrono::duration<double, std::milli>(Clock::now() - s.prompt_read).count() > s.req->max_generation_ms) {
+            finish(s, "length");
             continue;
         }
         if (s.generated >= s.req->max_tokens ||
@@ -536,6 +567,7 @@ void Engine::step() {
         }
         slot->has_logits = true;
         slot->out_index = static_cast<int>(i);
+        if (k >= 0) slot->prompt_read = Clock::now();  // the prompt's last token
     }
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.steps;

@@ -19,13 +19,21 @@
 
 namespace lantern::server {
 
+// One of the most likely tokens at a position.
+struct TopToken {
+    int32_t id = -1;
+    std::string token;  // its text (may be part of a UTF-8 character)
+    float logprob = 0.0f;
+};
+
 // A generated token's log-probability under the model (the log-softmax of
 // its raw logits, before any sampling setting), and the most likely tokens
 // at that position when asked for.
 struct TokenLogprob {
+    int32_t id = -1;
     std::string token;  // its text (may be part of a UTF-8 character)
     float logprob = 0.0f;
-    std::vector<std::pair<std::string, float>> top;  // most likely first
+    std::vector<TopToken> top;  // most likely first
 };
 
 struct GenerationResult {
@@ -36,7 +44,13 @@ struct GenerationResult {
     int cached_tokens = 0;  // of them, reused from the slot's cache (not decoded again)
     int completion_tokens = 0;
     std::string finish_reason;  // "stop", "length", or "error"
+    std::string stop_word;      // the stop string that ended it ("stop" without one: end of generation)
     std::string error;          // set when finish_reason == "error"
+    // Wall time from admission to a slot until the prompt's last token had
+    // its logits (the prompt's share of the steps it shared with other
+    // slots included), and from then until the end.
+    double prompt_ms = 0.0;
+    double generation_ms = 0.0;
 };
 
 struct GenerationRequest {
@@ -45,6 +59,13 @@ struct GenerationRequest {
     int max_tokens = 256;
     std::vector<std::string> stop;  // stop strings (not included in the text)
     bool ignore_eos = false;
+    // Start from the longest prefix of the prompt a free slot's cache holds
+    // (with EngineParams::cache_prompt); false: decode all of it.
+    bool cache_prompt = true;
+    // > 0: the request ends ("length") at the first token past this many
+    // milliseconds of generation once its text holds a line break
+    // (llama.cpp's t_max_predict_ms: code completion wants whole lines fast).
+    double max_generation_ms = 0.0;
     int logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
     // The prompt's tokens scored too (with logprobs >= 0): each one's logprob
     // given the tokens before it (the first has none). The prompt is then
@@ -140,6 +161,7 @@ private:
     EngineParams params_;
     std::unique_ptr<Context> ctx_;
     std::vector<std::unique_ptr<Slot>> slots_;
+    uint64_t admitted_ = 0;  // requests admitted to a slot (engine thread)
 
     mutable std::mutex mutex_;
     std::condition_variable wake_;

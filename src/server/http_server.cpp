@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "chat/reasoning.h"
+#include "server/native_api.h"
 #include "server/openai.h"
 
 namespace lantern::server {
@@ -163,6 +164,19 @@ void HttpServer::routes() {
         metric("lantern_requests_queued", "gauge", "Requests waiting for a slot.", static_cast<uint64_t>(st.queued));
         res.set_content(out, "text/plain; version=0.0.4");
     });
+    // llama.cpp's /props: what clients written for its server read first.
+    s.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+        CompletionRequest defaults;  // what a request that sets nothing gets
+        defaults.native = true;
+        const int n_ctx = engine_.params().n_ctx;
+        auto text = [this](int32_t t) { return t >= 0 ? model_.token_to_piece(t, true) : std::string(); };
+        send_json(res, 200, json{{"default_generation_settings", {{"n_ctx", n_ctx}, {"params", generation_settings(defaults, n_ctx)}}},
+                                 {"total_slots", engine_.params().n_slots},
+                                 {"model_alias", options_.model_name},
+                                 {"chat_template", options_.chat_template.empty() ? model_.chat_template() : options_.chat_template},
+                                 {"bos_token", text(model_.bos_token())},
+                                 {"eos_token", text(model_.eos_token())}});
+    });
     s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
         send_json(res, 200, json{{"object", "list"},
                                  {"data", json::array({json{{"id", options_.model_name},
@@ -292,10 +306,14 @@ void HttpServer::routes() {
                                  {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
     });
 
-    auto completion = [this](bool chat, bool infill = false) {
-        return [this, chat, infill](const httplib::Request& http_req, httplib::Response& res) {
+    enum class Route { Chat, Completions, Infill, Native };
+    auto completion = [this](Route route) {
+        return [this, route](const httplib::Request& http_req, httplib::Response& res) {
+            const bool chat = route == Route::Chat, infill = route == Route::Infill;
             auto req = std::make_shared<CompletionRequest>(
-                infill ? parse_infill_request(http_req.body) : parse_completion_request(http_req.body, chat, options_.reasoning));
+                infill                  ? parse_infill_request(http_req.body)
+                : route == Route::Native ? parse_native_request(http_req.body)
+                                         : parse_completion_request(http_req.body, chat, options_.reasoning));
             for (const LogitBias& b : req->sampling.logit_bias) {
                 if (b.token >= model_.n_vocab()) {
                     throw ApiError(400, "'logit_bias' names token " + std::to_string(b.token) + ", outside the vocabulary (" +
@@ -348,18 +366,38 @@ void HttpServer::routes() {
                 truncated = fim.truncated;
                 gen->prompt = std::move(fim.tokens);
                 gen->prompt.insert(gen->prompt.end(), start.begin(), start.end());
+            } else if (!req->prompt_pieces.empty()) {
+                // Ids as given; texts tokenized where they stand, a BOS in
+                // front of the first piece when it is a text.
+                for (const PromptPiece& piece : req->prompt_pieces) {
+                    if (piece.token >= model_.n_vocab()) {
+                        throw ApiError(400, "'prompt' holds token id " + std::to_string(piece.token) +
+                                                ", outside the vocabulary (" + std::to_string(model_.n_vocab()) +
+                                                " tokens)");
+                    }
+                    if (piece.token >= 0) {
+                        gen->prompt.push_back(piece.token);
+                        continue;
+                    }
+                    const std::vector<int32_t> t = model_.tokenize(piece.text, gen->prompt.empty(), req->parse_special);
+                    gen->prompt.insert(gen->prompt.end(), t.begin(), t.end());
+                }
+                if (req->echo) req->prompt = model_.detokenize(gen->prompt);
             } else {
-                gen->prompt = model_.tokenize(text, add_special, chat);
+                gen->prompt = model_.tokenize(text, add_special, chat || req->parse_special);
             }
             gen->sampling = req->sampling;
             gen->max_tokens = req->max_tokens;
             gen->stop = req->stop;
             gen->ignore_eos = req->ignore_eos;
+            gen->cache_prompt = req->cache_prompt;
+            gen->max_generation_ms = req->max_generation_ms;
             gen->logprobs = req->logprobs;
             gen->prompt_logprobs = req->echo && req->logprobs >= 0;
             const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
             const int64_t created = unix_time();
             const std::string model_name = options_.model_name;
+            const int n_ctx = engine_.params().n_ctx;
 
             // n choices: n requests of the same prompt, each with its own
             // draws (a fixed seed gives choice i seed + i).
@@ -383,7 +421,7 @@ void HttpServer::routes() {
                 for (const GenerationResult& r : rs) {
                     if (r.finish_reason == "error") throw ApiError(500, r.error, "server_error");
                 }
-                send_json(res, 200, req->native ? native_response(rs.front(), model_name, truncated)
+                send_json(res, 200, req->native ? native_response(*req, rs.front(), model_name, truncated, n_ctx, false)
                                                 : completion_response(*req, rs, id, model_name, created));
                 return;
             }
@@ -458,7 +496,7 @@ void HttpServer::routes() {
                                        const std::string& piece, const std::vector<TokenLogprob>& tokens) {
                     if (stream->cancelled) return false;
                     if (req->native) {
-                        stream->push(sse(native_chunk(piece)), false);
+                        stream->push(sse(native_chunk(*req, piece, tokens)), false);
                         return true;
                     }
                     if (req->chat) {
@@ -473,16 +511,22 @@ void HttpServer::routes() {
                     return true;
                 };
                 gens[i]->on_done = [stream, req, id, model_name, created, sse, choices, index, chat_text,
-                                    truncated](const GenerationResult& r) {
+                                    truncated, n_ctx](const GenerationResult& r) {
                     std::string tail;
                     if (req->native) {
                         // llama.cpp's stream: a last event with stop true, no [DONE].
-                        json last = r.finish_reason == "error" ? error_body(ApiError(500, r.error, "server_error"))
-                                                               : native_response(r, model_name, truncated);
-                        if (last.contains("content")) last["content"] = "";  // the pieces came before
-                        stream->push(sse(last), true);
+                        stream->push(sse(r.finish_reason == "error"
+                                             ? error_body(ApiError(500, r.error, "server_error"))
+                                             : native_response(*req, r, model_name, truncated, n_ctx, true)),
+                                     true);
                         return;
                     }
+                    // With one choice its last chunk carries llama.cpp's timings.
+                    auto last_chunk = [&](const std::string& finish, const std::vector<TokenLogprob>& tokens) {
+                        json chunk = completion_chunk(*req, index, "", finish, id, model_name, created, tokens);
+                        if (req->n == 1) chunk["timings"] = timings_json(r);
+                        return sse(chunk);
+                    };
                     if (r.finish_reason == "error") {
                         if (!choices->failed) tail = sse(error_body(ApiError(500, r.error, "server_error")));
                         choices->failed = true;
@@ -510,10 +554,10 @@ void HttpServer::routes() {
                         // The tokens no delta carried (whitespace the
                         // reasoning split drops, a tool call's text) keep
                         // their logprobs: the last chunk has them.
-                        tail += sse(completion_chunk(*req, index, "", finish, id, model_name, created, pending));
+                        tail += last_chunk(finish, pending);
                         pending.clear();
                     } else {
-                        tail = sse(completion_chunk(*req, index, "", r.finish_reason, id, model_name, created));
+                        tail = last_chunk(r.finish_reason, {});
                     }
                     choices->results[static_cast<size_t>(index)] = r;
                     const bool last = --choices->open == 0;
@@ -544,9 +588,12 @@ void HttpServer::routes() {
             [stream](bool) { stream->cancelled = true; });
         };
     };
-    s.Post("/v1/chat/completions", completion(true));
-    s.Post("/v1/completions", completion(false));
-    s.Post("/infill", completion(false, true));
+    s.Post("/v1/chat/completions", completion(Route::Chat));
+    s.Post("/v1/completions", completion(Route::Completions));
+    s.Post("/infill", completion(Route::Infill));
+    // llama.cpp's own completion route (and its alias), in its format.
+    s.Post("/completion", completion(Route::Native));
+    s.Post("/completions", completion(Route::Native));
 }
 
 }  // namespace lantern::server

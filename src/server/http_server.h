@@ -4,12 +4,14 @@
 //   GET  /v1/models              the loaded model
 //   POST /v1/chat/completions    messages -> the model's chat template
 //   POST /v1/completions         raw prompt
+//   POST /completion, /infill    llama.cpp's own format (native_api.h)
+//   GET  /props                  llama.cpp's: default settings, slots, chat template
 //   POST /v1/embeddings          pooled (the model's pooling_type), normalised final hidden states
 //   POST /tokenize, /detokenize  {"content": text} <-> {"tokens": [ids]}
 //   GET  /slots                  each slot: id, is_processing, n_ctx, n_cached_tokens
 //   POST /slots/ID?action=save|restore|erase  {"filename": name} (save and
 //                                restore need ServerOptions::slot_save_path)
-// Both completion routes stream server-sent events with "stream": true.
+// The completion routes stream server-sent events with "stream": true.
 // Malformed requests get status 400 and an OpenAI-style error body; with an
 // API key (ServerOptions::api_key) a request without it gets 401.
 #pragma once

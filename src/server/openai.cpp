@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "chat/tool_calls.h"
+#include "server/native_api.h"
 
 namespace lantern::server {
 namespace {
@@ -53,12 +54,6 @@ T field(const json& body, const char* name, T fallback) {
     }
 }
 
-json byte_list(const std::string& s) {
-    json bytes = json::array();
-    for (char c : s) bytes.push_back(static_cast<unsigned char>(c));
-    return bytes;
-}
-
 // A choice's "logprobs": null unless asked for; chat's {"content": [...]}
 // or completions' parallel lists.
 json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
@@ -67,9 +62,11 @@ json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>
         json content = json::array();
         for (const TokenLogprob& t : tokens) {
             json top = json::array();
-            for (const auto& [text, lp] : t.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", byte_list(text)}});
+            for (const TopToken& x : t.top) {
+                top.push_back({{"token", x.token}, {"logprob", x.logprob}, {"bytes", token_bytes(x.token)}});
+            }
             content.push_back(
-                {{"token", t.token}, {"logprob", t.logprob}, {"bytes", byte_list(t.token)}, {"top_logprobs", top}});
+                {{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes(t.token)}, {"top_logprobs", top}});
         }
         return json{{"content", content}};
     }
@@ -80,8 +77,8 @@ json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>
         const bool none = std::isnan(t.logprob);
         lps.push_back(none ? json() : json(t.logprob));
         json top = json::object();
-        for (const auto& [text, lp] : t.top) {
-            if (!top.contains(text)) top[text] = lp;
+        for (const TopToken& x : t.top) {
+            if (!top.contains(x.token)) top[x.token] = x.logprob;
         }
         tops.push_back(none ? json() : top);
         offsets.push_back(text_offset);
@@ -94,7 +91,37 @@ json logprobs_json(const CompletionRequest& req, const std::vector<TokenLogprob>
 
 namespace {
 
-enum class Endpoint { Chat, Completions, Infill };
+enum class Endpoint { Chat, Completions, Infill, Native };
+
+// "prompt": a text; a list of token ids (OpenAI's completions); a list of
+// texts and ids mixed (/completion). A list holding one prompt (OpenAI's
+// batch of one) is that prompt; more than one is refused.
+void parse_prompt(const json& body, CompletionRequest& r) {
+    const char* what = r.native ? "'prompt' must be a string or a list of strings and token ids"
+                                : "'prompt' must be a string or a list of token ids";
+    auto it = body.find("prompt");
+    if (it == body.end()) throw ApiError(400, what);
+    const json* p = &*it;
+    if (p->is_array() && p->size() == 1 && ((*p)[0].is_array() || (!r.native && (*p)[0].is_string()))) p = &(*p)[0];
+    if (p->is_string()) {
+        r.prompt = p->get<std::string>();
+        return;
+    }
+    if (!p->is_array()) throw ApiError(400, what);
+    for (const json& x : *p) {
+        if (x.is_number_unsigned() || x.is_number_integer()) {
+            const bool in_range = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT32_MAX) : x.get<int64_t>() >= 0;
+            if (!in_range) throw ApiError(400, "'prompt' holds a token id outside the vocabulary");
+            r.prompt_pieces.push_back({"", static_cast<int32_t>(x.get<int64_t>())});
+        } else if (x.is_string() && r.native) {
+            r.prompt_pieces.push_back({x.get<std::string>(), -1});
+        } else if (x.is_string() || x.is_array()) {
+            throw ApiError(400, "'prompt' holds several prompts; send one request for each");
+        } else {
+            throw ApiError(400, what);
+        }
+    }
+}
 
 // llama.cpp's /infill: the text around the gap, the project's other files,
 // and what is already written of the middle.
@@ -134,15 +161,16 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
         r.native = true;
         parse_infill_fields(body, r);
     } else {
-        auto it = body.find("prompt");
-        if (it == body.end() || !it->is_string()) throw ApiError(400, "'prompt' must be a string");
-        r.prompt = it->get<std::string>();
+        r.native = endpoint == Endpoint::Native;
+        r.parse_special = r.native;
+        parse_prompt(body, r);
         // OpenAI's insertion: the prompt is the text before the gap.
-        if (auto s = body.find("suffix"); s != body.end() && !s->is_null()) {
+        if (auto s = body.find("suffix"); !r.native && s != body.end() && !s->is_null()) {
             if (!s->is_string()) throw ApiError(400, "'suffix' must be a string");
+            if (!r.prompt_pieces.empty()) throw ApiError(400, "'suffix' needs the 'prompt' as a string");
             r.fim = FillInMiddle{.prefix = r.prompt, .suffix = s->get<std::string>()};
             r.prompt.clear();
-        } else if (r.prompt.empty()) {
+        } else if (r.prompt.empty() && r.prompt_pieces.empty()) {
             throw ApiError(400, "'prompt' is empty");
         }
     }
@@ -153,9 +181,9 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
         if (!it->is_object()) throw ApiError(400, "'stream_options' must be an object");
         r.include_usage = field<bool>(*it, "include_usage", false);
     }
-    r.max_tokens = field<int>(body, "max_tokens", field<int>(body, "max_completion_tokens", 256));
-    if (endpoint == Endpoint::Infill) {
-        // llama.cpp's n_predict; -1 (its default) runs to the context's end.
+    r.max_tokens = field<int>(body, "max_tokens", field<int>(body, "max_completion_tokens", r.max_tokens));
+    if (r.native) {
+        // llama.cpp's n_predict; -1 runs to the context's end.
         const int n_predict = field<int>(body, "n_predict", r.max_tokens);
         r.max_tokens = n_predict < 0 ? std::numeric_limits<int>::max() : n_predict;
     }
@@ -165,13 +193,15 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
     r.echo = !chat && field<bool>(body, "echo", false);
     if (r.max_tokens < (r.echo ? 0 : 1)) throw ApiError(400, r.echo ? "'max_tokens' must be 0 or more" : "'max_tokens' must be positive");
     SamplerParams& s = r.sampling;
-    s.temperature = field<float>(body, "temperature", 0.8f);
-    s.top_p = field<float>(body, "top_p", 0.95f);
-    s.top_k = field<int>(body, "top_k", 40);
-    s.min_p = field<float>(body, "min_p", 0.05f);
-    s.frequency_penalty = field<float>(body, "frequency_penalty", 0.0f);
-    s.presence_penalty = field<float>(body, "presence_penalty", 0.0f);
-    s.repeat_penalty = field<float>(body, "repeat_penalty", 1.0f);
+    // A field left out keeps SamplerParams' default (what /props reports).
+    s.temperature = field<float>(body, "temperature", s.temperature);
+    s.top_p = field<float>(body, "top_p", s.top_p);
+    s.top_k = field<int>(body, "top_k", s.top_k);
+    s.min_p = field<float>(body, "min_p", s.min_p);
+    s.frequency_penalty = field<float>(body, "frequency_penalty", s.frequency_penalty);
+    s.presence_penalty = field<float>(body, "presence_penalty", s.presence_penalty);
+    s.repeat_penalty = field<float>(body, "repeat_penalty", s.repeat_penalty);
+    s.repeat_last_n = field<int>(body, "repeat_last_n", s.repeat_last_n);
     // llama.cpp's server's extensions.
     s.typical_p = field<float>(body, "typical_p", s.typical_p);
     s.top_n_sigma = field<float>(body, "top_n_sigma", s.top_n_sigma);
@@ -213,8 +243,17 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
     if (r.n < 1 || r.n > kMaxChoices) throw ApiError(400, "'n' must be between 1 and " + std::to_string(kMaxChoices));
     // Log-probabilities: chat asks with "logprobs": true and "top_logprobs": N,
     // completions with "logprobs": N (up to 20 alternatives either way).
-    constexpr int kMaxTop = 20;
-    if (chat) {
+    constexpr int kMaxTop = 20, kMaxNativeTop = 1000;
+    if (r.native) {
+        if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+            throw ApiError(400, "llama.cpp's routes ask for logprobs with 'n_probs': N (the N most likely tokens)");
+        }
+        const int n = field<int>(body, "n_probs", 0);
+        if (n < 0 || n > kMaxNativeTop) {
+            throw ApiError(400, "'n_probs' must be between 0 and " + std::to_string(kMaxNativeTop));
+        }
+        r.logprobs = n > 0 ? n : -1;
+    } else if (chat) {
         const int top = field<int>(body, "top_logprobs", -1);
         if (field<bool>(body, "logprobs", false)) {
             r.logprobs = std::max(top, 0);
@@ -227,18 +266,31 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
             throw ApiError(400, "'logprobs' must be 0 or more");
         }
     }
-    if (r.logprobs > kMaxTop) throw ApiError(400, "at most " + std::to_string(kMaxTop) + " top logprobs per token");
+    if (!r.native && r.logprobs > kMaxTop) throw ApiError(400, "at most " + std::to_string(kMaxTop) + " top logprobs per token");
     if (r.echo && r.stream) throw ApiError(400, "'echo' with 'stream' is not supported");
     if (r.fim && r.echo) throw ApiError(400, "'echo' cannot be combined with 'suffix'");
-    if (r.native && (r.n != 1 || r.logprobs >= 0)) {
-        throw ApiError(400, "/infill gives one answer without logprobs ('n' 1, no 'logprobs')");
-    }
+    if (r.native && r.n != 1) throw ApiError(400, "llama.cpp's routes give one answer ('n' 1)");
+    r.cache_prompt = field<bool>(body, "cache_prompt", true);
+    r.max_generation_ms = field<double>(body, "t_max_predict_ms", 0.0);
+    if (r.max_generation_ms < 0.0) throw ApiError(400, "'t_max_predict_ms' must be 0 (no limit) or more");
     // {"token id": bias in [-100, 100]} as OpenAI takes it, or false to ban
-    // the token (llama.cpp's server). The ids are checked against the
-    // vocabulary by the caller (check_logit_bias).
+    // the token; llama.cpp's server also takes [[id, bias], ...]. The ids
+    // are checked against the vocabulary by the caller (check_logit_bias).
     if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
-        if (!it->is_object()) throw ApiError(400, "'logit_bias' must be an object mapping token ids to biases");
-        for (const auto& [key, v] : it->items()) {
+        std::vector<std::pair<std::string, json>> entries;
+        if (it->is_object()) {
+            for (const auto& [key, v] : it->items()) entries.emplace_back(key, v);
+        } else if (it->is_array()) {
+            for (const json& pair : *it) {
+                if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer()) {
+                    throw ApiError(400, "'logit_bias' as a list holds [token id, bias] pairs");
+                }
+                entries.emplace_back(pair[0].dump(), pair[1]);
+            }
+        } else {
+            throw ApiError(400, "'logit_bias' must be an object mapping token ids to biases");
+        }
+        for (const auto& [key, v] : entries) {
             const bool digits = !key.empty() && key.size() <= 9 &&
                                 key.find_first_not_of("0123456789") == std::string::npos;
             if (!digits) throw ApiError(400, "'logit_bias' keys must be token ids, not '" + key + "'");
@@ -319,6 +371,8 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, b
 
 CompletionRequest parse_infill_request(const std::string& body) { return parse_request(body, Endpoint::Infill, false); }
 
+CompletionRequest parse_native_request(const std::string& body) { return parse_request(body, Endpoint::Native, false); }
+
 std::string base64_floats(const std::vector<float>& v) {
     static constexpr char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     std::vector<unsigned char> bytes;
@@ -397,12 +451,14 @@ json completion_response(const CompletionRequest& req, const std::vector<Generat
         }
         choices.push_back(std::move(choice));
     }
-    return json{{"id", id},
+    json out = {{"id", id},
                 {"object", req.chat ? "chat.completion" : "text_completion"},
                 {"created", created},
                 {"model", model},
                 {"choices", choices},
                 {"usage", usage_json(results)}};
+    if (results.size() == 1) out["timings"] = timings_json(results.front());
+    return out;
 }
 
 std::string calls_finish_reason(const CompletionRequest& req, const std::string& reason) {
@@ -453,18 +509,5 @@ json completion_chunk(const CompletionRequest& req, int index, const std::string
                 {"model", model},
                 {"choices", json::array({choice})}};
 }
-
-json native_response(const GenerationResult& r, const std::string& model, bool truncated) {
-    return json{{"content", r.text},
-                {"stop", true},
-                {"model", model},
-                {"tokens_predicted", r.completion_tokens},
-                {"tokens_evaluated", r.prompt_tokens},
-                {"tokens_cached", r.cached_tokens},
-                {"truncated", truncated},
-                {"stop_type", r.finish_reason == "length" ? "limit" : "eos"}};
-}
-
-json native_chunk(const std::string& text) { return json{{"content", text}, {"stop", false}}; }
 
 }  // namespace lantern::server

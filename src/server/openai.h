@@ -21,17 +21,32 @@ struct ApiError : std::runtime_error {
     std::string type;
 };
 
+// A piece of a prompt given as a list: a text or a token id.
+struct PromptPiece {
+    std::string text;
+    int32_t token = -1;  // >= 0: this piece is the token
+};
+
 struct CompletionRequest {
     bool chat = false;
     // Chat: the conversation, "tools" (or the older "functions"),
     // "tool_choice" and "parallel_tool_calls" (lantern/chat.h).
     ChatRequest conversation;
     std::string prompt;  // completions; with `fim`: the middle's start, after the MID token
+    // A prompt given as token ids (completions), or as texts and ids mixed
+    // (/completion); `prompt` is then empty.
+    std::vector<PromptPiece> prompt_pieces;
+    // The prompt's text may name special tokens ("<|im_start|>"): llama.cpp's
+    // /completion reads them as those tokens.
+    bool parse_special = false;
     // Fill in the middle: completions' "suffix" (the prompt is the prefix),
     // or llama.cpp's /infill.
     std::optional<FillInMiddle> fim;
-    // llama.cpp's own response format ({"content", "stop", ...}; /infill).
+    // llama.cpp's own response format ({"content", "stop", ...}; /completion
+    // and /infill; native_api.h).
     bool native = false;
+    bool cache_prompt = true;  // llama.cpp's: start from a slot's cached prefix
+    double max_generation_ms = 0.0;  // llama.cpp's t_max_predict_ms (GenerationRequest's)
     SamplerParams sampling;
     int max_tokens = 256;
     std::vector<std::string> stop;
@@ -40,7 +55,8 @@ struct CompletionRequest {
     bool echo = false;           // completions: the prompt in front of the text (and its logprobs)
     int n = 1;                   // choices, each generated on its own
     bool ignore_eos = false;
-    // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N.
+    // Chat: "logprobs": true with "top_logprobs": N; completions: "logprobs": N;
+    // llama.cpp's routes: "n_probs": N (0: none).
     int logprobs = -1;  // -1: not asked for
     // Chat: a <think> block at the reply's start goes to the message's
     // reasoning_content ("reasoning_format": "auto", the default; "none"
@@ -59,13 +75,12 @@ struct CompletionRequest {
 // `reasoning`: CompletionRequest::reasoning when the body does not say.
 CompletionRequest parse_completion_request(const std::string& body, bool chat, bool reasoning = true);
 // llama.cpp's /infill: input_prefix, input_suffix, input_extra [{filename,
-// text}], prompt (the middle's start), n_predict, and the sampling fields.
+// text}], prompt (the middle's start), n_predict, n_probs, cache_prompt and
+// the sampling fields.
 CompletionRequest parse_infill_request(const std::string& body);
-
-// /infill's answer in llama.cpp's format: the whole one (stop true), or a
-// streamed piece (stop false; the last event has stop true and the counts).
-nlohmann::json native_response(const GenerationResult& r, const std::string& model, bool truncated);
-nlohmann::json native_chunk(const std::string& text);
+// llama.cpp's /completion: prompt (a text, or a list of texts and token
+// ids), n_predict, n_probs, cache_prompt and the sampling fields.
+CompletionRequest parse_native_request(const std::string& body);
 
 nlohmann::json error_body(const ApiError& e);
 
@@ -74,6 +89,7 @@ nlohmann::json error_body(const ApiError& e);
 std::string base64_floats(const std::vector<float>& v);
 
 // Full (non-streamed) response: one choice per result (n).
+// With one choice it carries llama.cpp's "timings" too.
 nlohmann::json completion_response(const CompletionRequest& req, const std::vector<GenerationResult>& results,
                                    const std::string& id, const std::string& model, int64_t created);
 // The streamed chunk after the last one when stream_options.include_usage

@@ -866,6 +866,192 @@ TEST_F(Server, FillInTheMiddle) {
     std::remove(copy.c_str());
 }
 
+// llama.cpp's /completion: its format, the text /v1/completions gives for
+// the same prompt, why the answer stopped (the limit, a stop string, the
+// end-of-generation token), timings, each token's probabilities, and
+// prompts given as token ids or as texts and ids mixed.
+TEST_F(Server, NativeCompletion) {
+    const std::string prompt = "The capital of France is";
+    int status = 0;
+    const json a = post("/completion", {{"prompt", prompt}, {"n_predict", 8}, {"temperature", 0}, {"n_probs", 3}},
+                        &status);
+    ASSERT_EQ(status, 200) << a;
+    EXPECT_EQ(a["stop"], true);
+    EXPECT_EQ(a["stop_type"], "limit");
+    EXPECT_EQ(a["stopping_word"], "");
+    EXPECT_EQ(a["tokens_predicted"], 8);
+    const std::string content = a["content"].get<std::string>();
+    ASSERT_GT(content.size(), 8u);
+
+    // Timings: the prompt tokens decoded (not those found cached) and the
+    // tokens generated, with their times.
+    const json& t = a["timings"];
+    EXPECT_EQ(t["predicted_n"], 8);
+    EXPECT_EQ(t["prompt_n"].get<int>(), a["tokens_evaluated"].get<int>() - a["tokens_cached"].get<int>());
+    EXPECT_EQ(t["cache_n"], a["tokens_cached"]);
+    EXPECT_GT(t["prompt_ms"].get<double>(), 0.0);
+    EXPECT_GT(t["predicted_ms"].get<double>(), 0.0);
+    EXPECT_NEAR(t["predicted_per_second"].get<double>(), 8e3 / t["predicted_ms"].get<double>(), 1e-6);
+    const json& g = a["generation_settings"];
+    EXPECT_EQ(g["n_ctx"], 384);
+    EXPECT_EQ(g["n_predict"], 8);
+    EXPECT_EQ(g["n_probs"], 3);
+    EXPECT_EQ(g["temperature"], 0.0);
+
+    // One entry per token: greedy picks the most likely, the texts make up
+    // the content, each with its bytes and three alternatives.
+    const json& probs = a["completion_probabilities"];
+    ASSERT_EQ(probs.size(), 8u);
+    std::string joined;
+    for (const json& p : probs) {
+        joined += p["token"].get<std::string>();
+        ASSERT_EQ(p["top_logprobs"].size(), 3u) << p;
+        EXPECT_EQ(p["id"], p["top_logprobs"][0]["id"]) << p;
+        EXPECT_FLOAT_EQ(p["logprob"].get<float>(), p["top_logprobs"][0]["logprob"].get<float>());
+        EXPECT_LE(p["logprob"].get<float>(), 0.0f);
+        EXPECT_EQ(p["bytes"].size(), p["token"].get<std::string>().size());
+        EXPECT_EQ(model_->token_to_piece(p["id"].get<int32_t>()), p["token"].get<std::string>());
+    }
+    EXPECT_EQ(joined, content);
+
+    // OpenAI's route gives the same text (decoding the whole prompt again:
+    // cache_prompt false), and llama.cpp's timings beside it.
+    const json o = post("/v1/completions",
+                        {{"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"cache_prompt", false}}, &status);
+    ASSERT_EQ(status, 200) << o;
+    EXPECT_EQ(o["choices"][0]["text"], content);
+    EXPECT_EQ(o["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    EXPECT_EQ(o["timings"]["predicted_n"], 8);
+    EXPECT_EQ(o["timings"]["prompt_n"], o["usage"]["prompt_tokens"]);
+
+    // A stop string: the content ends before it, and says which it was.
+    const std::string stop = content.substr(content.size() / 2, 3);
+    const json w = post("/completion", {{"prompt", prompt}, {"n_predict", 8}, {"temperature", 0}, {"stop", {stop}}});
+    EXPECT_EQ(w["stop_type"], "word") << w;
+    EXPECT_EQ(w["stopping_word"], stop);
+    EXPECT_EQ(w["content"], content.substr(0, content.find(stop)));
+    // The end-of-generation token forced (llama.cpp's [[id, bias]] form).
+    const json e = post("/completion", {{"prompt", prompt}, {"n_predict", 8}, {"temperature", 0},
+                                        {"logit_bias", json::array({json::array({model_->eos_token(), 100})})}});
+    EXPECT_EQ(e["stop_type"], "eos") << e;
+    EXPECT_EQ(e["content"], "");
+    EXPECT_EQ(e["tokens_predicted"], 0);
+
+    // Token ids in place of the text, on either route.
+    const std::vector<int32_t> ids = model_->tokenize(prompt, true, false);
+    const json by_ids = post("/completion", {{"prompt", ids}, {"n_predict", 8}, {"temperature", 0}});
+    EXPECT_EQ(by_ids["content"], content);
+    EXPECT_EQ(by_ids["tokens_evaluated"], ids.size());
+    EXPECT_EQ(post("/v1/completions", {{"prompt", ids}, {"max_tokens", 8}, {"temperature", 0}})["choices"][0]["text"],
+              content);
+    // Texts and ids mixed: each text tokenized where it stands, a BOS only
+    // in front of a first text; /completion reads special tokens' names.
+    const std::vector<int32_t> tail = model_->tokenize(" is", false, false);
+    const json mixed = post("/completion", {{"prompt", {"The capital of France", tail[0]}}, {"n_predict", 1}});
+    EXPECT_EQ(mixed["tokens_evaluated"], model_->tokenize("The capital of France", true, false).size() + 1) << mixed;
+    const std::string chat_text = "<|im_start|>user\nHi<|im_end|>\n";
+    const json special = post("/completion", {{"prompt", chat_text}, {"n_predict", 1}});
+    EXPECT_EQ(special["tokens_evaluated"], model_->tokenize(chat_text, true, true).size());
+    EXPECT_LT(model_->tokenize(chat_text, true, true).size(), model_->tokenize(chat_text, true, false).size());
+
+    // Streamed: pieces with their tokens' probabilities, then the last event
+    // with the counts, why it stopped and the timings.
+    auto res = client().Post("/completion", json{{"prompt", prompt}, {"n_predict", 8}, {"temperature", 0},
+                                                 {"n_probs", 1}, {"stream", true}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    const std::vector<json> events = sse_events(res->body);
+    ASSERT_GE(events.size(), 2u);
+    std::string streamed;
+    size_t tokens = 0;
+    for (size_t i = 0; i + 1 < events.size(); ++i) {
+        EXPECT_EQ(events[i]["stop"], false);
+        streamed += events[i]["content"].get<std::string>();
+        tokens += events[i]["completion_probabilities"].size();
+    }
+    EXPECT_EQ(streamed, content);
+    EXPECT_EQ(tokens, 8u);
+    const json& last = events.back();
+    EXPECT_EQ(last["stop"], true);
+    EXPECT_EQ(last["content"], "");
+    EXPECT_EQ(last["stop_type"], "limit");
+    EXPECT_EQ(last["timings"]["predicted_n"], 8);
+    EXPECT_FALSE(last.contains("completion_probabilities"));
+    // OpenAI's stream: the last chunk of a single choice has the timings.
+    res = client().Post("/v1/completions", json{{"prompt", prompt}, {"max_tokens", 4}, {"stream", true}}.dump(),
+                        "application/json");
+    ASSERT_TRUE(res);
+    const std::vector<json> chunks = sse_events(res->body);
+    ASSERT_FALSE(chunks.empty());
+    EXPECT_EQ(chunks.back()["timings"]["predicted_n"], 4) << chunks.back();
+
+    // t_max_predict_ms: out of time, the answer ends at the first token
+    // after its first line break (each token takes well over 1 ms here).
+    const std::string list = "Fruits:\n1. Apple\n2. Banana\n3.";
+    const json full = post("/completion", {{"prompt", list}, {"n_predict", 16}, {"temperature", 0}, {"n_probs", 1}});
+    size_t first_break = 0;
+    while (first_break < full["completion_probabilities"].size() &&
+           full["completion_probabilities"][first_break]["token"].get<std::string>().find('\n') == std::string::npos) {
+        ++first_break;
+    }
+    ASSERT_LT(first_break + 2, full["tokens_predicted"].get<size_t>()) << full["content"];
+    const json timed = post("/completion", {{"prompt", list}, {"n_predict", 16}, {"temperature", 0}, {"t_max_predict_ms", 1}});
+    EXPECT_EQ(timed["stop_type"], "limit");
+    EXPECT_LE(timed["tokens_predicted"].get<size_t>(), first_break + 2) << timed["content"];
+    EXPECT_NE(timed["content"].get<std::string>().find('\n'), std::string::npos);
+    EXPECT_EQ(full["content"].get<std::string>().rfind(timed["content"].get<std::string>(), 0), 0u);
+
+    // A prompt found in a slot's cache, unless the request says not to.
+    EXPECT_GT(post("/completion", {{"prompt", prompt}, {"n_predict", 1}})["tokens_cached"].get<int>(), 0);
+    EXPECT_EQ(post("/completion", {{"prompt", prompt}, {"n_predict", 1}, {"cache_prompt", false}})["tokens_cached"], 0);
+
+    for (const json& b : {json{{"prompt", {{"a", 1}}}}, json{{"prompt", json::array({1, json::array({2})})}},
+                          json{{"prompt", json::array({99999999})}}, json{{"prompt", json::array({-1})}},
+                          json{{"prompt", json::array()}}, json{{"prompt", "x"}, {"n_probs", -1}},
+                          json{{"prompt", "x"}, {"n_probs", 1001}}, json{{"prompt", "x"}, {"logprobs", 2}},
+                          json{{"prompt", "x"}, {"n", 2}}, json{{"prompt", "x"}, {"logit_bias", {{1}}}},
+                          json{{"prompt", "x"}, {"repeat_last_n", 2000000000}}, json{{"prompt", "x"}, {"t_max_predict_ms", -1}}}) {
+        const json err = post("/completion", b, &status);
+        EXPECT_EQ(status, 400) << b << err;
+    }
+    EXPECT_NE(post("/completion", {{"prompt", "x"}, {"logprobs", 2}})["error"]["message"].get<std::string>().find("n_probs"),
+              std::string::npos);
+    for (const json& b : {json{{"prompt", {"a", "b"}}}, json{{"prompt", json::array({"a", 1})}},
+                          json{{"prompt", json::array({1})}, {"suffix", "x"}}}) {
+        post("/v1/completions", b, &status);
+        EXPECT_EQ(status, 400) << b;
+    }
+}
+
+// Slots whose caches share nothing with a prompt go by age: requests with
+// other prompts take the slots used longest ago, and a conversation's cache
+// lasts until every other slot has been taken since.
+TEST_F(Server, IdleSlotsAreTakenLeastRecentlyUsedFirst) {
+    const std::string prompt = "Quantum physics explains how";
+    auto ask = [](const std::string& p) { return post("/completion", {{"prompt", p}, {"n_predict", 1}}); };
+    ask(prompt);
+    for (const char* other : {"Apples grow on", "Bright stars shine over", "Cold rivers run through"}) ask(other);
+    const json again = ask(prompt);
+    EXPECT_EQ(again["tokens_cached"].get<int>(), again["tokens_evaluated"].get<int>() - 1) << again;
+}
+
+// llama.cpp's /props: the defaults a request gets, the slots, the template.
+TEST_F(Server, Props) {
+    auto res = client().Get("/props");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    const json p = json::parse(res->body);
+    EXPECT_EQ(p["total_slots"], 4);
+    EXPECT_EQ(p["default_generation_settings"]["n_ctx"], 384);
+    const json& d = p["default_generation_settings"]["params"];
+    const SamplerParams defaults;
+    EXPECT_FLOAT_EQ(d["temperature"].get<float>(), defaults.temperature);
+    EXPECT_EQ(d["top_k"], defaults.top_k);
+    EXPECT_EQ(d["n_predict"], 256);
+    EXPECT_EQ(d["seed"], -1);
+    EXPECT_NE(p["chat_template"].get<std::string>().find("im_start"), std::string::npos);
+    EXPECT_EQ(p["eos_token"], model_->token_to_piece(model_->eos_token(), true));
+}
+
 TEST_F(Server, MalformedRequestsGet400) {
     auto bad_json = client().Post("/v1/chat/completions", "{not json", "application/json");
     ASSERT_TRUE(bad_json);
