@@ -1,6 +1,7 @@
 // A server request's body, and a reply to it. Input: "body\0reply\0chunks"
 // (chunks: bytes giving the lengths the reply is streamed in). The body is
-// parsed as a chat request and as a completion request: each is taken or
+// parsed as a chat request, a completion request (each prompt of a batch
+// too), llama.cpp's /completion and /infill: each is taken or
 // refused with an ApiError or an Error the server answers with a 400; never
 // another exception, which it would answer with a 500. Then the reply is searched for tool calls
 // of the request's tools, and split into reasoning and answer both at once
@@ -60,6 +61,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const ApiError&) {
     } catch (const lantern::Error& e) {
         if (!client_error(e)) throw;
+    }
+    try {
+        (void)lantern::server::parse_native_request(body);
+    } catch (const ApiError&) {
+    } catch (const lantern::Error& e) {
+        if (!client_error(e)) throw;
+    }
+    for (const std::string& one : lantern::server::split_prompt_batch(body)) {
+        try {
+            (void)lantern::server::parse_completion_request(one, false);
+        } catch (const ApiError&) {
+        } catch (const lantern::Error& e) {
+            if (!client_error(e)) throw;
+        }
     }
     try {
         (void)lantern::server::parse_infill_request(body);

@@ -183,7 +183,22 @@ void HttpServer::routes() {
                                                             {"object", "model"},
                                                             {"created", unix_time()},
                                                             {"owned_by", "lantern"},
-                                                            {"description", model_.info().description}}})}});
+                                                            {"description", model_.info().description},
+                                                            {"meta", {{"n_vocab", model_.n_vocab()},
+                                                                      {"n_ctx_train", model_.info().n_ctx_train},
+                                                                      {"n_ctx", engine_.params().n_ctx},
+                                                                      {"n_embd", model_.info().n_embd},
+                                                                      {"n_params", model_.info().n_params},
+                                                                      {"size", model_.info().file_bytes}}}}})}});
+    });
+    // llama.cpp's /apply-template: a chat request's messages (and tools)
+    // rendered with the chat template, as /v1/chat/completions would prompt
+    // the model; for clients that then call /completion.
+    s.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+        const ChatRequest chat = parse_chat_request(req.body);
+        const ChatPrompt prompt = model_.apply_chat_template(chat.messages, chat.tools, true, options_.chat_template,
+                                                             chat.template_kwargs);
+        send_json(res, 200, json{{"prompt", prompt.text}});
     });
     // Slots: their state, and an idle slot's KV cache saved to a file,
     // restored from one or erased (llama.cpp's routes and replies).
@@ -310,103 +325,24 @@ void HttpServer::routes() {
     auto completion = [this](Route route) {
         return [this, route](const httplib::Request& http_req, httplib::Response& res) {
             const bool chat = route == Route::Chat, infill = route == Route::Infill;
+            if (route == Route::Completions) {
+                const std::vector<std::string> bodies = split_prompt_batch(http_req.body);
+                if (!bodies.empty()) {
+                    send_json(res, 200, complete_batch(bodies, "cmpl-" + std::to_string(++next_id_), unix_time()));
+                    return;
+                }
+            }
             auto req = std::make_shared<CompletionRequest>(
                 infill                  ? parse_infill_request(http_req.body)
                 : route == Route::Native ? parse_native_request(http_req.body)
                                          : parse_completion_request(http_req.body, chat, options_.reasoning));
-            for (const LogitBias& b : req->sampling.logit_bias) {
-                if (b.token >= model_.n_vocab()) {
-                    throw ApiError(400, "'logit_bias' names token " + std::to_string(b.token) + ", outside the vocabulary (" +
-                                            std::to_string(model_.n_vocab()) + " tokens)");
-                }
-            }
-            {
-                // Every sampling setting checked here (a 400), not when the
-                // engine admits the request.
-                SamplerParams check = req->sampling;
-                check.json_object = false;
-                check.json_schema.clear();
-                check.grammar.clear();
-                check.dry_sequence_breakers.clear();  // their tokens need the vocabulary
-                Sampler(check, model_.n_vocab());
-            }
-            std::string text = req->prompt;
-            if (chat) {
-                // A required tool call: the prompt ends where the call
-                // begins, and the sampler keeps the call's object valid.
-                ChatPrompt prompt = model_.apply_chat_template(req->conversation.messages, req->conversation.tools, true,
-                                                                options_.chat_template, req->conversation.template_kwargs);
-                text = std::move(prompt.text);
-                req->reasoning_opened = prompt_opens_reasoning(text);
-                if (!prompt.call_prefixes.empty()) {
-                    if (!req->sampling.grammar.empty()) {
-                        throw ApiError(400, "'grammar' cannot be combined with a required tool call");
-                    }
-                    req->sampling.json_object = true;
-                    req->sampling.json_prefixes = std::move(prompt.call_prefixes);
-                    req->sampling.json_schema = std::move(prompt.call_schema);
-                }
-            }
-            auto gen = std::make_shared<GenerationRequest>();
-            // A chat template writes its own BOS when it wants one.
-            const std::string bos = model_.bos_token() >= 0 ? model_.token_to_piece(model_.bos_token(), true) : "";
-            const bool add_special = !chat || bos.empty() || text.rfind(bos, 0) != 0;
-            bool truncated = false;
-            if (req->fim) {
-                // The gap's surroundings, cut to leave room for the middle
-                // (at most a quarter of the context) and its start.
-                if (!model_.has_fill_in_middle()) {
-                    throw ApiError(400, std::string(infill ? "/infill" : "'suffix'") +
-                                            " needs a code model with fill-in-the-middle tokens; this one has none");
-                }
-                const std::vector<int32_t> start = model_.tokenize(text, false, false);
-                const int n_ctx = engine_.params().n_ctx;
-                const int room = n_ctx - std::min(req->max_tokens, n_ctx / 4) - static_cast<int>(start.size()) - 1;
-                FimPrompt fim = model_.fill_in_middle(*req->fim, std::max(room, 1));
-                truncated = fim.truncated;
-                gen->prompt = std::move(fim.tokens);
-                gen->prompt.insert(gen->prompt.end(), start.begin(), start.end());
-            } else if (!req->prompt_pieces.empty()) {
-                // Ids as given; texts tokenized where they stand, a BOS in
-                // front of the first piece when it is a text.
-                for (const PromptPiece& piece : req->prompt_pieces) {
-                    if (piece.token >= model_.n_vocab()) {
-                        throw ApiError(400, "'prompt' holds token id " + std::to_string(piece.token) +
-                                                ", outside the vocabulary (" + std::to_string(model_.n_vocab()) +
-                                                " tokens)");
-                    }
-                    if (piece.token >= 0) {
-                        gen->prompt.push_back(piece.token);
-                        continue;
-                    }
-                    const std::vector<int32_t> t = model_.tokenize(piece.text, gen->prompt.empty(), req->parse_special);
-                    gen->prompt.insert(gen->prompt.end(), t.begin(), t.end());
-                }
-                if (req->echo) req->prompt = model_.detokenize(gen->prompt);
-            } else {
-                gen->prompt = model_.tokenize(text, add_special, chat || req->parse_special);
-            }
-            gen->sampling = req->sampling;
-            gen->max_tokens = req->max_tokens;
-            gen->stop = req->stop;
-            gen->ignore_eos = req->ignore_eos;
-            gen->cache_prompt = req->cache_prompt;
-            gen->max_generation_ms = req->max_generation_ms;
-            gen->logprobs = req->logprobs;
-            gen->prompt_logprobs = req->echo && req->logprobs >= 0;
+            Prepared prepared = prepare(*req, infill);
+            std::vector<std::shared_ptr<GenerationRequest>>& gens = prepared.gens;
+            const bool truncated = prepared.truncated;
             const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(++next_id_);
             const int64_t created = unix_time();
             const std::string model_name = options_.model_name;
             const int n_ctx = engine_.params().n_ctx;
-
-            // n choices: n requests of the same prompt, each with its own
-            // draws (a fixed seed gives choice i seed + i).
-            std::vector<std::shared_ptr<GenerationRequest>> gens{gen};
-            for (int i = 1; i < req->n; ++i) {
-                auto g = std::make_shared<GenerationRequest>(*gen);
-                if (g->sampling.seed != kSamplerRandomSeed) g->sampling.seed += static_cast<uint64_t>(i);
-                gens.push_back(std::move(g));
-            }
 
             if (!req->stream) {
                 std::vector<std::future<GenerationResult>> results;

@@ -3,7 +3,7 @@
 //   GET  /health                 {"status": "ok", slots and queue}
 //   GET  /v1/models              the loaded model
 //   POST /v1/chat/completions    messages -> the model's chat template
-//   POST /v1/completions         raw prompt
+//   POST /v1/completions         raw prompt (or several: one response for all)
 //   POST /completion, /infill    llama.cpp's own format (native_api.h)
 //   GET  /props                  llama.cpp's: default settings, slots, chat template
 //   POST /v1/embeddings          pooled (the model's pooling_type), normalised final hidden states
@@ -17,11 +17,15 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lantern/lantern.h"
 #include "server/engine.h"
+#include "server/openai.h"
 
 namespace httplib {
 class Server;
@@ -58,6 +62,14 @@ public:
 
 private:
     void routes();
+    struct Prepared {
+        std::vector<std::shared_ptr<GenerationRequest>> gens;
+        bool truncated = false;  // the fill-in-the-middle prompt was cut to fit
+    };
+    Prepared prepare(CompletionRequest& req, bool infill);
+    // OpenAI's completions with several prompts: `bodies` holds the request
+    // once per prompt (split_prompt_batch); one response for all.
+    nlohmann::json complete_batch(const std::vector<std::string>& bodies, const std::string& id, int64_t created);
 
     Model& model_;
     Engine& engine_;

@@ -95,7 +95,8 @@ enum class Endpoint { Chat, Completions, Infill, Native };
 
 // "prompt": a text; a list of token ids (OpenAI's completions); a list of
 // texts and ids mixed (/completion). A list holding one prompt (OpenAI's
-// batch of one) is that prompt; more than one is refused.
+// batch of one) is that prompt; completions' batches of several are split
+// before (split_prompt_batch), /completion refuses them.
 void parse_prompt(const json& body, CompletionRequest& r) {
     const char* what = r.native ? "'prompt' must be a string or a list of strings and token ids"
                                 : "'prompt' must be a string or a list of token ids";
@@ -115,7 +116,7 @@ void parse_prompt(const json& body, CompletionRequest& r) {
             r.prompt_pieces.push_back({"", static_cast<int32_t>(x.get<int64_t>())});
         } else if (x.is_string() && r.native) {
             r.prompt_pieces.push_back({x.get<std::string>(), -1});
-        } else if (x.is_string() || x.is_array()) {
+        } else if (x.is_array() && r.native) {
             throw ApiError(400, "'prompt' holds several prompts; send one request for each");
         } else {
             throw ApiError(400, what);
@@ -370,6 +371,24 @@ CompletionRequest parse_completion_request(const std::string& body, bool chat, b
 }
 
 CompletionRequest parse_infill_request(const std::string& body) { return parse_request(body, Endpoint::Infill, false); }
+
+std::vector<std::string> split_prompt_batch(const std::string& body_text) {
+    const json body = json::parse(body_text, nullptr, false);
+    if (!body.is_object()) return {};
+    auto it = body.find("prompt");
+    if (it == body.end() || !it->is_array() || it->size() < 2) return {};
+    // A list of ids is one prompt; a list of texts or of id lists is several.
+    for (const json& p : *it) {
+        if (!p.is_string() && !p.is_array()) return {};
+    }
+    std::vector<std::string> bodies;
+    for (const json& p : *it) {
+        json one = body;
+        one["prompt"] = p;
+        bodies.push_back(one.dump());
+    }
+    return bodies;
+}
 
 CompletionRequest parse_native_request(const std::string& body) { return parse_request(body, Endpoint::Native, false); }
 

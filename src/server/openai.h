@@ -74,6 +74,11 @@ struct CompletionRequest {
 // Parses and validates a request body; throws ApiError(400) naming the field.
 // `reasoning`: CompletionRequest::reasoning when the body does not say.
 CompletionRequest parse_completion_request(const std::string& body, bool chat, bool reasoning = true);
+// OpenAI's completions take several prompts at once ("prompt": [text,
+// text, ...] or [[ids], [ids], ...]): the body once per prompt, each with
+// one of them as its "prompt"; empty when it holds one prompt (or is not
+// a JSON object: parse_completion_request says what is wrong).
+std::vector<std::string> split_prompt_batch(const std::string& body);
 // llama.cpp's /infill: input_prefix, input_suffix, input_extra [{filename,
 // text}], prompt (the middle's start), n_predict, n_probs, cache_prompt and
 // the sampling fields.

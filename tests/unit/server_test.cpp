@@ -1015,10 +1015,50 @@ TEST_F(Server, NativeCompletion) {
     }
     EXPECT_NE(post("/completion", {{"prompt", "x"}, {"logprobs", 2}})["error"]["message"].get<std::string>().find("n_probs"),
               std::string::npos);
-    for (const json& b : {json{{"prompt", {"a", "b"}}}, json{{"prompt", json::array({"a", 1})}},
-                          json{{"prompt", json::array({1})}, {"suffix", "x"}}}) {
+    for (const json& b : {json{{"prompt", json::array({"a", 1})}}, json{{"prompt", json::array({1})}, {"suffix", "x"}},
+                          json{{"prompt", {"a", "b"}}, {"stream", true}}, json{{"prompt", {"a", "b"}}, {"n", 16}, {"max_tokens", 1},
+                          {"seed", 1}, {"temperature", 1}, {"echo", false}, {"logprobs", 30}}}) {
         post("/v1/completions", b, &status);
         EXPECT_EQ(status, 400) << b;
+    }
+}
+
+// OpenAI's completions with several prompts (texts or token lists, as
+// evaluation harnesses batch them): one response whose choices follow the
+// prompts, n each, each the answer its prompt gets alone; the usage summed.
+TEST_F(Server, SeveralPromptsInOneCompletionsRequest) {
+    const std::vector<std::string> prompts = {"The capital of France is", "Water boils at", "My favourite colour is"};
+    std::vector<json> alone;
+    int prompt_tokens = 0, completion_tokens = 0;
+    for (const std::string& p : prompts) {
+        alone.push_back(post("/v1/completions", {{"prompt", p}, {"max_tokens", 6}, {"temperature", 0}}));
+        prompt_tokens += alone.back()["usage"]["prompt_tokens"].get<int>();
+        completion_tokens += 2 * alone.back()["usage"]["completion_tokens"].get<int>();
+    }
+    int status = 0;
+    const json all = post("/v1/completions", {{"prompt", prompts}, {"max_tokens", 6}, {"temperature", 0}, {"n", 2}}, &status);
+    ASSERT_EQ(status, 200) << all;
+    ASSERT_EQ(all["choices"].size(), 6u) << all;
+    for (size_t i = 0; i < 6; ++i) {
+        EXPECT_EQ(all["choices"][i]["index"], i);
+        EXPECT_EQ(all["choices"][i]["text"], alone[i / 2]["choices"][0]["text"]) << i;
+    }
+    EXPECT_EQ(all["usage"]["prompt_tokens"], prompt_tokens);
+    EXPECT_EQ(all["usage"]["completion_tokens"], completion_tokens);
+    EXPECT_FALSE(all.contains("timings"));
+    // Token lists, with echo and logprobs: each choice starts with its prompt.
+    json lists = json::array();
+    for (const std::string& p : prompts) lists.push_back(model_->tokenize(p, true, false));
+    const json echoed = post("/v1/completions", {{"prompt", lists}, {"max_tokens", 2}, {"temperature", 0}, {"echo", true},
+                                                 {"logprobs", 1}}, &status);
+    ASSERT_EQ(status, 200) << echoed;
+    ASSERT_EQ(echoed["choices"].size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+        const std::string text = echoed["choices"][i]["text"];
+        EXPECT_EQ(text.rfind(prompts[i], 0), 0u) << text;
+        const size_t scored = echoed["choices"][i]["logprobs"]["tokens"].size();
+        EXPECT_GT(scored, lists[i].size());  // the prompt's tokens, then the answer's
+        EXPECT_LE(scored, lists[i].size() + 2);
     }
 }
 
@@ -1050,6 +1090,32 @@ TEST_F(Server, Props) {
     EXPECT_EQ(d["seed"], -1);
     EXPECT_NE(p["chat_template"].get<std::string>().find("im_start"), std::string::npos);
     EXPECT_EQ(p["eos_token"], model_->token_to_piece(model_->eos_token(), true));
+}
+
+// llama.cpp's /apply-template gives the prompt /v1/chat/completions would
+// decode; /v1/models carries the model's shape.
+TEST_F(Server, ApplyTemplateAndModelMeta) {
+    const json messages = {{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hi"}}};
+    int status = 0;
+    const json t = post("/apply-template", {{"messages", messages}}, &status);
+    ASSERT_EQ(status, 200) << t;
+    EXPECT_EQ(t["prompt"], model_->apply_chat_template({{"system", "Be brief."}, {"user", "Hi"}}, true));
+    // Its prompt through /completion (special tokens read as such) answers
+    // as the chat route does.
+    const json a = post("/completion", {{"prompt", t["prompt"]}, {"n_predict", 8}, {"temperature", 0}});
+    const json c = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 8}, {"temperature", 0}});
+    EXPECT_EQ(a["content"], c["choices"][0]["message"]["content"]);
+    EXPECT_EQ(a["tokens_evaluated"], c["usage"]["prompt_tokens"]);
+    post("/apply-template", {{"messages", "Hi"}}, &status);
+    EXPECT_EQ(status, 400);
+
+    auto m = client().Get("/v1/models");
+    ASSERT_TRUE(m);
+    const json meta = json::parse(m->body)["data"][0]["meta"];
+    EXPECT_EQ(meta["n_vocab"], model_->n_vocab());
+    EXPECT_EQ(meta["n_embd"], model_->info().n_embd);
+    EXPECT_EQ(meta["n_ctx"], 384);
+    EXPECT_GT(meta["size"].get<uint64_t>(), 0u);
 }
 
 TEST_F(Server, MalformedRequestsGet400) {
