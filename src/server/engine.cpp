@@ -447,7 +447,7 @@ void Engine::step() {
         Slot& s = *sp;
         if (!s.active() || !s.has_logits) continue;
         s.has_logits = false;
-        if (s.req->max_tokens == 0) {  // the prompt alone was asked for (scored)
+        if (s.req->max_tokens == 0) {  // the prompt alone was asked for (scored, or read into the cache)
             finish(s, "length");
             continue;
         }

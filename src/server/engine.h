@@ -56,7 +56,7 @@ struct GenerationResult {
 struct GenerationRequest {
     std::vector<int32_t> prompt;
     SamplerParams sampling;
-    int max_tokens = 256;
+    int max_tokens = 256;  // 0: only the prompt decoded (into the slot's cache; scored when asked)
     std::vector<std::string> stop;  // stop strings (not included in the text)
     bool ignore_eos = false;
     // Start from the longest prefix of the prompt a free slot's cache holds

@@ -23,6 +23,26 @@ json probabilities(const std::vector<TokenLogprob>& tokens) {
     return out;
 }
 
+// llama.cpp's response_fields: each path ("a/b") that the answer has, as
+// one key of a flat object.
+json select_fields(const json& answer, const std::vector<std::string>& paths) {
+    json out = json::object();
+    for (const std::string& path : paths) {
+        const json* at = &answer;
+        size_t from = 0;
+        while (at != nullptr) {
+            const size_t slash = path.find('/', from);
+            const std::string key = path.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
+            const auto it = at->is_object() ? at->find(key) : at->end();
+            at = it == at->end() ? nullptr : &*it;
+            if (slash == std::string::npos) break;
+            from = slash + 1;
+        }
+        if (at != nullptr) out[path] = *at;
+    }
+    return out;
+}
+
 }  // namespace
 
 json token_bytes(const std::string& text) {
@@ -101,7 +121,7 @@ json native_response(const CompletionRequest& req, const GenerationResult& r, co
                 {"timings", timings_json(r)},
                 {"generation_settings", generation_settings(req, n_ctx)}};
     if (req.logprobs > 0 && !streamed) out["completion_probabilities"] = probabilities(r.logprobs);
-    return out;
+    return req.response_fields.empty() ? out : select_fields(out, req.response_fields);
 }
 
 json native_chunk(const CompletionRequest& req, const std::string& text, const std::vector<TokenLogprob>& tokens) {

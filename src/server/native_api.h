@@ -33,7 +33,8 @@ nlohmann::json generation_settings(const CompletionRequest& req, int n_ctx);
 
 // The whole answer (stop true) or, streamed, the last event (its content
 // empty: the pieces came before). With n_probs, each generated token's
-// logprob and the most likely ones ("completion_probabilities").
+// logprob and the most likely ones ("completion_probabilities"); with
+// response_fields, only those (flat: {"timings/prompt_n": 12}).
 nlohmann::json native_response(const CompletionRequest& req, const GenerationResult& r, const std::string& model,
                                bool truncated, int n_ctx, bool streamed);
 // A streamed piece (stop false), with its tokens' probabilities when asked.

@@ -186,13 +186,20 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
     if (r.native) {
         // llama.cpp's n_predict; -1 runs to the context's end.
         const int n_predict = field<int>(body, "n_predict", r.max_tokens);
+        if (n_predict < -1) throw ApiError(400, "'n_predict' must be -1 (no limit), 0 or more");
         r.max_tokens = n_predict < 0 ? std::numeric_limits<int>::max() : n_predict;
     }
     // Completions' echo: the prompt in front of the text, and with logprobs
     // the prompt's tokens scored (max_tokens 0: only that, as evaluation
     // harnesses ask for a text's likelihood).
     r.echo = !chat && field<bool>(body, "echo", false);
-    if (r.max_tokens < (r.echo ? 0 : 1)) throw ApiError(400, r.echo ? "'max_tokens' must be 0 or more" : "'max_tokens' must be positive");
+    // llama.cpp's routes take n_predict 0 too: the prompt decoded into a
+    // slot's cache and nothing generated (editor plugins warm the cache so).
+    if (r.native) {
+        if (r.max_tokens < 0) throw ApiError(400, "'max_tokens' must be 0 or more");
+    } else if (r.max_tokens < (r.echo ? 0 : 1)) {
+        throw ApiError(400, r.echo ? "'max_tokens' must be 0 or more" : "'max_tokens' must be positive");
+    }
     SamplerParams& s = r.sampling;
     // A field left out keeps SamplerParams' default (what /props reports).
     s.temperature = field<float>(body, "temperature", s.temperature);
@@ -272,6 +279,13 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
     if (r.fim && r.echo) throw ApiError(400, "'echo' cannot be combined with 'suffix'");
     if (r.native && r.n != 1) throw ApiError(400, "llama.cpp's routes give one answer ('n' 1)");
     r.cache_prompt = field<bool>(body, "cache_prompt", true);
+    if (auto it = body.find("response_fields"); r.native && it != body.end() && !it->is_null()) {
+        if (!it->is_array()) throw ApiError(400, "'response_fields' must be a list of field paths (\"timings/prompt_n\")");
+        for (const json& f : *it) {
+            if (!f.is_string()) throw ApiError(400, "'response_fields' entries must be strings");
+            r.response_fields.push_back(f.get<std::string>());
+        }
+    }
     r.max_generation_ms = field<double>(body, "t_max_predict_ms", 0.0);
     if (r.max_generation_ms < 0.0) throw ApiError(400, "'t_max_predict_ms' must be 0 (no limit) or more");
     // {"token id": bias in [-100, 100]} as OpenAI takes it, or false to ban

@@ -47,6 +47,9 @@ struct CompletionRequest {
     bool native = false;
     bool cache_prompt = true;  // llama.cpp's: start from a slot's cached prefix
     double max_generation_ms = 0.0;  // llama.cpp's t_max_predict_ms (GenerationRequest's)
+    // llama.cpp's response_fields: the answer holds only these, each under
+    // its path ("timings/prompt_n"); empty: every field.
+    std::vector<std::string> response_fields;
     SamplerParams sampling;
     int max_tokens = 256;
     std::vector<std::string> stop;

@@ -1000,6 +1000,24 @@ TEST_F(Server, NativeCompletion) {
     EXPECT_NE(timed["content"].get<std::string>().find('\n'), std::string::npos);
     EXPECT_EQ(full["content"].get<std::string>().rfind(timed["content"].get<std::string>(), 0), 0u);
 
+    // n_predict 0 reads the prompt into a slot's cache and generates
+    // nothing: a longer prompt that starts with it then finds it there.
+    const std::string warm = "A long preamble about rivers, lakes and the sea, read once";
+    const json w0 = post("/completion", {{"prompt", warm}, {"n_predict", 0}}, &status);
+    ASSERT_EQ(status, 200) << w0;
+    EXPECT_EQ(w0["content"], "");
+    EXPECT_EQ(w0["tokens_predicted"], 0);
+    const json w1 = post("/completion", {{"prompt", warm + ", and then a question:"}, {"n_predict", 1}});
+    EXPECT_GE(w1["tokens_cached"].get<int>(), w0["tokens_evaluated"].get<int>() - 1) << w1;
+    // response_fields: only those, each under its path (llama.vim reads
+    // "timings/prompt_n" so); one the answer lacks is left out.
+    const json fields = post("/completion", {{"prompt", prompt}, {"n_predict", 2}, {"temperature", 0},
+                                             {"response_fields", {"content", "timings/predicted_n", "tokens_cached", "no/such"}}});
+    EXPECT_EQ(fields.size(), 3u) << fields;
+    EXPECT_EQ(fields["timings/predicted_n"], 2);
+    EXPECT_EQ(fields["content"], content.substr(0, fields["content"].get<std::string>().size()));
+    EXPECT_TRUE(fields.contains("tokens_cached"));
+
     // A prompt found in a slot's cache, unless the request says not to.
     EXPECT_GT(post("/completion", {{"prompt", prompt}, {"n_predict", 1}})["tokens_cached"].get<int>(), 0);
     EXPECT_EQ(post("/completion", {{"prompt", prompt}, {"n_predict", 1}, {"cache_prompt", false}})["tokens_cached"], 0);
@@ -1009,7 +1027,8 @@ TEST_F(Server, NativeCompletion) {
                           json{{"prompt", json::array()}}, json{{"prompt", "x"}, {"n_probs", -1}},
                           json{{"prompt", "x"}, {"n_probs", 1001}}, json{{"prompt", "x"}, {"logprobs", 2}},
                           json{{"prompt", "x"}, {"n", 2}}, json{{"prompt", "x"}, {"logit_bias", {{1}}}},
-                          json{{"prompt", "x"}, {"repeat_last_n", 2000000000}}, json{{"prompt", "x"}, {"t_max_predict_ms", -1}}}) {
+                          json{{"prompt", "x"}, {"repeat_last_n", 2000000000}}, json{{"prompt", "x"}, {"t_max_predict_ms", -1}},
+                          json{{"prompt", "x"}, {"n_predict", -2}}, json{{"prompt", "x"}, {"response_fields", "content"}}}) {
         const json err = post("/completion", b, &status);
         EXPECT_EQ(status, 400) << b << err;
     }
