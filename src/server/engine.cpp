@@ -105,6 +105,17 @@ TokenLogprob token_logprob(const Model& model, const float* logits, int n_vocab,
 
 }  // namespace
 
+size_t dedent_at(const std::string& text, int indent) {
+    for (size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', nl + 1)) {
+        const size_t start = nl + 1;
+        size_t p = start;
+        while (p < text.size() && (text[p] == ' ' || text[p] == '\t')) ++p;
+        const bool blank = p == text.size() || text[p] == '\n' || text[p] == '\r';
+        if (!blank && p - start < static_cast<size_t>(indent)) return start;
+    }
+    return std::string::npos;
+}
+
 Engine::Engine(Model& model, const EngineParams& params) : model_(model), params_(params) {
     if (params_.n_slots <= 0) throw Error(ErrorCode::InvalidArgument, "server: the number of slots must be positive");
     ContextParams cp;
@@ -383,6 +394,15 @@ bool Engine::emit(Slot& s, bool final) {
             }
         }
     }
+    // With min_indent, a last line of spaces and tabs only waits until its
+    // first other character says whether it is too little indented.
+    if (!final && s.req->min_indent > 0) {
+        const size_t nl = s.text.rfind('\n', end == 0 ? 0 : end - 1);
+        if (nl != std::string::npos && nl + 1 < end &&
+            s.text.find_first_not_of(" \t", nl + 1) >= end) {
+            end = nl + 1;
+        }
+    }
     // The tokens whose text is now all sent; at the end also one that a stop
     // string cut short (its text began before the cut).
     std::vector<TokenLogprob> tokens;
@@ -492,6 +512,14 @@ void Engine::step() {
         if (stopped) {
             finish(s, "stop");
             continue;
+        }
+        if (s.req->min_indent > 0) {
+            const size_t cut = dedent_at(s.text, s.req->min_indent);
+            if (cut != std::string::npos) {
+                s.text.resize(cut);
+                finish(s, "length");
+                continue;
+            }
         }
         if (!emit(s, false)) {
             finish(s, "error", "cancelled");

@@ -66,6 +66,10 @@ struct GenerationRequest {
     // milliseconds of generation once its text holds a line break
     // (llama.cpp's t_max_predict_ms: code completion wants whole lines fast).
     double max_generation_ms = 0.0;
+    // > 0: a line after the first that starts less indented than this
+    // (spaces and tabs, one column each) ends the text before it, as a code
+    // completion's block closing does (llama.cpp's n_indent).
+    int min_indent = 0;
     int logprobs = -1;  // -1: none; N >= 0: each token's logprob and the N most likely
     // The prompt's tokens scored too (with logprobs >= 0): each one's logprob
     // given the tokens before it (the first has none). The prompt is then
@@ -79,6 +83,11 @@ struct GenerationRequest {
     // Called once on the engine thread when the request ends.
     std::function<void(const GenerationResult&)> on_done;
 };
+
+// Where the first line after the first that starts with a character other
+// than a space or tab within `indent` columns begins (blank lines do not
+// count); npos when none does. GenerationRequest::min_indent.
+size_t dedent_at(const std::string& text, int indent);
 
 struct EngineParams {
     int n_slots = 4;     // requests served at once

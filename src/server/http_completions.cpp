@@ -95,6 +95,7 @@ HttpServer::Prepared HttpServer::prepare(CompletionRequest& req, bool infill) {
     gen->ignore_eos = req.ignore_eos;
     gen->cache_prompt = req.cache_prompt;
     gen->max_generation_ms = req.max_generation_ms;
+    gen->min_indent = req.min_indent;
     gen->logprobs = req.logprobs;
     gen->prompt_logprobs = req.echo && req.logprobs >= 0;
 

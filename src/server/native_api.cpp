@@ -104,7 +104,8 @@ json generation_settings(const CompletionRequest& req, int n_ctx) {
             {"stream", req.stream},
             {"n_probs", std::max(req.logprobs, 0)},
             {"cache_prompt", req.cache_prompt},
-            {"t_max_predict_ms", req.max_generation_ms}};
+            {"t_max_predict_ms", req.max_generation_ms},
+            {"n_indent", req.min_indent}};
 }
 
 json native_response(const CompletionRequest& req, const GenerationResult& r, const std::string& model,

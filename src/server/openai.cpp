@@ -287,6 +287,8 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
         }
     }
     r.max_generation_ms = field<double>(body, "t_max_predict_ms", 0.0);
+    r.min_indent = field<int>(body, "n_indent", 0);
+    if (r.min_indent < 0) throw ApiError(400, "'n_indent' must be 0 (off) or more");
     if (r.max_generation_ms < 0.0) throw ApiError(400, "'t_max_predict_ms' must be 0 (no limit) or more");
     // {"token id": bias in [-100, 100]} as OpenAI takes it, or false to ban
     // the token; llama.cpp's server also takes [[id, bias], ...]. The ids

@@ -47,6 +47,7 @@ struct CompletionRequest {
     bool native = false;
     bool cache_prompt = true;  // llama.cpp's: start from a slot's cached prefix
     double max_generation_ms = 0.0;  // llama.cpp's t_max_predict_ms (GenerationRequest's)
+    int min_indent = 0;              // llama.cpp's n_indent (GenerationRequest's)
     // llama.cpp's response_fields: the answer holds only these, each under
     // its path ("timings/prompt_n"); empty: every field.
     std::vector<std::string> response_fields;

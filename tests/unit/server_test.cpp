@@ -1018,6 +1018,26 @@ TEST_F(Server, NativeCompletion) {
     EXPECT_EQ(fields["content"], content.substr(0, fields["content"].get<std::string>().size()));
     EXPECT_TRUE(fields.contains("tokens_cached"));
 
+    // n_indent: a line after the first that starts less indented ends the
+    // answer before it (a completion that closed its block), whole or
+    // streamed (the streamed pieces never include the cut line's spaces).
+    // The cut line here starts with spaces (fewer than 8), which a stream
+    // must not have sent.
+    const std::string code = "def add(a, b):\n    return a + b\n\ndef sub(a, b):";
+    const std::string free_text = post("/completion", {{"prompt", code}, {"n_predict", 40}, {"temperature", 0}})["content"];
+    const size_t cut = server::dedent_at(free_text, 8);
+    ASSERT_NE(cut, std::string::npos) << free_text;
+    ASSERT_EQ(free_text[cut], ' ') << free_text;
+    const json indented = post("/completion", {{"prompt", code}, {"n_predict", 40}, {"temperature", 0}, {"n_indent", 8}});
+    EXPECT_EQ(indented["content"], free_text.substr(0, cut));
+    EXPECT_EQ(indented["stop_type"], "limit");
+    res = client().Post("/completion", json{{"prompt", code}, {"n_predict", 40}, {"temperature", 0}, {"n_indent", 8},
+                                            {"stream", true}}.dump(), "application/json");
+    ASSERT_TRUE(res);
+    std::string pieces;
+    for (const json& ev : sse_events(res->body)) pieces += ev["content"].get<std::string>();
+    EXPECT_EQ(pieces, free_text.substr(0, cut));
+
     // A prompt found in a slot's cache, unless the request says not to.
     EXPECT_GT(post("/completion", {{"prompt", prompt}, {"n_predict", 1}})["tokens_cached"].get<int>(), 0);
     EXPECT_EQ(post("/completion", {{"prompt", prompt}, {"n_predict", 1}, {"cache_prompt", false}})["tokens_cached"], 0);
@@ -1028,7 +1048,8 @@ TEST_F(Server, NativeCompletion) {
                           json{{"prompt", "x"}, {"n_probs", 1001}}, json{{"prompt", "x"}, {"logprobs", 2}},
                           json{{"prompt", "x"}, {"n", 2}}, json{{"prompt", "x"}, {"logit_bias", {{1}}}},
                           json{{"prompt", "x"}, {"repeat_last_n", 2000000000}}, json{{"prompt", "x"}, {"t_max_predict_ms", -1}},
-                          json{{"prompt", "x"}, {"n_predict", -2}}, json{{"prompt", "x"}, {"response_fields", "content"}}}) {
+                          json{{"prompt", "x"}, {"n_predict", -2}}, json{{"prompt", "x"}, {"response_fields", "content"}},
+                          json{{"prompt", "x"}, {"n_indent", -1}}}) {
         const json err = post("/completion", b, &status);
         EXPECT_EQ(status, 400) << b << err;
     }
@@ -1091,6 +1112,18 @@ TEST_F(Server, IdleSlotsAreTakenLeastRecentlyUsedFirst) {
     for (const char* other : {"Apples grow on", "Bright stars shine over", "Cold rivers run through"}) ask(other);
     const json again = ask(prompt);
     EXPECT_EQ(again["tokens_cached"].get<int>(), again["tokens_evaluated"].get<int>() - 1) << again;
+}
+
+// Where n_indent cuts: the first line after the first that starts within
+// the indent (spaces and tabs one column each), blank lines skipped.
+TEST(ServerEngine, DedentAt) {
+    EXPECT_EQ(server::dedent_at("x = 1", 4), std::string::npos);  // one line: the cursor's own
+    EXPECT_EQ(server::dedent_at("x\n    y\n\t\tz\n   ", 2), std::string::npos);  // a last line of spaces waits
+    EXPECT_EQ(server::dedent_at("x\n    y\n\n  \r\nz = 2", 4), 13u);
+    EXPECT_EQ(server::dedent_at("x\n    y\n\t\tz\n", 4), 8u);
+    EXPECT_EQ(server::dedent_at("x\n\tz\n", 2), 2u);
+    EXPECT_EQ(server::dedent_at("\nreturn", 1), 1u);
+    EXPECT_EQ(server::dedent_at("\nreturn", 0), std::string::npos);
 }
 
 // llama.cpp's /props: the defaults a request gets, the slots, the template.
