@@ -452,6 +452,8 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
         // not at the next admission).
         std::lock_guard<std::mutex> lock(mutex_);
         ++stats_.requests_done;
+        stats_.prompt_ms += r.prompt_ms;
+        stats_.generation_ms += r.generation_ms;
         stats_.active_slots = count_active(slots_);
     }
     try {

@@ -115,6 +115,9 @@ struct EngineStats {
     uint64_t prompt_tokens = 0;      // of them, prompt tokens
     uint64_t prompt_tokens_cached = 0;  // prompt tokens reused from a slot's cache instead
     uint64_t generated_tokens = 0;   // tokens sampled (end-of-generation tokens excepted)
+    // Finished requests' GenerationResult::prompt_ms and generation_ms, summed.
+    double prompt_ms = 0.0;
+    double generation_ms = 0.0;
     int active_slots = 0;
     int queued = 0;
 };

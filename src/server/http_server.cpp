@@ -148,20 +148,29 @@ void HttpServer::routes() {
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         const EngineStats st = engine_.stats();
         std::string out;
-        auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
+        auto metric = [&out](const char* name, const char* type, const char* help, const std::string& value) {
             out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
-                   std::to_string(value) + "\n";
+                   value + "\n";
         };
-        metric("lantern_requests_total", "counter", "Requests finished (any outcome).", st.requests_done);
-        metric("lantern_prompt_tokens_total", "counter", "Prompt tokens decoded.", st.prompt_tokens);
-        metric("lantern_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",
+        auto count = [&metric](const char* name, const char* type, const char* help, uint64_t value) {
+            metric(name, type, help, std::to_string(value));
+        };
+        count("lantern_requests_total", "counter", "Requests finished (any outcome).", st.requests_done);
+        count("lantern_prompt_tokens_total", "counter", "Prompt tokens decoded.", st.prompt_tokens);
+        count("lantern_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",
                st.prompt_tokens_cached);
-        metric("lantern_generated_tokens_total", "counter", "Tokens generated.", st.generated_tokens);
-        metric("lantern_decode_steps_total", "counter", "Batches decoded.", st.steps);
-        metric("lantern_slots", "gauge", "Requests served at once (--parallel).",
+        count("lantern_generated_tokens_total", "counter", "Tokens generated.", st.generated_tokens);
+        count("lantern_decode_steps_total", "counter", "Batches decoded.", st.steps);
+        count("lantern_slots", "gauge", "Requests served at once (--parallel).",
                static_cast<uint64_t>(engine_.params().n_slots));
-        metric("lantern_slots_active", "gauge", "Slots serving a request.", static_cast<uint64_t>(st.active_slots));
-        metric("lantern_requests_queued", "gauge", "Requests waiting for a slot.", static_cast<uint64_t>(st.queued));
+        count("lantern_slots_active", "gauge", "Slots serving a request.", static_cast<uint64_t>(st.active_slots));
+        count("lantern_requests_queued", "gauge", "Requests waiting for a slot.", static_cast<uint64_t>(st.queued));
+        // Seconds as Prometheus wants them: rate() of tokens over seconds
+        // gives the throughput of the prompts and of the generations.
+        auto seconds = [](double ms) { return std::to_string(ms / 1e3); };  // six decimals
+        metric("lantern_prompt_seconds_total", "counter", "Wall time of finished requests' prompts.", seconds(st.prompt_ms));
+        metric("lantern_generation_seconds_total", "counter", "Wall time of finished requests' generations.",
+               seconds(st.generation_ms));
         res.set_content(out, "text/plain; version=0.0.4");
     });
     // llama.cpp's /props: what clients written for its server read first.

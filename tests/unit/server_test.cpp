@@ -319,6 +319,16 @@ TEST_F(Server, MetricsCountTokensAndRequests) {
     EXPECT_GT(value(after, "lantern_decode_steps_total"), value(before, "lantern_decode_steps_total"));
     EXPECT_EQ(value(after, "lantern_slots"), 4u);
     EXPECT_EQ(value(after, "lantern_slots_active"), 0u);
+    // The request's wall times, in seconds.
+    auto seconds = [](const std::string& text, const std::string& name) {
+        const size_t at = text.find("\n" + name + " ");
+        EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
+        return at == std::string::npos ? 0.0 : std::stod(text.substr(at + name.size() + 2));
+    };
+    const double gen = seconds(after, "lantern_generation_seconds_total") - seconds(before, "lantern_generation_seconds_total");
+    EXPECT_NEAR(gen, r["timings"]["predicted_ms"].get<double>() / 1e3, 2e-6);
+    const double prompt = seconds(after, "lantern_prompt_seconds_total") - seconds(before, "lantern_prompt_seconds_total");
+    EXPECT_NEAR(prompt, r["timings"]["prompt_ms"].get<double>() / 1e3, 2e-6);
 }
 
 // logit_bias: a bias of 100 makes a token the only choice, false bans one.
