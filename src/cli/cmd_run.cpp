@@ -393,6 +393,9 @@ void add_run_command(CLI::App& app) {
     cmd->add_flag("--single-turn", o->single_turn, "in chat mode, stop after the first answer");
     cmd->add_option("--system", o->system, "system message for chat mode");
     cmd->add_option("--chat-template", o->chat_template, "chat template: a built-in name or Jinja source");
+    cmd->add_option_function<std::string>(
+        "--chat-template-file", [o](const std::string& path) { o->chat_template = read_text_file(path); },
+        "read the chat template's Jinja source from a file");
     cmd->add_option("--chat-template-kwargs", o->template_kwargs,
                     "more chat template variables, a JSON object (e.g. '{\"enable_thinking\": false}' for Qwen3)");
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating past end-of-generation tokens");

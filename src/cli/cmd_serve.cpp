@@ -27,6 +27,9 @@ void add_serve_command(CLI::App& app) {
                   "decode every prompt whole (by default a request reuses the longest prefix of its prompt that a "
                   "free slot holds)");
     cmd->add_option("--chat-template", o->http.chat_template, "chat template: a built-in name or Jinja source");
+    cmd->add_option_function<std::string>(
+        "--chat-template-file", [o](const std::string& path) { o->http.chat_template = read_text_file(path); },
+        "read the chat template's Jinja source from a file");
     cmd->add_option("--alias", o->http.model_name, "model name reported to clients");
     cmd->add_option_function<std::string>(
            "--reasoning-format",

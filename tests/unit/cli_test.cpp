@@ -165,6 +165,20 @@ TEST(Cli, ChatTemplateVariables) {
     const int plain = prompt_tokens("");
     EXPECT_GT(plain, 0);
     EXPECT_GT(prompt_tokens(" --chat-template-kwargs " + shell_quote(R"({"extra": " Answer briefly, in English."})")), plain);
+    // The same template from a file; a file that is not there is named.
+    const std::string file = temp_path("template.jinja").string();
+    {
+        std::ofstream(file) << "{% for m in messages %}{{ m.content }}{% endfor %}"
+                               "{% if extra is defined %}{{ extra }}{% endif %}";
+    }
+    const CliOutput from_file = run_lantern("run --chat --single-turn --temp 0 -n 2 -t 1 -p " +
+                                            shell_quote("Hi there, how are you?") + " --chat-template-file " + file +
+                                            " < /dev/null");
+    EXPECT_EQ(from_file.exit_code, 0) << from_file.err;
+    EXPECT_NE(from_file.err.find("prompt: " + std::to_string(plain) + " "), std::string::npos) << from_file.err;
+    const CliOutput missing = run_lantern("run --chat -st -n 2 -p hi --chat-template-file /nonexistent/t.jinja");
+    EXPECT_NE(missing.exit_code, 0);
+    EXPECT_NE(missing.err.find("/nonexistent/t.jinja"), std::string::npos) << missing.err;
     const CliOutput bad = run_lantern("run --chat -st -n 2 -p hi --chat-template-kwargs '[1]'");
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("--chat-template-kwargs must be a JSON object"), std::string::npos) << bad.err;
