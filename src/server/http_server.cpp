@@ -67,6 +67,20 @@ std::vector<int32_t> token_ids(const json& list, int n_vocab, const char* field)
     return ids;
 }
 
+// Whether s is whole UTF-8 characters (no stray or cut-off bytes).
+bool whole_utf8(const std::string& s) {
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return false;
+        for (size_t k = 1; k < n; ++k) {
+            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+        }
+        i += n;
+    }
+    return true;
+}
+
 // Compared in time that does not depend on where the keys differ, so a
 // client cannot learn a key byte by byte from response times (its length
 // it may).
@@ -268,8 +282,23 @@ void HttpServer::routes() {
         if (body.contains("add_special") && !body["add_special"].is_boolean()) {
             throw ApiError(400, "'add_special' must be true or false");
         }
+        if (body.contains("with_pieces") && !body["with_pieces"].is_boolean()) {
+            throw ApiError(400, "'with_pieces' must be true or false");
+        }
         const bool special = body.value("add_special", false);
-        send_json(res, 200, json{{"tokens", model_.tokenize(body["content"].get<std::string>(), special, true)}});
+        const std::vector<int32_t> ids = model_.tokenize(body["content"].get<std::string>(), special, true);
+        if (!body.value("with_pieces", false)) {
+            send_json(res, 200, json{{"tokens", ids}});
+            return;
+        }
+        // llama.cpp's with_pieces: each token's text, or its bytes where
+        // that text is part of a UTF-8 character.
+        json tokens = json::array();
+        for (int32_t id : ids) {
+            const std::string piece = model_.token_to_piece(id, true);
+            tokens.push_back({{"id", id}, {"piece", whole_utf8(piece) ? json(piece) : token_bytes(piece)}});
+        }
+        send_json(res, 200, json{{"tokens", tokens}});
     });
     s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
         json body = json::parse(req.body, nullptr, false);

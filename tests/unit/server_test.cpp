@@ -1393,6 +1393,23 @@ TEST_F(Server, TokenizeRoundTrip) {
     ASSERT_TRUE(t["tokens"].is_array());
     EXPECT_GE(t["tokens"].size(), 2u);
     EXPECT_EQ(post("/detokenize", {{"tokens", t["tokens"]}})["content"], "Hello world");
+    // with_pieces: each id with its text, or its bytes where the text is
+    // part of a character (this byte-level vocabulary splits "😀").
+    const json p = post("/tokenize", {{"content", "Hello 😀"}, {"with_pieces", true}});
+    std::string bytes;
+    bool split = false;
+    for (const json& x : p["tokens"]) {
+        EXPECT_EQ(x["piece"].is_string() ? x["piece"].get<std::string>() : std::string("?"),
+                  x["piece"].is_string() ? model_->token_to_piece(x["id"].get<int32_t>(), true) : std::string("?"));
+        if (x["piece"].is_string()) {
+            bytes += x["piece"].get<std::string>();
+        } else {
+            split = true;
+            for (const json& b : x["piece"]) bytes += static_cast<char>(b.get<int>());
+        }
+    }
+    EXPECT_EQ(bytes, "Hello 😀");
+    EXPECT_TRUE(split) << p;
     // A field of the wrong type is the client's error (it was a 500).
     int status = 0;
     const json e = post("/tokenize", {{"content", "Hi"}, {"add_special", "yes"}}, &status);
