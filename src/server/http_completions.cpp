@@ -3,9 +3,9 @@
 // together.
 #include <future>
 
+#include "chat/reasoning.h"
 #include "server/http_server.h"
 #include "server/openai.h"
-#include "chat/reasoning.h"
 
 namespace lantern::server {
 
