@@ -349,6 +349,19 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
             throw ApiError(400, "'response_format' type must be \"text\", \"json_object\" or \"json_schema\"");
         }
     }
+    // llama.cpp's routes take the schema itself: "json_schema": {...}.
+    if (auto it = body.find("json_schema"); r.native && it != body.end() && !it->is_null()) {
+        if (!it->is_object()) throw ApiError(400, "'json_schema' must be a JSON schema (an object)");
+        if (s.json_object || !s.json_schema.empty()) {
+            throw ApiError(400, "'json_schema' cannot be combined with a JSON 'response_format'");
+        }
+        s.json_schema = it->dump();
+        try {
+            check_json_schema(s.json_schema);
+        } catch (const Error& e) {
+            throw ApiError(400, std::string("'json_schema': ") + e.what());
+        }
+    }
     // "grammar" (llama.cpp's extension): a GBNF grammar the reply matches.
     if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
         if (!it->is_string()) throw ApiError(400, "'grammar' must be a string (a GBNF grammar)");

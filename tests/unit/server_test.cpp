@@ -1048,6 +1048,17 @@ TEST_F(Server, NativeCompletion) {
     for (const json& ev : sse_events(res->body)) pieces += ev["content"].get<std::string>();
     EXPECT_EQ(pieces, free_text.substr(0, cut));
 
+    // json_schema (llama.cpp's field): the answer follows the schema.
+    const json schema = json::parse(R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                                        "required": ["city"], "additionalProperties": false})");
+    const json held = post("/completion", {{"prompt", "The capital of France as JSON:"}, {"n_predict", 40},
+                                           {"temperature", 0}, {"json_schema", schema}}, &status);
+    ASSERT_EQ(status, 200) << held;
+    const json reply = json::parse(held["content"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(reply.is_object()) << held["content"];
+    EXPECT_EQ(reply.size(), 1u) << reply;
+    EXPECT_TRUE(reply["city"].is_string()) << reply;
+
     // A prompt found in a slot's cache, unless the request says not to.
     EXPECT_GT(post("/completion", {{"prompt", prompt}, {"n_predict", 1}})["tokens_cached"].get<int>(), 0);
     EXPECT_EQ(post("/completion", {{"prompt", prompt}, {"n_predict", 1}, {"cache_prompt", false}})["tokens_cached"], 0);
@@ -1059,7 +1070,8 @@ TEST_F(Server, NativeCompletion) {
                           json{{"prompt", "x"}, {"n", 2}}, json{{"prompt", "x"}, {"logit_bias", {{1}}}},
                           json{{"prompt", "x"}, {"repeat_last_n", 2000000000}}, json{{"prompt", "x"}, {"t_max_predict_ms", -1}},
                           json{{"prompt", "x"}, {"n_predict", -2}}, json{{"prompt", "x"}, {"response_fields", "content"}},
-                          json{{"prompt", "x"}, {"n_indent", -1}}}) {
+                          json{{"prompt", "x"}, {"n_indent", -1}}, json{{"prompt", "x"}, {"json_schema", "object"}},
+                          json{{"prompt", "x"}, {"json_schema", {{"type", "string"}, {"format", "iri"}}}}}) {
         const json err = post("/completion", b, &status);
         EXPECT_EQ(status, 400) << b << err;
     }
