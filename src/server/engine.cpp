@@ -140,16 +140,20 @@ Engine::~Engine() {
     worker_.join();
 }
 
-void Engine::submit(std::shared_ptr<GenerationRequest> request) {
-    if (request->prompt.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
-    if (static_cast<int>(request->prompt.size()) >= params_.n_ctx) {
-        throw Error(ErrorCode::ContextFull, "the prompt has " + std::to_string(request->prompt.size()) +
+void Engine::check(const GenerationRequest& request) const {
+    if (request.prompt.empty()) throw Error(ErrorCode::InvalidArgument, "the prompt is empty");
+    if (static_cast<int>(request.prompt.size()) >= params_.n_ctx) {
+        throw Error(ErrorCode::ContextFull, "the prompt has " + std::to_string(request.prompt.size()) +
                                                 " tokens; a request may use at most " +
                                                 std::to_string(params_.n_ctx - 1));
     }
-    for (int32_t t : request->prompt) {
+    for (int32_t t : request.prompt) {
         if (t < 0 || t >= model_.n_vocab()) throw Error(ErrorCode::InvalidArgument, "prompt token outside the vocabulary");
     }
+}
+
+void Engine::submit(std::shared_ptr<GenerationRequest> request) {
+    check(*request);
     {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(request));

@@ -138,8 +138,11 @@ public:
     std::vector<std::vector<float>> embed(std::vector<std::vector<int32_t>> inputs);
 
     // Queues a request (thread-safe). Error(InvalidArgument/ContextFull) at
-    // once when the prompt is empty or cannot fit a slot.
+    // once when the prompt is empty or cannot fit a slot (check()).
     void submit(std::shared_ptr<GenerationRequest> request);
+    // What submit refuses, without queueing: for callers that must know
+    // all of several requests will be taken before submitting any.
+    void check(const GenerationRequest& request) const;
     EngineStats stats() const;
     const EngineParams& params() const { return params_; }
 

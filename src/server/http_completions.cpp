@@ -127,13 +127,7 @@ json HttpServer::complete_batch(const std::vector<std::string>& bodies, const st
     }
     for (CompletionRequest& r : reqs) {
         prepared.push_back(prepare(r, false));
-        for (const auto& g : prepared.back().gens) {
-            if (static_cast<int>(g->prompt.size()) >= engine_.params().n_ctx) {
-                throw ApiError(400, "a prompt has " + std::to_string(g->prompt.size()) +
-                                        " tokens; a request may use at most " +
-                                        std::to_string(engine_.params().n_ctx - 1));
-            }
-        }
+        for (const auto& g : prepared.back().gens) engine_.check(*g);
     }
     std::vector<std::vector<std::future<GenerationResult>>> futures(prepared.size());
     for (size_t k = 0; k < prepared.size(); ++k) {

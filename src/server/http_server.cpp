@@ -13,6 +13,7 @@
 #include "chat/reasoning.h"
 #include "server/native_api.h"
 #include "server/openai.h"
+#include "tokenizer/unicode.h"
 
 namespace lantern::server {
 namespace {
@@ -67,16 +68,14 @@ std::vector<int32_t> token_ids(const json& list, int n_vocab, const char* field)
     return ids;
 }
 
-// Whether s is whole UTF-8 characters (no stray or cut-off bytes).
+// Whether s is whole UTF-8 characters: decode_utf8 gives a stray or
+// cut-off byte as a lone surrogate (0xDC80 + byte), which no valid
+// character decodes to.
 bool whole_utf8(const std::string& s) {
     for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        const size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        if (n == 0 || i + n > s.size()) return false;
-        for (size_t k = 1; k < n; ++k) {
-            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-        }
-        i += n;
+        uint32_t cp = 0;
+        i += unicode::decode_utf8(s, i, cp);
+        if (cp >= 0xDC80 && cp <= 0xDCFF) return false;
     }
     return true;
 }

@@ -24,21 +24,19 @@ json probabilities(const std::vector<TokenLogprob>& tokens) {
 }
 
 // llama.cpp's response_fields: each path ("a/b") that the answer has, as
-// one key of a flat object.
+// one key of a flat object. A path is a JSON pointer without its leading
+// slash ('~' escaped as the pointer syntax wants).
 json select_fields(const json& answer, const std::vector<std::string>& paths) {
     json out = json::object();
     for (const std::string& path : paths) {
-        const json* at = &answer;
-        size_t from = 0;
-        while (at != nullptr) {
-            const size_t slash = path.find('/', from);
-            const std::string key = path.substr(from, slash == std::string::npos ? std::string::npos : slash - from);
-            const auto it = at->is_object() ? at->find(key) : at->end();
-            at = it == at->end() ? nullptr : &*it;
-            if (slash == std::string::npos) break;
-            from = slash + 1;
+        std::string pointer = "/";
+        for (char c : path) pointer += c == '~' ? std::string("~0") : std::string(1, c);
+        try {
+            const json::json_pointer at(pointer);
+            if (answer.contains(at)) out[path] = answer.at(at);
+        } catch (const json::exception&) {
+            // A path through a list by a name, not an index: not there.
         }
-        if (at != nullptr) out[path] = *at;
     }
     return out;
 }

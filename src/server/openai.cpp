@@ -93,6 +93,18 @@ namespace {
 
 enum class Endpoint { Chat, Completions, Infill, Native };
 
+// A schema's text for SamplerParams::json_schema; one the sampler cannot
+// enforce is a 400 naming the request's field and the keyword.
+std::string checked_schema(const json& schema, const char* field) {
+    std::string text = schema.dump();
+    try {
+        check_json_schema(text);
+    } catch (const Error& e) {
+        throw ApiError(400, std::string("'") + field + "': " + e.what());
+    }
+    return text;
+}
+
 // "prompt": a text; a list of token ids (OpenAI's completions); a list of
 // texts and ids mixed (/completion). A list holding one prompt (OpenAI's
 // batch of one) is that prompt; completions' batches of several are split
@@ -339,12 +351,7 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
             if (!js.is_object() || !js.contains("schema") || !js["schema"].is_object()) {
                 throw ApiError(400, "'response_format' json_schema needs {\"json_schema\": {\"schema\": {...}}}");
             }
-            s.json_schema = js["schema"].dump();
-            try {
-                check_json_schema(s.json_schema);
-            } catch (const Error& e) {
-                throw ApiError(400, std::string("'response_format': ") + e.what());
-            }
+            s.json_schema = checked_schema(js["schema"], "response_format");
         } else if (type != "text") {
             throw ApiError(400, "'response_format' type must be \"text\", \"json_object\" or \"json_schema\"");
         }
@@ -355,12 +362,7 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
         if (s.json_object || !s.json_schema.empty()) {
             throw ApiError(400, "'json_schema' cannot be combined with a JSON 'response_format'");
         }
-        s.json_schema = it->dump();
-        try {
-            check_json_schema(s.json_schema);
-        } catch (const Error& e) {
-            throw ApiError(400, std::string("'json_schema': ") + e.what());
-        }
+        s.json_schema = checked_schema(*it, "json_schema");
     }
     // "grammar" (llama.cpp's extension): a GBNF grammar the reply matches.
     if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
