@@ -42,7 +42,7 @@ class _ModelParams(ctypes.Structure):
 
 class _ContextParams(ctypes.Structure):
     _fields_ = [("n_ctx", ctypes.c_int), ("n_seq", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_threads", ctypes.c_int),
-                ("embeddings", ctypes.c_int)]
+                ("embeddings", ctypes.c_int), ("cache_type_k", _cs), ("cache_type_v", _cs)]
 
 
 class _SamplerParams(ctypes.Structure):
@@ -333,11 +333,14 @@ class Model:
 
 class Context:
     """A KV cache of n_seq sequences of n_ctx positions each, and the last decode's logits
-    (embeddings=True: its final hidden states instead, Context.embeddings)."""
+    (embeddings=True: its final hidden states instead, Context.embeddings). cache_type_k and
+    cache_type_v are the cache's element types ("f16", "q8_0", "q4_0"...: see ContextParams)."""
 
-    def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0, embeddings=False):
+    def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0, embeddings=False,
+                 cache_type_k="f16", cache_type_v="f16"):
         lib = _library()
-        params = _ContextParams(n_ctx, n_seq, n_batch, n_threads, int(embeddings))
+        params = _ContextParams(n_ctx, n_seq, n_batch, n_threads, int(embeddings), cache_type_k.encode(),
+                                cache_type_v.encode())
         if not model._h:
             raise LanternError(-1, "the model is closed")  # LANTERN_ERR_INVALID_ARGUMENT
         self._model = model  # the model must outlive the context

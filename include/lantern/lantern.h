@@ -202,6 +202,14 @@ struct ContextParams {
     // Each output is the model's final hidden state (after the last norm,
     // n_embd floats: Context::embeddings) instead of next-token logits.
     bool embeddings = false;
+    // Element types of the KV cache's keys and values, by llama.cpp's names
+    // (its -ctk/-ctv): "f16", "f32", "bf16", "q8_0", "q5_1", "q5_0", "q4_1"
+    // or "q4_0" (the block types need a head dimension that is a multiple
+    // of 32). q8_0 takes 53% of f16's memory. The CUDA and OpenCL backends
+    // hold f16 caches (OpenCL f32 too); a layer of theirs with another type
+    // keeps its cache in host memory and attends on the CPU.
+    std::string cache_type_k = "f16";
+    std::string cache_type_v = "f16";
 };
 
 // Tokens of one decode call. Each token has a position within its sequence
@@ -265,6 +273,11 @@ public:
     int sequence_length(int seq) const;
     int n_ctx() const;
     int n_seq() const;
+    // Bytes the KV cache takes, keys and values of every layer and sequence,
+    // wherever they live; with a one-line description ("1.5 GiB: K q8_0,
+    // V q8_0, 4 x 8192 cells, of which 0.5 GiB on the host") for logs.
+    size_t cache_bytes() const;
+    std::string cache_summary() const;
 
     // A sequence's state: its KV-cache rows (and, if given, its tokens: all
     // sequence_length(seq) of them, for the caller to match a prompt against)

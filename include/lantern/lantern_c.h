@@ -188,6 +188,10 @@ typedef struct {
     int n_batch;   /* tokens per forward pass; longer batches are split */
     int n_threads; /* 0: the model's */
     int embeddings; /* nonzero: outputs are final hidden states (lantern_embeddings), not logits */
+    /* The KV cache's key and value types: "f16", "f32", "bf16", "q8_0",
+     * "q5_1", "q5_0", "q4_1" or "q4_0" (NULL: "f16"; ContextParams says more). */
+    const char *cache_type_k;
+    const char *cache_type_v;
 } lantern_context_params;
 
 LANTERN_C_API lantern_context_params lantern_context_default_params(void);

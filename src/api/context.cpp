@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <string>
 
@@ -59,16 +60,28 @@ Context::Impl::Step& Context::Impl::step_for(const Batch& b, size_t begin, size_
     return ref;
 }
 
-// Each layer's cache goes where that layer's KV writes run.
+// Each layer's cache goes where the attention reading it runs (its writes
+// then follow it there): a cache whose type or shape the layer's backend
+// cannot attend over stays in host memory rather than crossing over whole
+// at every step.
 void Context::Impl::place_caches() {
     Batch one;
     one.add(0, 0, 0, true);
     std::unique_ptr<Step> probe = build_step(one, 0, 1, {0});
     Scheduler::Assignment a = sched->assign(probe->graph);
-    std::map<Backend*, std::vector<Tensor*>> by_backend;
+    std::map<const Tensor*, Backend*> home;
     for (size_t i = 0; i < a.nodes.size(); ++i) {
-        if (a.nodes[i]->op != Op::KvStore) continue;
-        by_backend[a.backends[i]].push_back(a.nodes[i]->src[1]);
+        const Tensor& node = *a.nodes[i];
+        if (node.op == Op::KvStore) home.try_emplace(node.src[1], a.backends[i]);
+        if (node.op != Op::Attention) continue;
+        for (int s : {1, 2}) home[node.src[s]->storage_root()] = a.backends[i];
+    }
+    std::map<Backend*, std::vector<Tensor*>> by_backend;
+    for (const auto* list : {&kv.k, &kv.v}) {
+        for (Tensor* cache : *list) {
+            auto it = home.find(cache);
+            by_backend[it != home.end() ? it->second : m.cpu.get()].push_back(cache);
+        }
     }
     for (auto& [backend, caches] : by_backend) {
         size_t total = 0;
@@ -84,6 +97,31 @@ void Context::Impl::place_caches() {
     }
 }
 
+namespace {
+
+// A KV cache type by its name, checked: one the CPU converts both ways,
+// whose blocks divide a head (attention reads one head's slice of a row).
+DType cache_type(const std::string& name, const char* field, int64_t head_dim) {
+    static constexpr DType kTypes[] = {DType::F16, DType::F32, DType::BF16, DType::Q8_0,
+                                       DType::Q5_1, DType::Q5_0, DType::Q4_1, DType::Q4_0};
+    const std::optional<DType> t = dtype_from_name(name);
+    if (!t || std::find(std::begin(kTypes), std::end(kTypes), *t) == std::end(kTypes)) {
+        std::string names;
+        for (DType k : kTypes) names += std::string(names.empty() ? "" : ", ") + dtype_name(k);
+        throw Error(ErrorCode::InvalidArgument,
+                    std::string(field) + " \"" + name + "\" is not a KV cache type (one of " + names + ")");
+    }
+    if (head_dim % dtype_block_size(*t) != 0) {
+        throw Error(ErrorCode::InvalidArgument, std::string(field) + " " + dtype_name(*t) + " stores blocks of " +
+                                                    std::to_string(dtype_block_size(*t)) +
+                                                    ", which do not divide this model's heads of " +
+                                                    std::to_string(head_dim));
+    }
+    return *t;
+}
+
+}  // namespace
+
 Context::Context(Model& model, const ContextParams& params)
     : impl_(std::make_unique<Impl>(model.impl(), params)) {
     Impl& c = *impl_;
@@ -98,11 +136,13 @@ Context::Context(Model& model, const ContextParams& params)
                                           &m.store);
     c.kv.n_ctx_seq = c.params.n_ctx;
     c.kv.n_seq = c.params.n_seq;
+    const DType type_k = cache_type(c.params.cache_type_k, "cache_type_k", m.hp.head_dim);
+    const DType type_v = cache_type(c.params.cache_type_v, "cache_type_v", m.hp.head_dim);
     const int64_t row = m.hp.head_dim * m.hp.n_head_kv;
     for (int64_t il = 0; il < m.hp.n_layer; ++il) {
         c.cache_graph.set_layer(static_cast<int>(il));
         for (auto* list : {&c.kv.k, &c.kv.v}) {
-            Tensor* t = c.cache_graph.new_tensor(DType::F16, {row, c.kv.n_ctx_seq * c.kv.n_seq},
+            Tensor* t = c.cache_graph.new_tensor(list == &c.kv.k ? type_k : type_v, {row, c.kv.n_ctx_seq * c.kv.n_seq},
                                                  list == &c.kv.k ? "cache_k" : "cache_v");
             t->flags |= kTensorCache;
             list->push_back(t);
@@ -251,6 +291,38 @@ int Context::sequence_length(int seq) const {
 
 int Context::n_ctx() const { return impl_->params.n_ctx; }
 int Context::n_seq() const { return impl_->params.n_seq; }
+
+size_t Context::cache_bytes() const {
+    size_t total = 0;
+    for (const auto* list : {&impl_->kv.k, &impl_->kv.v}) {
+        for (const Tensor* t : *list) total += t->nbytes();
+    }
+    return total;
+}
+
+std::string Context::cache_summary() const {
+    const Impl& c = *impl_;
+    auto size = [](size_t b) {
+        char buf[32];
+        const double mib = static_cast<double>(b) / (1024.0 * 1024.0);
+        if (mib >= 1024.0) {
+            std::snprintf(buf, sizeof buf, "%.2f GiB", mib / 1024.0);
+        } else {
+            std::snprintf(buf, sizeof buf, "%.1f MiB", mib);
+        }
+        return std::string(buf);
+    };
+    size_t host = 0;
+    for (const auto* list : {&c.kv.k, &c.kv.v}) {
+        for (const Tensor* t : *list) {
+            if (t->buffer != nullptr && t->buffer->backend().is_host()) host += t->nbytes();
+        }
+    }
+    std::string s = size(cache_bytes()) + ": K " + dtype_name(c.kv.k[0]->type) + ", V " + dtype_name(c.kv.v[0]->type) +
+                    ", " + std::to_string(c.params.n_seq) + " x " + std::to_string(c.params.n_ctx) + " cells";
+    if (c.m.gpu != nullptr && c.m.n_gpu_layers > 0) s += ", " + size(host) + " of it in host memory";
+    return s;
+}
 
 PerfStats Context::perf() const {
     PerfStats p = impl_->perf;

@@ -2,9 +2,10 @@
 // bytes. Layout (little-endian, as the machines this runs on):
 //   "LNTS", version u32
 //   arch length u32, arch bytes; n_layer, n_embd, n_vocab, cache row
-//   (head_dim * n_head_kv) u32; cache type u32
+//   (head_dim * n_head_kv) u32; cache type u32 (version 2: K's type u32,
+//   V's type u32; version 1, still written when the two agree, has one)
 //   positions u32, tokens u32 (0 or positions), tokens i32[]
-//   per layer: K rows, then V rows, positions rows each, in the cache type
+//   per layer: K rows, then V rows, positions rows each, in their types
 //   checksum64 of everything before it, u64
 // A sequence owns cells [seq * n_ctx, seq * n_ctx + n_ctx) of every layer's
 // cache, position p in cell seq * n_ctx + p, so a state is those cells'
@@ -22,7 +23,7 @@ namespace lantern {
 namespace {
 
 constexpr char kMagic[4] = {'L', 'N', 'T', 'S'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // the newest this build reads and writes
 
 [[noreturn]] void damaged(const std::string& what) {
     throw Error(ErrorCode::Format, "sequence state: " + what);
@@ -67,19 +68,29 @@ private:
 // The fields a state must agree on with the context that loads it.
 struct StateShape {
     std::string arch;
-    uint32_t n_layer, n_embd, n_vocab, row, type;
+    uint32_t n_layer, n_embd, n_vocab, row, type, v_type;
 };
 
 StateShape shape_of(const Context::Impl& c) {
     const Tensor& k = *c.kv.k[0];
-    return {c.m.hp.arch, static_cast<uint32_t>(c.m.hp.n_layer), static_cast<uint32_t>(c.m.hp.n_embd),
-            static_cast<uint32_t>(c.m.hp.n_vocab), static_cast<uint32_t>(k.ne[0]), static_cast<uint32_t>(k.type)};
+    return {c.m.hp.arch,
+            static_cast<uint32_t>(c.m.hp.n_layer),
+            static_cast<uint32_t>(c.m.hp.n_embd),
+            static_cast<uint32_t>(c.m.hp.n_vocab),
+            static_cast<uint32_t>(k.ne[0]),
+            static_cast<uint32_t>(k.type),
+            static_cast<uint32_t>(c.kv.v[0]->type)};
+}
+
+std::string type_name(uint32_t id) {
+    const std::optional<DType> t = dtype_from_id(id);
+    return t ? dtype_name(*t) : "type " + std::to_string(id);
 }
 
 std::string describe(const StateShape& s) {
     return s.arch + ", " + std::to_string(s.n_layer) + " layers, width " + std::to_string(s.n_embd) + ", " +
            std::to_string(s.n_vocab) + " tokens, cache rows of " + std::to_string(s.row) + " " +
-           dtype_name(static_cast<DType>(s.type));
+           type_name(s.type) + (s.v_type == s.type ? "" : " (values " + type_name(s.v_type) + ")");
 }
 
 // Byte offset of the first cell of `seq` in a layer's cache tensor.
@@ -106,20 +117,23 @@ std::vector<uint8_t> Context::save_sequence(int seq, const std::vector<int32_t>&
     }
     const StateShape s = shape_of(c);
     std::vector<uint8_t> out;
-    const size_t rows_bytes = static_cast<size_t>(n) * c.kv.k[0]->nb[1];
-    out.reserve(64 + s.arch.size() + tokens.size() * 4 + 2 * c.kv.k.size() * rows_bytes + 8);
+    const size_t k_bytes = static_cast<size_t>(n) * c.kv.k[0]->nb[1];
+    const size_t v_bytes = static_cast<size_t>(n) * c.kv.v[0]->nb[1];
+    out.reserve(64 + s.arch.size() + tokens.size() * 4 + c.kv.k.size() * (k_bytes + v_bytes) + 8);
     Writer w(out);
     w.bytes(kMagic, 4);
-    w.u32(kVersion);
+    w.u32(s.v_type == s.type ? 1 : kVersion);
     w.u32(static_cast<uint32_t>(s.arch.size()));
     w.bytes(s.arch.data(), s.arch.size());
     for (uint32_t v : {s.n_layer, s.n_embd, s.n_vocab, s.row, s.type}) w.u32(v);
+    if (s.v_type != s.type) w.u32(s.v_type);
     w.u32(static_cast<uint32_t>(n));
     w.u32(static_cast<uint32_t>(tokens.size()));
     w.bytes(tokens.data(), tokens.size() * sizeof(int32_t));
     c.sched->synchronize();
     for (size_t il = 0; il < c.kv.k.size(); ++il) {
         for (const Tensor* t : {c.kv.k[il], c.kv.v[il]}) {
+            const size_t rows_bytes = t == c.kv.k[il] ? k_bytes : v_bytes;
             const size_t at = out.size();
             out.resize(at + rows_bytes);
             if (rows_bytes > 0) t->buffer->read(first_cell(c, *t, seq), out.data() + at, rows_bytes);
@@ -142,7 +156,7 @@ std::vector<int32_t> Context::load_sequence(int seq, const std::vector<uint8_t>&
     Reader r(state, state.size() - 8);
     r.bytes(4, "magic");
     const uint32_t version = r.u32("version");
-    if (version != kVersion) damaged("version " + std::to_string(version) + " (this build reads " + std::to_string(kVersion) + ")");
+    if (version != 1 && version != kVersion) damaged("version " + std::to_string(version) + " (this build reads " + std::to_string(kVersion) + ")");
     StateShape s;
     const uint32_t arch_len = r.u32("architecture");
     const uint8_t* arch = r.bytes(arch_len, "architecture");
@@ -152,10 +166,11 @@ std::vector<int32_t> Context::load_sequence(int seq, const std::vector<uint8_t>&
     s.n_vocab = r.u32("shape");
     s.row = r.u32("shape");
     s.type = r.u32("shape");
+    s.v_type = version >= 2 ? r.u32("shape") : s.type;
     const StateShape mine = shape_of(c);
     if (s.arch != mine.arch || s.n_layer != mine.n_layer || s.n_embd != mine.n_embd || s.n_vocab != mine.n_vocab ||
-        s.row != mine.row || s.type != mine.type) {
-        throw Error(ErrorCode::InvalidArgument, "load_sequence: the state is for another model (" + describe(s) +
+        s.row != mine.row || s.type != mine.type || s.v_type != mine.v_type) {
+        throw Error(ErrorCode::InvalidArgument, "load_sequence: the state is for another model or cache type (" + describe(s) +
                                                     "; this one: " + describe(mine) + ")");
     }
     const uint32_t n = r.u32("length");
@@ -172,14 +187,16 @@ std::vector<int32_t> Context::load_sequence(int seq, const std::vector<uint8_t>&
     for (int32_t t : tokens) {
         if (t < 0 || t >= c.m.hp.n_vocab) damaged("token id " + std::to_string(t) + " is outside the vocabulary");
     }
-    const size_t rows_bytes = static_cast<size_t>(n) * c.kv.k[0]->nb[1];
-    if (r.left() != 2 * c.kv.k.size() * rows_bytes) {
+    const size_t k_bytes = static_cast<size_t>(n) * c.kv.k[0]->nb[1];
+    const size_t v_bytes = static_cast<size_t>(n) * c.kv.v[0]->nb[1];
+    if (r.left() != c.kv.k.size() * (k_bytes + v_bytes)) {
         damaged(std::to_string(r.left()) + " bytes of cache rows where " + std::to_string(n) + " positions take " +
-                std::to_string(2 * c.kv.k.size() * rows_bytes));
+                std::to_string(c.kv.k.size() * (k_bytes + v_bytes)));
     }
     c.sched->synchronize();
     for (size_t il = 0; il < c.kv.k.size(); ++il) {
         for (Tensor* t : {c.kv.k[il], c.kv.v[il]}) {
+            const size_t rows_bytes = t == c.kv.k[il] ? k_bytes : v_bytes;
             const uint8_t* rows = r.bytes(rows_bytes, "cache rows");
             if (rows_bytes > 0) t->buffer->write(first_cell(c, *t, seq), rows, rows_bytes);
         }

@@ -326,7 +326,7 @@ int lantern_chat_parse_reply(const char* request_json, const char* text, char* b
 
 lantern_context_params lantern_context_default_params(void) {
     const lantern::ContextParams d;
-    return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads, d.embeddings ? 1 : 0};
+    return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads, d.embeddings ? 1 : 0, nullptr, nullptr};
 }
 
 lantern_context* lantern_context_new(lantern_model* model, const lantern_context_params* params) {
@@ -340,6 +340,8 @@ lantern_context* lantern_context_new(lantern_model* model, const lantern_context
             cp.n_batch = p.n_batch;
             cp.n_threads = p.n_threads;
             cp.embeddings = p.embeddings != 0;
+            if (p.cache_type_k != nullptr) cp.cache_type_k = p.cache_type_k;
+            if (p.cache_type_v != nullptr) cp.cache_type_v = p.cache_type_v;
             auto c = std::make_unique<lantern_context>();
             c->ctx = std::make_unique<lantern::Context>(*model->model, cp);
             return c.release();

@@ -17,6 +17,7 @@ namespace {
 
 struct BenchOptions {
     ModelOptions model;
+    CacheTypeOptions cache;
     int n_prompt = 512;
     int n_gen = 128;
     int n_batch = 512;
@@ -119,6 +120,7 @@ void add_bench_command(CLI::App& app) {
     cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (0: skip)")->capture_default_str();
     cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (0: skip)")->capture_default_str();
     cmd->add_option("-b,--batch-size", o->n_batch, "tokens per forward pass")->capture_default_str();
+    o->cache.add_to(*cmd);
     cmd->add_option("-r,--repetitions", o->reps, "repetitions")->capture_default_str();
     cmd->add_option("-d,--n-depth", o->n_depth, "tokens already in the cache")->capture_default_str();
     cmd->add_option("-o,--output", o->output, "md or json")->check(CLI::IsMember({"md", "json"}));
@@ -129,6 +131,7 @@ void add_bench_command(CLI::App& app) {
         ContextParams cp;
         cp.n_ctx = o->n_depth + std::max(o->n_prompt, o->n_gen) + 1;
         cp.n_batch = o->n_batch;
+        o->cache.apply(cp);
         Context ctx(*model, cp);
 
         std::vector<Result> results;
@@ -159,6 +162,8 @@ void add_bench_command(CLI::App& app) {
                                {"n_threads", threads},
                                {"n_gpu_layers", info.n_gpu_layers},
                                {"n_batch", o->n_batch},
+                               {"type_k", o->cache.k},
+                               {"type_v", o->cache.v},
                                {"n_prompt", r.n_prompt},
                                {"n_gen", r.n_gen},
                                {"n_depth", o->n_depth},
@@ -169,12 +174,17 @@ void add_bench_command(CLI::App& app) {
             }
             std::printf("%s\n", out.dump(2).c_str());
         } else {
-            std::printf("| model | size | params | backend | ngl | threads | test | t/s |\n");
-            std::printf("| --- | ---: | ---: | --- | --: | --: | ---: | ---: |\n");
+            // The cache types get columns when they are not the default, as llama-bench prints them.
+            const bool kv_cols = o->cache.k != "f16" || o->cache.v != "f16";
+            const std::string kv_head = kv_cols ? " type_k | type_v |" : "";
+            const std::string kv_rule = kv_cols ? " --- | --- |" : "";
+            const std::string kv_cells = kv_cols ? " " + o->cache.k + " | " + o->cache.v + " |" : "";
+            std::printf("| model | size | params | backend | ngl | threads |%s test | t/s |\n", kv_head.c_str());
+            std::printf("| --- | ---: | ---: | --- | --: | --: |%s ---: | ---: |\n", kv_rule.c_str());
             for (const Result& r : results) {
-                std::printf("| %s | %s | %s | %s | %d | %d | %s | %.2f ± %.2f |\n", info.description.c_str(),
+                std::printf("| %s | %s | %s | %s | %d | %d |%s %s | %.2f ± %.2f |\n", info.description.c_str(),
                             human_size(info.file_bytes).c_str(), human_params(info.n_params).c_str(), backend.c_str(),
-                            info.n_gpu_layers, threads, r.test.c_str(), r.mean(), r.stddev());
+                            info.n_gpu_layers, threads, kv_cells.c_str(), r.test.c_str(), r.mean(), r.stddev());
             }
             std::printf("\ndevice: %s\ncpu kernels: %s\n", info.device.c_str(), cpu_kernels().c_str());
         }

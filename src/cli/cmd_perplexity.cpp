@@ -52,6 +52,7 @@ constexpr char kMagic[8] = {'L', 'N', 'T', 'N', 'K', 'L', 'D', '1'};
 
 struct PerplexityOptions {
     ModelOptions model;
+    CacheTypeOptions cache;
     std::string file;
     int n_ctx = 512;
     int n_batch = 512;
@@ -238,6 +239,7 @@ void run_perplexity(PerplexityOptions& o) {
     ContextParams cp;
     cp.n_ctx = n_ctx;
     cp.n_batch = std::max(1, std::min(o.n_batch, n_ctx));
+    o.cache.apply(cp);
     Context ctx(*model, cp);
 
     const int first = n_ctx / 2;  // scored positions: [first, n_ctx - 1)
@@ -331,6 +333,7 @@ void add_perplexity_command(CLI::App& app) {
     cmd->add_option("-f,--file", o->file, "text file to score");
     cmd->add_option("-c,--ctx-size", o->n_ctx, "tokens per chunk (the second half is scored)")->capture_default_str();
     cmd->add_option("-b,--batch-size", o->n_batch, "tokens per forward pass")->capture_default_str();
+    o->cache.add_to(*cmd);
     cmd->add_option("--chunks", o->n_chunks, "score at most this many chunks (-1: all)")->capture_default_str();
     cmd->add_option("--kl-divergence-base", o->kld_base,
                     "file of the base model's log-probabilities: written by a plain run, read with --kl-divergence");

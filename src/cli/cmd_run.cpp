@@ -21,6 +21,7 @@ namespace {
 
 struct RunOptions {
     ModelOptions model;
+    CacheTypeOptions cache;
     std::string prompt;
     std::string prompt_file;
     std::string json_schema;  // --json-schema: a file, or the schema itself
@@ -354,6 +355,7 @@ void add_run_command(CLI::App& app) {
     cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate")->capture_default_str();
     cmd->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens")->capture_default_str();
     cmd->add_option("-b,--batch-size", o->n_batch, "tokens per forward pass")->capture_default_str();
+    o->cache.add_to(*cmd);
     cmd->add_option("--temp", o->sampling.temperature, "temperature (0: greedy)")->capture_default_str();
     cmd->add_option("--top-k", o->sampling.top_k, "top-k (0: off)")->capture_default_str();
     cmd->add_option("--top-p", o->sampling.top_p, "top-p (1: off)")->capture_default_str();
@@ -462,7 +464,9 @@ void add_run_command(CLI::App& app) {
         ContextParams cp;
         cp.n_ctx = std::min(o->n_ctx, model->info().n_ctx_max > 0 ? model->info().n_ctx_max : o->n_ctx);
         cp.n_batch = o->n_batch;
+        o->cache.apply(cp);
         Context ctx(*model, cp);
+        std::fprintf(stderr, "KV cache: %s\n", ctx.cache_summary().c_str());
         SamplerParams sp = o->sampling;
         sp.seed = o->seed < 0 ? 0xFFFFFFFFu : static_cast<uint64_t>(o->seed);
         Sampler sampler(sp, *model);

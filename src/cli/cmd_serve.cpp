@@ -23,6 +23,10 @@ void add_serve_command(CLI::App& app) {
     cmd->add_option("--parallel", o->engine.n_slots, "requests decoded together")->capture_default_str();
     cmd->add_option("-c,--ctx-size", o->engine.n_ctx, "context per request, in tokens")->capture_default_str();
     cmd->add_option("-b,--batch-size", o->engine.n_batch, "tokens per forward pass")->capture_default_str();
+    cmd->add_option("--cache-type-k", o->engine.cache_type_k, "KV cache type of the keys (f16, q8_0, ...)")
+        ->capture_default_str();
+    cmd->add_option("--cache-type-v", o->engine.cache_type_v, "KV cache type of the values (f16, q8_0, ...)")
+        ->capture_default_str();
     cmd->add_flag("!--no-cache-prompt", o->engine.cache_prompt,
                   "decode every prompt whole (by default a request reuses the longest prefix of its prompt that a "
                   "free slot holds)");
@@ -54,6 +58,7 @@ void add_serve_command(CLI::App& app) {
         server::Engine engine(*model, o->engine);
         server::HttpServer http(*model, engine, o->http);
         http.bind();
+        std::fprintf(stderr, "KV cache: %s\n", engine.cache_summary().c_str());
         std::fprintf(stderr, "listening on http://%s:%d (%d slots, %d tokens each)\n", o->http.host.c_str(), http.port(),
                      o->engine.n_slots, engine.params().n_ctx);
         http.serve();

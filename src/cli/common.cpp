@@ -76,6 +76,12 @@ void ModelOptions::add_to(CLI::App& cmd) {
     cmd.add_option("--yarn-beta-slow", rope.yarn_beta_slow, "YaRN: correction range's slow end in rotations (default 1)");
 }
 
+void CacheTypeOptions::add_to(CLI::App& cmd) {
+    const char* types = "f16, f32, bf16, q8_0, q5_1, q5_0, q4_1 or q4_0";
+    cmd.add_option("--cache-type-k", k, std::string("KV cache type of the keys: ") + types)->capture_default_str();
+    cmd.add_option("--cache-type-v", v, std::string("KV cache type of the values: ") + types)->capture_default_str();
+}
+
 std::unique_ptr<Model> ModelOptions::load(bool quiet) const {
     ModelParams p;
     p.backend = backend;

@@ -29,6 +29,19 @@ struct ModelOptions {
     std::unique_ptr<Model> load(bool quiet = false) const;
 };
 
+// The KV cache's element types (-ctk/--cache-type-k, -ctv/--cache-type-v,
+// as llama.cpp spells them), for the commands that make contexts.
+struct CacheTypeOptions {
+    std::string k = "f16";
+    std::string v = "f16";
+
+    void add_to(CLI::App& cmd);
+    void apply(ContextParams& p) const {
+        p.cache_type_k = k;
+        p.cache_type_v = v;
+    }
+};
+
 // The default model: $LANTERN_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
 // beside the build directory or the current directory.
 std::string default_model_path();

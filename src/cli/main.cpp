@@ -16,7 +16,8 @@ std::vector<std::string> translate_llama_style(int argc, char** argv) {
     static const struct {
         const char* from;
         const char* to;
-    } kAliases[] = {{"-ngl", "--n-gpu-layers"}, {"-st", "--single-turn"}, {"-sys", "--system"}, {"-np", "--parallel"}};
+    } kAliases[] = {{"-ngl", "--n-gpu-layers"}, {"-st", "--single-turn"}, {"-sys", "--system"}, {"-np", "--parallel"},
+                     {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
     std::vector<std::string> args;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];

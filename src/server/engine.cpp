@@ -122,6 +122,8 @@ Engine::Engine(Model& model, const EngineParams& params) : model_(model), params
     cp.n_ctx = params_.n_ctx;
     cp.n_seq = params_.n_slots;
     cp.n_batch = params_.n_batch;
+    cp.cache_type_k = params_.cache_type_k;
+    cp.cache_type_v = params_.cache_type_v;
     ctx_ = std::make_unique<Context>(model_, cp);
     params_.n_ctx = ctx_->n_ctx();
     for (int i = 0; i < params_.n_slots; ++i) {
@@ -224,6 +226,8 @@ std::vector<std::vector<float>> Engine::embed(std::vector<std::vector<int32_t>> 
             cp.n_ctx = params_.n_ctx;
             cp.n_batch = params_.n_batch;
             cp.embeddings = true;
+            cp.cache_type_k = params_.cache_type_k;
+            cp.cache_type_v = params_.cache_type_v;
             embed_ctx_ = std::make_unique<Context>(model_, cp);
         }
         const auto n_embd = static_cast<size_t>(model_.info().n_embd);

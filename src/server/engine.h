@@ -97,6 +97,9 @@ struct EngineParams {
     // of its prompt (a conversation's earlier turns, a shared system
     // prompt), and only the rest of the prompt is decoded.
     bool cache_prompt = true;
+    // The KV cache's element types (ContextParams::cache_type_k/_v).
+    std::string cache_type_k = "f16";
+    std::string cache_type_v = "f16";
 };
 
 // A slot as GET /slots reports it.
@@ -145,6 +148,8 @@ public:
     void check(const GenerationRequest& request) const;
     EngineStats stats() const;
     const EngineParams& params() const { return params_; }
+    // The slots' KV cache (Context::cache_summary).
+    std::string cache_summary() const { return ctx_->cache_summary(); }
 
     // Every slot's state.
     std::vector<SlotInfo> slots();

@@ -2,6 +2,8 @@
 // this binary links liblantern_c, not the engine's static libraries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -166,6 +168,42 @@ TEST_F(ModelFixture, SequenceStateThroughAFile) {
     EXPECT_EQ(lantern_sequence_length(c, 0), n);
     std::remove(path.c_str());
     lantern_context_free(c);
+}
+
+// The KV cache's types: q8_0 keys and values reach the same answer; a state
+// saved from such a cache loads only into one of the same types; an unknown
+// type is an invalid argument.
+TEST_F(ModelFixture, CacheTypes) {
+    lantern_context_params cp = lantern_context_default_params();
+    EXPECT_EQ(cp.cache_type_k, nullptr);
+    cp.n_ctx = 32;
+    cp.cache_type_k = "q8_0";
+    cp.cache_type_v = "q8_0";
+    lantern_context* q8 = lantern_context_new(model, &cp);
+    ASSERT_NE(q8, nullptr) << lantern_last_error();
+    cp.cache_type_k = cp.cache_type_v = nullptr;
+    lantern_context* f16 = lantern_context_new(model, &cp);
+    ASSERT_NE(f16, nullptr) << lantern_last_error();
+    int32_t ids[16];
+    const int n = lantern_tokenize(model, "Once upon a time", 16, 0, 0, ids, 16);
+    std::vector<int32_t> best;
+    for (lantern_context* c : {q8, f16}) {
+        ASSERT_EQ(lantern_decode(c, ids, nullptr, nullptr, nullptr, n), LANTERN_OK) << lantern_last_error();
+        const float* l = lantern_logits(c, 0);
+        best.push_back(static_cast<int32_t>(std::max_element(l, l + lantern_model_n_vocab(model)) - l));
+    }
+    EXPECT_EQ(best[0], best[1]);
+    const std::string path = temp_path("c-q8-state.bin").string();
+    ASSERT_EQ(lantern_sequence_save_file(q8, 0, path.c_str(), nullptr, 0), LANTERN_OK) << lantern_last_error();
+    EXPECT_EQ(lantern_sequence_load_file(f16, 0, path.c_str(), nullptr, 0), LANTERN_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(lantern_last_error()).find("q8_0"), std::string::npos) << lantern_last_error();
+    std::remove(path.c_str());
+    lantern_context_free(q8);
+    lantern_context_free(f16);
+    cp.cache_type_v = "q4_K";
+    EXPECT_EQ(lantern_context_new(model, &cp), nullptr);
+    EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(lantern_last_error()).find("q4_K"), std::string::npos) << lantern_last_error();
 }
 
 // json_object needs the model's vocabulary; with it, the first token of a

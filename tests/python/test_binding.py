@@ -206,6 +206,20 @@ def test_embeddings_context(lantern, model):
         ctx.logits(0)
 
 
+def test_cache_types(lantern, model):
+    ids = model.tokenize("Once upon a time", add_special=False)
+    best = []
+    for kind in ("f16", "q8_0"):
+        ctx = lantern.Context(model, n_ctx=32, cache_type_k=kind, cache_type_v=kind)
+        ctx.decode(ids)
+        logits = list(ctx.logits())
+        best.append(logits.index(max(logits)))
+    assert best[0] == best[1]
+    with pytest.raises(lantern.LanternError) as e:
+        lantern.Context(model, n_ctx=32, cache_type_k="q4_K")
+    assert e.value.code == -1 and "q4_K" in str(e.value)  # LANTERN_ERR_INVALID_ARGUMENT
+
+
 def test_errors_raise(lantern, model):
     with pytest.raises(lantern.LanternError) as e:
         lantern.Model("/nonexistent/model.gguf")

@@ -598,6 +598,31 @@ TEST(Cli, CompletionIsSeededAndReproducible) {
     EXPECT_GT(a.out.size(), std::string("Once upon a time").size() + 20);
 }
 
+// -ctk/-ctv (llama.cpp's spellings) set the KV cache's types: the startup
+// line reports them and the cache's size; bench lists them as llama-bench
+// does; an unknown type is one line naming the option's value.
+TEST(Cli, CacheTypesAreTakenAndReported) {
+    const std::string prompt = " -p " + shell_quote("The capital of France is");
+    const CliOutput f16 = run_lantern("run -c 256 -n 8 --temp 0 -t 2" + prompt);
+    const CliOutput q8 = run_lantern("run -c 256 -n 8 --temp 0 -t 2 -ctk q8_0 -ctv q8_0" + prompt);
+    ASSERT_EQ(f16.exit_code, 0) << f16.err;
+    ASSERT_EQ(q8.exit_code, 0) << q8.err;
+    EXPECT_NE(f16.err.find("KV cache: 5.6 MiB: K f16, V f16, 1 x 256 cells"), std::string::npos) << f16.err;
+    EXPECT_NE(q8.err.find("KV cache: 3.0 MiB: K q8_0, V q8_0, 1 x 256 cells"), std::string::npos) << q8.err;
+    EXPECT_EQ(q8.out, f16.out);  // the same greedy text: " Paris..."
+
+    const CliOutput bench = run_lantern("bench -p 8 -n 4 -r 1 -t 2 --cache-type-k q8_0 -o json");
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    const nlohmann::json rows = nlohmann::json::parse(bench.out);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0]["type_k"], "q8_0");
+    EXPECT_EQ(rows[0]["type_v"], "f16");
+
+    const CliOutput bad = run_lantern("run -n 1 -ctv q3_K -p hi");
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("cache_type_v \"q3_K\" is not a KV cache type"), std::string::npos) << bad.err;
+}
+
 // --prompt-cache: the second run reuses the first's prompt state and gives
 // the same greedy text; a prompt that shares only a start reuses that start;
 // -ro leaves the file alone; a file that is not a state is never written.

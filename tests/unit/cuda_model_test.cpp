@@ -22,6 +22,7 @@
 #include "model/synth.h"
 #include "op_harness.h"
 #include "reference_util.h"
+#include "gpu_compare.h"
 #include "test_util.h"
 
 namespace lantern::test {
@@ -357,6 +358,10 @@ TEST(CudaModel, ShortDecode) {
     ctx.decode(b);
     for (int v = 0; v < m->n_vocab(); ++v) ASSERT_TRUE(std::isfinite(ctx.logits(0)[v]));
 }
+
+// A KV cache type the device does not hold (q8_0) keeps the cache in host
+// memory and attention on the CPU, and agrees with the CPU.
+TEST(CudaModel, UnheldCacheTypesStayOnTheHost) { expect_q8_cache_falls_back("cuda"); }
 
 }  // namespace
 }  // namespace lantern::test

@@ -6,7 +6,9 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "lantern/lantern.h"
 #include "quant/quant.h"
+#include "test_util.h"
 
 namespace lantern::test {
 namespace {
@@ -34,6 +36,7 @@ void expect_matches_cpu(OpCase& c, Backend& gpu, const std::string& mode, Comput
     const CaseResult want = run_case(c, cpu);
     const CaseResult got = run_case(c, gpu, 0, hints);
     ASSERT_TRUE(want.supported);
+    if (c.gpu_may_decline && !got.supported) return;
     ASSERT_TRUE(got.supported) << c.name << " is not supported by the " << gpu.name() << " backend";
     std::vector<std::vector<float>> exact;
     if (q8k) {
@@ -54,6 +57,52 @@ void expect_matches_cpu(OpCase& c, Backend& gpu, const std::string& mode, Comput
         for (float v : got.outputs[i]) mag += std::abs(v);
         EXPECT_GT(mag, 0.0) << c.name << " output " << i << " is all zeros";
     }
+}
+
+void expect_q8_cache_falls_back(const std::string& backend) {
+    // "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    const std::vector<int32_t> prompt = {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198};
+    auto run = [&](const std::string& on, const std::string& type, const std::vector<int32_t>* forced,
+                   std::string* summary) {
+        ModelParams mp;
+        mp.backend = on;
+        mp.n_gpu_layers = on == "cpu" ? 0 : 99;
+        mp.n_threads = 2;
+        auto m = Model::load(default_model_path().string(), mp);
+        ContextParams cp;
+        cp.n_ctx = 64;
+        cp.cache_type_k = cp.cache_type_v = type;
+        Context ctx(*m, cp);
+        if (summary != nullptr) *summary = ctx.cache_summary();
+        Batch b;
+        for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int>(i), 0, i + 1 == prompt.size());
+        ctx.decode(b);
+        std::vector<std::vector<float>> logits;
+        std::vector<int32_t> tokens;
+        for (size_t step = 0; step < 12; ++step) {
+            const float* l = ctx.logits(0);
+            logits.emplace_back(l, l + m->n_vocab());
+            tokens.push_back(static_cast<int32_t>(std::max_element(l, l + m->n_vocab()) - l));
+            Batch next;
+            next.add(forced != nullptr ? (*forced)[step] : tokens.back(), ctx.sequence_length(0), 0, true);
+            ctx.decode(next);
+        }
+        return std::pair{logits, tokens};
+    };
+    const auto [want, cpu_tokens] = run("cpu", "q8_0", nullptr, nullptr);
+    std::string summary, f16_summary;
+    const auto got = run(backend, "q8_0", &cpu_tokens, &summary).first;
+    run(backend, "f16", &cpu_tokens, &f16_summary);
+    const std::string total = summary.substr(0, summary.find(':'));
+    EXPECT_NE(summary.find(", " + total + " of it in host memory"), std::string::npos) << summary;
+    EXPECT_NE(f16_summary.find(", 0.0 MiB of it in host memory"), std::string::npos) << f16_summary;
+    double sum = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        const double e = nmse(got[i], want[i]);
+        EXPECT_LE(e, 3e-2) << backend << " step " << i;
+        sum += e;
+    }
+    EXPECT_LE(sum / static_cast<double>(want.size()), 1e-2) << backend;
 }
 
 }  // namespace lantern::test

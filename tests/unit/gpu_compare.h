@@ -18,4 +18,11 @@ namespace lantern::test {
 // it as the CPU's (or within the tolerance).
 void expect_matches_cpu(OpCase& c, Backend& gpu, const std::string& mode, ComputeHints hints = {});
 
+// The default model with every layer on `backend` and a q8_0 KV cache
+// (keys and values), which the GPU backends do not hold: the cache lives in
+// host memory, attention runs on the CPU, and the logits (teacher-forced
+// over 12 steps) stay within the model tests' bounds of the CPU's with the
+// same cache; an f16 cache stays on the device.
+void expect_q8_cache_falls_back(const std::string& backend);
+
 }  // namespace lantern::test

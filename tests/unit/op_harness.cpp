@@ -362,6 +362,40 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
         c->outputs.push_back(c->graph.sigmoid_gate(x, gate));
         add(std::move(c));
     }
+    // KV caches in the other types a context may ask for: the writes
+    // quantize whole rows, attention reads a head's blocks (K and V may
+    // differ in type).
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::BF16}) {
+        auto c = new_case(std::string("kv_store_") + dtype_name(t), 1e-6);
+        c->gpu_may_decline = true;
+        CaseLeaves b{*c, std::mt19937(++k)};
+        Tensor* src = b.leaf(DType::F32, {128, 4}, "rows");
+        Tensor* cache = b.leaf(t, {128, 32}, "cache", -1.0f, 1.0f, kTensorCache);
+        c->outputs.push_back(c->graph.kv_store(src, cache, b.ints({3, 9, 0, 15}, "pos"), b.ints({0, 0, 1, 1}, "seq"), 16));
+        add(std::move(c));
+    }
+    for (const auto& [kt, vt, hd, T] : {std::tuple{DType::Q8_0, DType::Q8_0, int64_t{64}, int64_t{3}},
+                                        std::tuple{DType::Q8_0, DType::F16, int64_t{128}, int64_t{1}},
+                                        std::tuple{DType::Q4_0, DType::Q5_1, int64_t{64}, int64_t{20}},
+                                        std::tuple{DType::BF16, DType::F32, int64_t{96}, int64_t{2}}}) {
+        auto c = new_case(std::string("attention_cache_") + dtype_name(kt) + "_" + dtype_name(vt) + "_hd" +
+                              std::to_string(hd) + "_t" + std::to_string(T),
+                          5e-4);
+        c->gpu_may_decline = true;
+        CaseLeaves b{*c, std::mt19937(++k)};
+        const int n_ctx = 80, n_head = 4, n_kv = 2;
+        Tensor* q = b.leaf(DType::F32, {hd, n_head, T}, "q", -2.0f, 2.0f);
+        Tensor* kc = b.leaf(kt, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+        Tensor* vc = b.leaf(vt, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+        std::vector<int32_t> pos, seq;
+        for (int64_t t = 0; t < T; ++t) {  // a prompt's run of positions in sequence 1, past one key block
+            pos.push_back(static_cast<int32_t>(50 + t));
+            seq.push_back(1);
+        }
+        c->outputs.push_back(c->graph.attention(q, kc, vc, b.ints(pos, "pos"), b.ints(seq, "seq"), n_kv, n_ctx,
+                                                1.0f / std::sqrt(static_cast<float>(hd)), 0.0f, 0));
+        add(std::move(c));
+    }
     return cases;
 }
 
@@ -479,6 +513,14 @@ CaseResult run_case(OpCase& c, Backend& backend, int timing_runs, ComputeHints h
         std::vector<uint8_t> bytes(o->nbytes());
         o->buffer->read(o->offset, bytes.data(), bytes.size());
         std::vector<float> f(static_cast<size_t>(o->n_elements()));
+        if (dtype_is_quantized(o->type)) {  // a quantized KV cache, written in place
+            for (int64_t r = 0; r < o->n_rows(); ++r) {
+                quant::dequantize_row(o->type, bytes.data() + static_cast<size_t>(r) * o->row_bytes(),
+                                      f.data() + r * o->ne[0], o->ne[0]);
+            }
+            r.outputs.push_back(std::move(f));
+            continue;
+        }
         for (size_t i = 0; i < f.size(); ++i) {
             switch (o->type) {
                 case DType::F16: f[i] = fp16_to_f32(reinterpret_cast<const uint16_t*>(bytes.data())[i]); break;

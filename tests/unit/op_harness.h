@@ -26,6 +26,9 @@ struct OpCase {
     std::vector<std::pair<Tensor*, std::vector<uint8_t>>> leaves;
     std::vector<Tensor*> outputs;
     double tolerance = 1e-7;  // normalised MSE allowed against the reference
+    // GPU backends may decline it (a KV cache in a type they do not hold:
+    // the scheduler then runs it on the CPU, with the cache in host memory).
+    bool gpu_may_decline = false;
     // Rough size of the work, for the perf mode: bytes moved, flops.
     double bytes = 0;
     double flops = 0;

@@ -48,6 +48,15 @@ std::vector<double> row(const Tensor& t, int64_t i1, int64_t i2 = 0, int64_t i3 
 
 void store(const Tensor& t, const std::vector<double>& v, int64_t i1, int64_t i2 = 0, int64_t i3 = 0) {
     uint8_t* p = at_mut(t, i1, i2, i3);
+    if (dtype_is_quantized(t.type)) {  // a quantized KV cache's row
+        const quant::TypeOps* ops = quant::type_ops(t.type);
+        if (ops == nullptr || ops->from_float_ref == nullptr) {
+            throw Error(ErrorCode::Unsupported, "reference: cannot store this type");
+        }
+        const std::vector<float> f(v.begin(), v.begin() + t.ne[0]);
+        ops->from_float_ref(f.data(), p, t.ne[0]);
+        return;
+    }
     for (int64_t i = 0; i < t.ne[0]; ++i) {
         const float x = static_cast<float>(v[static_cast<size_t>(i)]);
         switch (t.type) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lantern/lantern.h"
+#include "gpu_compare.h"
 #include "op_harness.h"
 #include "test_util.h"
 
@@ -243,6 +244,10 @@ TEST(OpenclModel, KQuantModelRunsOnTheDevice) {
                     nmse(got.logits[static_cast<size_t>(i)], want.logits[static_cast<size_t>(i)]));
     }
 }
+
+// A KV cache type the device does not hold (q8_0) keeps the cache in host
+// memory and attention on the CPU, and agrees with the CPU.
+TEST(OpenclModel, UnheldCacheTypesStayOnTheHost) { expect_q8_cache_falls_back("opencl"); }
 
 }  // namespace
 }  // namespace lantern::test

@@ -12,18 +12,31 @@
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/cpu_math.h"
 #include "core/half.h"
+#include "quant/quant.h"
 #include "quant/simd.h"
 
 namespace lantern::cpu {
 
 namespace {
 
-bool cache_type_ok(DType t) { return t == DType::F16 || t == DType::F32; }
+// f16 and f32 caches are read directly; the other types the context allows
+// (bf16 and the 32-element block types) are converted a row at a time.
+bool plain_cache(DType t) { return t == DType::F16 || t == DType::F32; }
+
+bool cache_type_ok(const Tensor& cache) {
+    if (plain_cache(cache.type)) return true;
+    const quant::TypeOps* ops = quant::type_ops(cache.type);
+    return ops != nullptr && ops->to_float != nullptr && ops->from_float != nullptr &&
+           dtype_block_size(cache.type) <= 32 && cache.ne[0] % dtype_block_size(cache.type) == 0;
+}
+
+// Byte offset of element `col` in a cache row (a multiple of the block size).
+size_t col_offset(DType t, int64_t col) { return dtype_row_size(t, col); }
 
 }  // namespace
 
 bool kv_store_accepts(const Tensor& dst) {
-    return dst.src[0]->type == DType::F32 && cache_type_ok(dst.src[1]->type) && dst.src[2]->type == DType::I32 &&
+    return dst.src[0]->type == DType::F32 && cache_type_ok(*dst.src[1]) && dst.src[2]->type == DType::I32 &&
            dst.src[3]->type == DType::I32;
 }
 
@@ -44,16 +57,21 @@ void kv_store(const KernelContext& ctx, const Tensor& dst) {
         if (cache.type == DType::F16) {
             auto* o = reinterpret_cast<uint16_t*>(out);
             for (int64_t i = 0; i < D; ++i) o[i] = f32_to_fp16(in[i]);
-        } else {
+        } else if (cache.type == DType::F32) {
             std::memcpy(out, in, static_cast<size_t>(D) * sizeof(float));
+        } else {
+            quant::quantize_row(cache.type, in, out, D);
         }
     }
 }
 
 bool attention_accepts(const Tensor& dst) {
     const Tensor& q = *dst.src[0];
-    return q.type == DType::F32 && q.nb[0] == sizeof(float) && cache_type_ok(dst.src[1]->type) &&
-           dst.src[2]->type == dst.src[1]->type && dst.src[3]->type == DType::I32 && dst.src[4]->type == DType::I32;
+    const int64_t hd = q.ne[0];
+    auto heads_whole = [hd](const Tensor& c) { return hd % dtype_block_size(c.type) == 0; };
+    return q.type == DType::F32 && q.nb[0] == sizeof(float) && cache_type_ok(*dst.src[1]) &&
+           cache_type_ok(*dst.src[2]) && heads_whole(*dst.src[1]) && heads_whole(*dst.src[2]) &&
+           dst.src[3]->type == DType::I32 && dst.src[4]->type == DType::I32;
 }
 
 // Attention is computed block by block, flash-attention style: queries are
@@ -205,9 +223,9 @@ inline void transpose(KeyVec (&r)[kT]) {
 // Rows [first, first + n) of a cache, converted to f32: transposed into
 // kt[d * kKeyBlock + j] for K, row-major into v[j * hd + d] for V.
 void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* kt, float* tmp) {
-    const size_t elt = dtype_type_size(cache.type);
 #if LANTERN_SIMD_X86
-    if (hd % kT == 0) {
+    if (hd % kT == 0 && plain_cache(cache.type)) {
+        const size_t elt = dtype_type_size(cache.type);
         for (int64_t j0 = 0; j0 < kKeyBlock; j0 += kT) {
             for (int64_t d0 = 0; d0 < hd; d0 += kT) {
                 KeyVec r[kT];
@@ -223,10 +241,13 @@ void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64
     }
 #endif
     for (int64_t j = 0; j < n; ++j) {
-        const uint8_t* row = row_ptr(cache, first + j) + static_cast<size_t>(col) * elt;
+        const uint8_t* row = row_ptr(cache, first + j) + col_offset(cache.type, col);
         const float* f = reinterpret_cast<const float*>(row);
         if (cache.type == DType::F16) {
             fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), tmp, hd);
+            f = tmp;
+        } else if (cache.type != DType::F32) {
+            quant::dequantize_row(cache.type, row, tmp, hd);
             f = tmp;
         }
         for (int64_t d = 0; d < hd; ++d) kt[d * kKeyBlock + j] = f[d];
@@ -237,13 +258,14 @@ void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64
 }
 
 void load_values(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* v) {
-    const size_t elt = dtype_type_size(cache.type);
     for (int64_t j = 0; j < n; ++j) {
-        const uint8_t* row = row_ptr(cache, first + j) + static_cast<size_t>(col) * elt;
+        const uint8_t* row = row_ptr(cache, first + j) + col_offset(cache.type, col);
         if (cache.type == DType::F16) {
             fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), v + j * hd, hd);
-        } else {
+        } else if (cache.type == DType::F32) {
             std::memcpy(v + j * hd, row, static_cast<size_t>(hd) * sizeof(float));
+        } else {
+            quant::dequantize_row(cache.type, row, v + j * hd, hd);
         }
     }
 }
