@@ -30,6 +30,14 @@ bool cache_type_ok(const Tensor& cache) {
            dtype_block_size(cache.type) <= 32 && cache.ne[0] % dtype_block_size(cache.type) == 0;
 }
 
+// A Q8_0 block: an f16 scale, then 32 signed bytes.
+[[maybe_unused]] constexpr int64_t kQ8Block = 34;
+[[maybe_unused]] inline float q8_scale(const uint8_t* block) {
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    return fp16_to_f32(h);
+}
+
 // Byte offset of element `col` in a cache row (a multiple of the block size).
 size_t col_offset(DType t, int64_t col) { return dtype_row_size(t, col); }
 
@@ -160,9 +168,16 @@ size_t scratch_floats(int64_t hd, int64_t group) {
 #if LANTERN_SIMD_WIDTH == 256
 constexpr int kT = 8;
 using KeyVec = __m256;
-inline KeyVec key_vec(const uint8_t* row, DType type) {
-    return type == DType::F16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)))
-                              : _mm256_loadu_ps(reinterpret_cast<const float*>(row));
+// Elements [col, col + kT) of a cache row; a Q8_0 row's run lies within one
+// block (col is a multiple of kT, blocks hold 32).
+inline KeyVec key_vec(const uint8_t* row, int64_t col, DType type) {
+    if (type == DType::Q8_0) {
+        const uint8_t* blk = row + (col >> 5) * kQ8Block;
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + (col & 31)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(q8_scale(blk)));
+    }
+    return type == DType::F16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + col * 2)))
+                              : _mm256_loadu_ps(reinterpret_cast<const float*>(row) + col);
 }
 inline KeyVec zero_key() { return _mm256_setzero_ps(); }
 inline void store_key(float* p, KeyVec v) { _mm256_storeu_ps(p, v); }
@@ -188,9 +203,14 @@ inline void transpose(KeyVec (&r)[kT]) {
 #elif LANTERN_SIMD_WIDTH == 512
 constexpr int kT = 16;
 using KeyVec = __m512;
-inline KeyVec key_vec(const uint8_t* row, DType type) {
-    return type == DType::F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)))
-                              : _mm512_loadu_ps(reinterpret_cast<const float*>(row));
+inline KeyVec key_vec(const uint8_t* row, int64_t col, DType type) {
+    if (type == DType::Q8_0) {
+        const uint8_t* blk = row + (col >> 5) * kQ8Block;
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + (col & 31)));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(q8_scale(blk)));
+    }
+    return type == DType::F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + col * 2)))
+                              : _mm512_loadu_ps(reinterpret_cast<const float*>(row) + col);
 }
 inline KeyVec zero_key() { return _mm512_setzero_ps(); }
 inline void store_key(float* p, KeyVec v) { _mm512_storeu_ps(p, v); }
@@ -224,14 +244,12 @@ inline void transpose(KeyVec (&r)[kT]) {
 // kt[d * kKeyBlock + j] for K, row-major into v[j * hd + d] for V.
 void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* kt, float* tmp) {
 #if LANTERN_SIMD_X86
-    if (hd % kT == 0 && plain_cache(cache.type)) {
-        const size_t elt = dtype_type_size(cache.type);
+    if (hd % kT == 0 && (plain_cache(cache.type) || cache.type == DType::Q8_0)) {
         for (int64_t j0 = 0; j0 < kKeyBlock; j0 += kT) {
             for (int64_t d0 = 0; d0 < hd; d0 += kT) {
                 KeyVec r[kT];
                 for (int64_t i = 0; i < kT; ++i) {
-                    r[i] = j0 + i < n ? key_vec(row_ptr(cache, first + j0 + i) + static_cast<size_t>(col + d0) * elt, cache.type)
-                                      : zero_key();
+                    r[i] = j0 + i < n ? key_vec(row_ptr(cache, first + j0 + i), col + d0, cache.type) : zero_key();
                 }
                 transpose(r);
                 for (int64_t c = 0; c < kT; ++c) store_key(kt + (d0 + c) * kKeyBlock + j0, r[c]);
@@ -265,6 +283,12 @@ void load_values(const Tensor& cache, int64_t first, int64_t n, int64_t col, int
         } else if (cache.type == DType::F32) {
             std::memcpy(v + j * hd, row, static_cast<size_t>(hd) * sizeof(float));
         } else {
+#if LANTERN_SIMD_X86
+            if (cache.type == DType::Q8_0 && hd % kT == 0) {
+                for (int64_t d = 0; d < hd; d += kT) store_key(v + j * hd + d, key_vec(row, d, cache.type));
+                continue;
+            }
+#endif
             quant::dequantize_row(cache.type, row, v + j * hd, hd);
         }
     }
