@@ -205,9 +205,10 @@ struct ContextParams {
     // Element types of the KV cache's keys and values, by llama.cpp's names
     // (its -ctk/-ctv): "f16", "f32", "bf16", "q8_0", "q5_1", "q5_0", "q4_1"
     // or "q4_0" (the block types need a head dimension that is a multiple
-    // of 32). q8_0 takes 53% of f16's memory. The CUDA and OpenCL backends
-    // hold f16 caches (OpenCL f32 too); a layer of theirs with another type
-    // keeps its cache in host memory and attends on the CPU.
+    // of 32). q8_0 takes 53% of f16's memory. The CUDA backend holds f16
+    // and q8_0 caches (keys and values of one type), OpenCL f16 and f32; a
+    // GPU layer with another type keeps its cache in host memory and
+    // attends on the CPU.
     std::string cache_type_k = "f16";
     std::string cache_type_v = "f16";
 };

@@ -359,9 +359,14 @@ TEST(CudaModel, ShortDecode) {
     for (int v = 0; v < m->n_vocab(); ++v) ASSERT_TRUE(std::isfinite(ctx.logits(0)[v]));
 }
 
-// A KV cache type the device does not hold (q8_0) keeps the cache in host
-// memory and attention on the CPU, and agrees with the CPU.
-TEST(CudaModel, UnheldCacheTypesStayOnTheHost) { expect_q8_cache_falls_back("cuda"); }
+// A q8_0 KV cache lives on the device (its own write and attention
+// kernels); a type the device does not hold (bf16) keeps the cache in host
+// memory and attention on the CPU. Both agree with the CPU.
+TEST(CudaModel, CacheTypesHeldAndUnheld) {
+    REQUIRE_CUDA();
+    expect_cache_type_agrees("cuda", "q8_0", true);
+    expect_cache_type_agrees("cuda", "bf16", false);
+}
 
 }  // namespace
 }  // namespace lantern::test

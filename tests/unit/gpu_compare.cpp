@@ -59,7 +59,7 @@ void expect_matches_cpu(OpCase& c, Backend& gpu, const std::string& mode, Comput
     }
 }
 
-void expect_q8_cache_falls_back(const std::string& backend) {
+void expect_cache_type_agrees(const std::string& backend, const std::string& type, bool held) {
     // "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
     const std::vector<int32_t> prompt = {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198};
     auto run = [&](const std::string& on, const std::string& type, const std::vector<int32_t>* forced,
@@ -89,17 +89,18 @@ void expect_q8_cache_falls_back(const std::string& backend) {
         }
         return std::pair{logits, tokens};
     };
-    const auto [want, cpu_tokens] = run("cpu", "q8_0", nullptr, nullptr);
+    const auto [want, cpu_tokens] = run("cpu", type, nullptr, nullptr);
     std::string summary, f16_summary;
-    const auto got = run(backend, "q8_0", &cpu_tokens, &summary).first;
+    const auto got = run(backend, type, &cpu_tokens, &summary).first;
     run(backend, "f16", &cpu_tokens, &f16_summary);
     const std::string total = summary.substr(0, summary.find(':'));
-    EXPECT_NE(summary.find(", " + total + " of it in host memory"), std::string::npos) << summary;
+    const std::string host = held ? "0.0 MiB" : total;
+    EXPECT_NE(summary.find(", " + host + " of it in host memory"), std::string::npos) << summary;
     EXPECT_NE(f16_summary.find(", 0.0 MiB of it in host memory"), std::string::npos) << f16_summary;
     double sum = 0;
     for (size_t i = 0; i < want.size(); ++i) {
         const double e = nmse(got[i], want[i]);
-        EXPECT_LE(e, 3e-2) << backend << " step " << i;
+        EXPECT_LE(e, 3e-2) << backend << " " << type << " step " << i;
         sum += e;
     }
     EXPECT_LE(sum / static_cast<double>(want.size()), 1e-2) << backend;

@@ -18,11 +18,12 @@ namespace lantern::test {
 // it as the CPU's (or within the tolerance).
 void expect_matches_cpu(OpCase& c, Backend& gpu, const std::string& mode, ComputeHints hints = {});
 
-// The default model with every layer on `backend` and a q8_0 KV cache
-// (keys and values), which the GPU backends do not hold: the cache lives in
-// host memory, attention runs on the CPU, and the logits (teacher-forced
-// over 12 steps) stay within the model tests' bounds of the CPU's with the
-// same cache; an f16 cache stays on the device.
-void expect_q8_cache_falls_back(const std::string& backend);
+// The default model with every layer on `backend` and a KV cache of `type`
+// (keys and values): the logits, teacher-forced over 12 steps, stay within
+// the model tests' bounds of the CPU's with the same cache. `held`: the
+// backend holds that type (the cache on the device); otherwise the cache
+// lives in host memory and attention runs on the CPU. An f16 cache is
+// always on the device.
+void expect_cache_type_agrees(const std::string& backend, const std::string& type, bool held);
 
 }  // namespace lantern::test

@@ -377,7 +377,8 @@ std::vector<std::unique_ptr<OpCase>> make_op_cases(uint32_t seed) {
     for (const auto& [kt, vt, hd, T] : {std::tuple{DType::Q8_0, DType::Q8_0, int64_t{64}, int64_t{3}},
                                         std::tuple{DType::Q8_0, DType::F16, int64_t{128}, int64_t{1}},
                                         std::tuple{DType::Q4_0, DType::Q5_1, int64_t{64}, int64_t{20}},
-                                        std::tuple{DType::BF16, DType::F32, int64_t{96}, int64_t{2}}}) {
+                                        std::tuple{DType::BF16, DType::F32, int64_t{96}, int64_t{2}},
+                                        std::tuple{DType::Q8_0, DType::Q8_0, int64_t{128}, int64_t{20}}}) {
         auto c = new_case(std::string("attention_cache_") + dtype_name(kt) + "_" + dtype_name(vt) + "_hd" +
                               std::to_string(hd) + "_t" + std::to_string(T),
                           5e-4);

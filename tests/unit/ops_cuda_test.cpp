@@ -66,13 +66,13 @@ std::unique_ptr<OpCase> new_case(const char* name, double tol) {
 // sequences, with the prompt kernel (T > 8) or flash-decoding with splits.
 std::unique_ptr<OpCase> attention_case(const char* name, int64_t hd, int64_t n_head, int64_t n_kv,
                                        const std::vector<int32_t>& pos, const std::vector<int32_t>& seq, int n_ctx,
-                                       int window, float softcap, uint32_t seed) {
+                                       int window, float softcap, uint32_t seed, DType cache = DType::F16) {
     auto c = new_case(name, 5e-4);
     CaseLeaves b{*c, std::mt19937(seed)};
     const int64_t T = static_cast<int64_t>(pos.size());
     Tensor* q = b.leaf(DType::F32, {hd, n_head, T}, "q", -2.0f, 2.0f);
-    Tensor* kc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
-    Tensor* vc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* kc = b.leaf(cache, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = b.leaf(cache, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
     c->outputs.push_back(c->graph.attention(q, kc, vc, b.ints(pos, "pos"), b.ints(seq, "seq"), static_cast<int>(n_kv),
                                             n_ctx, 1.0f / std::sqrt(static_cast<float>(hd)), softcap, window));
     return c;
@@ -104,6 +104,22 @@ std::unique_ptr<OpCase> attn_decode_splits_hd128() {
 std::unique_ptr<OpCase> attn_decode_splits_gqa12() {
     // 12 query heads per KV head: two head blocks of up to 8.
     return attention_case("attn_decode_splits_gqa12", 64, 24, 2, {3000, 17}, {1, 0}, 4096, 0, 0.0f, 5);
+}
+// The same kernels over Q8_0 caches (quants and scales read as 16-bit words).
+std::unique_ptr<OpCase> attn_prompt_hd64_q8() {
+    return attention_case("attn_prompt_hd64_gqa_q8_0", 64, 8, 2, iota(70, 5), std::vector<int32_t>(70, 1), 128, 0, 0.0f,
+                          6, DType::Q8_0);
+}
+std::unique_ptr<OpCase> attn_prompt_hd128_q8() {
+    return attention_case("attn_prompt_hd128_q8_0", 128, 4, 4, iota(40), std::vector<int32_t>(40, 0), 64, 0, 0.0f, 7,
+                          DType::Q8_0);
+}
+std::unique_ptr<OpCase> attn_decode_splits_hd128_q8() {
+    return attention_case("attn_decode_splits_hd128_q8_0", 128, 32, 32, {1500}, {0}, 2048, 0, 0.0f, 8, DType::Q8_0);
+}
+std::unique_ptr<OpCase> attn_decode_splits_gqa12_q8() {
+    return attention_case("attn_decode_splits_gqa12_q8_0", 64, 24, 2, {3000, 17}, {1, 0}, 4096, 0, 0.0f, 9,
+                          DType::Q8_0);
 }
 
 // Matrix-vector shapes with several blocks per lane and ragged tails.
@@ -250,7 +266,11 @@ const std::vector<Extra>& extras() {
             {"attn_prompt_hd128", attn_prompt_hd128},
             {"attn_prompt_two_seqs_window_softcap", attn_prompt_two_seqs_window_softcap},
             {"attn_decode_splits_hd128", attn_decode_splits_hd128},
-            {"attn_decode_splits_gqa12", attn_decode_splits_gqa12}};
+            {"attn_decode_splits_gqa12", attn_decode_splits_gqa12},
+            {"attn_prompt_hd64_gqa_q8_0", attn_prompt_hd64_q8},
+            {"attn_prompt_hd128_q8_0", attn_prompt_hd128_q8},
+            {"attn_decode_splits_hd128_q8_0", attn_decode_splits_hd128_q8},
+            {"attn_decode_splits_gqa12_q8_0", attn_decode_splits_gqa12_q8}};
         for (const auto& [name, fn] : attn) f.push_back({name, fn});
         uint32_t seed = 100;
         for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,

@@ -1,4 +1,4 @@
-// Causal attention over the f16 KV cache.
+// Causal attention over the KV cache, f16 or Q8_0 (keys and values alike).
 //
 // Few tokens (decode): flash-decoding. A block takes one KV head, one or two
 // of the query heads that share it (its loops are unrolled over them), one
@@ -20,6 +20,11 @@
 // tiles of 32 cells are staged in shared memory as f32, scores of a tile are
 // computed and masked per query (causal, window, sequence), and the tile is
 // folded into an online softmax.
+//
+// A Q8_0 cache (blocks of an f16 scale and 32 signed bytes, 34 bytes, so
+// rows are only 2-byte aligned) is read in 16-bit words: a decode thread
+// keeps its half row's quants and scales where an f16 half row would be,
+// and a V pair as its two quants beside its block's scale.
 //
 // Positions and sequence ids are read on the device: the same launch serves
 // every decode step.
@@ -49,7 +54,7 @@ struct AttnParams {
     int64_t q_nb1, q_nb2;  // floats between heads, tokens
     const __half* k;
     const __half* v;
-    int64_t kv_row;        // halves per cache row
+    int64_t kv_row;        // halves per cache row (Q8_0: bytes)
     int64_t n_cells;
     const int32_t* pos;
     const int32_t* seq;
@@ -106,6 +111,26 @@ __device__ __forceinline__ void half8_to_float(const uint4 raw, float (&f)[8]) {
         const float2 v = __half22float2(h[i]);
         f[2 * i] = v.x;
         f[2 * i + 1] = v.y;
+    }
+}
+
+constexpr int kQ8Bytes = 34;  // a Q8_0 block: f16 scale, 32 quants
+
+__device__ __forceinline__ float half_bits_to_float(uint32_t bits) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+}
+
+// Values [e, e + 8) of a Q8_0 row (e a multiple of 8) as floats.
+__device__ __forceinline__ void q8_8_to_float(const uint8_t* row, int e, float (&f)[8]) {
+    const uint8_t* blk = row + (e >> 5) * kQ8Bytes;
+    const auto* w = reinterpret_cast<const unsigned short*>(blk);  // 2-byte aligned
+    const float d = half_bits_to_float(__ldg(w));
+    const int at = 1 + ((e & 31) >> 1);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const unsigned short two = __ldg(w + at + i);
+        f[2 * i] = static_cast<float>(static_cast<int8_t>(two & 0xFF)) * d;
+        f[2 * i + 1] = static_cast<float>(static_cast<int8_t>(two >> 8)) * d;
     }
 }
 
@@ -216,8 +241,9 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
     }
 }
 
-template <int HD, int G, bool Rope>
+template <int HD, int G, bool Rope, bool Q8>
 __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams p) {
+    static_assert(!(Rope && Q8), "the fused RoPE + cache write holds f16 caches only");
     constexpr int DP = HD / 2;             // dimension pairs
     constexpr int NSL = kDecThreads / DP;  // key slices of the V phase
     constexpr int KV = kTile / NSL;        // V rows per thread and tile
@@ -257,7 +283,28 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     const int kk = tid >> 1, kh = tid & 1;
     uint4 kraw[KC];
     __half2 vv[KV];
+    // Q8_0: kraw's first HD / 8 words hold the half row's quants, the next
+    // HD / 64 its blocks' scales (f16 bits).
+    constexpr int QW = HD / 8, NB = HD / 64;
     auto load_k = [&](int j0, int n, int skip) {
+        if constexpr (Q8) {
+            if (kk < n) {
+                const auto* w = reinterpret_cast<const unsigned short*>(
+                    reinterpret_cast<const uint8_t*>(p.k) + (kr.base + j0 + kk) * p.kv_row +
+                    (kvh * HD + kh * (HD / 2)) / 32 * kQ8Bytes);
+                uint32_t* raw = reinterpret_cast<uint32_t*>(kraw);
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    raw[QW + b] = w[b * (kQ8Bytes / 2)];
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        raw[b * 8 + i] = w[b * (kQ8Bytes / 2) + 1 + 2 * i] |
+                                         static_cast<uint32_t>(w[b * (kQ8Bytes / 2) + 2 + 2 * i]) << 16;
+                    }
+                }
+            }
+            return;
+        }
         if (kk < n && j0 + kk != skip) {
             const uint4* krow =
                 reinterpret_cast<const uint4*>(p.k + (kr.base + j0 + kk) * p.kv_row + kvh * HD) + kh * KC;
@@ -270,6 +317,23 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     // (128-wide heads), most of a short context's work. __ldcg: the opaque
     // pointer is generic to the compiler, and an L2 load is coherent.
     auto load_v = [&](int j0, int n, int skip) {
+        if constexpr (Q8) {
+            // Pair dp's two quants and its block's scale, in one word.
+            const uint8_t* base = reinterpret_cast<const uint8_t*>(p.v) + (kr.base + j0 + sl) * p.kv_row +
+                                  (kvh * HD + 2 * dp) / 32 * kQ8Bytes;
+            const int at = 1 + ((2 * dp) & 31) / 2;
+#pragma unroll
+            for (int u = 0; u < KV; ++u) {
+                const int j = sl + u * NSL;
+                uint32_t word = 0;
+                if (j < n) {
+                    const auto* w = reinterpret_cast<const unsigned short*>(base + u * NSL * p.kv_row);
+                    word = __ldcg(w + at) | static_cast<uint32_t>(__ldcg(w)) << 16;
+                }
+                vv[u] = *reinterpret_cast<const __half2*>(&word);
+            }
+            return;
+        }
         const __half2* vb = opaque(reinterpret_cast<const __half2*>(p.v + (kr.base + j0 + sl) * p.kv_row + kvh * HD) + dp);
         const int64_t stride = NSL * p.kv_row / 2;  // half2s between its keys
 #pragma unroll
@@ -342,7 +406,30 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
                 float dot[G];
 #pragma unroll
                 for (int g = 0; g < G; ++g) dot[g] = 0.0f;
-                if (kk < n) {
+                if (Q8 && kk < n) {
+                    const uint32_t* raw = reinterpret_cast<const uint32_t*>(kraw);
+#pragma unroll
+                    for (int b = 0; b < NB; ++b) {
+                        const float sd = half_bits_to_float(raw[QW + b]);
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) {
+                            const uint32_t word = raw[b * 8 + i];
+                            const int d = kh * (HD / 2) + b * 32 + 4 * i;
+                            float kf[4];
+#pragma unroll
+                            for (int e = 0; e < 4; ++e) {
+                                kf[e] = static_cast<float>(static_cast<int8_t>((word >> (8 * e)) & 0xFF)) * sd;
+                            }
+#pragma unroll
+                            for (int g = 0; g < G; ++g) {
+                                if (g < ng) {
+                                    const float4 qa = *reinterpret_cast<const float4*>(&qs[g][d]);
+                                    dot[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3];
+                                }
+                            }
+                        }
+                    }
+                } else if (kk < n) {
 #pragma unroll
                     for (int c = 0; c < KC; ++c) {
                         float kf[8];
@@ -407,7 +494,15 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
             for (int u = 0; u < KV; ++u) {
                 const int j = sl + u * NSL;
                 if (j >= n) break;
-                const float2 vf = __half22float2(vv[u]);
+                float2 vf;
+                if constexpr (Q8) {
+                    const uint32_t word = *reinterpret_cast<const uint32_t*>(&vv[u]);
+                    const float sd = half_bits_to_float(word >> 16);
+                    vf = make_float2(static_cast<float>(static_cast<int8_t>(word & 0xFF)) * sd,
+                                     static_cast<float>(static_cast<int8_t>((word >> 8) & 0xFF)) * sd);
+                } else {
+                    vf = __half22float2(vv[u]);
+                }
 #pragma unroll
                 for (int g = 0; g < G; ++g) {
                     if (g < ng) {
@@ -480,7 +575,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     if (tid == 0) p.counters[ci] = 0;
 }
 
-template <int HD>
+template <int HD, bool Q8>
 __global__ void __launch_bounds__(kThreads) k_attn_prefill(const AttnParams p) {
     constexpr int BQ = 32, BK = 32, PARTS = 4, CH = HD / 16;
     __shared__ __align__(16) float ks[BK][HD];
@@ -527,7 +622,11 @@ __global__ void __launch_bounds__(kThreads) k_attn_prefill(const AttnParams p) {
             const int j = i / (HD / 8), c = i % (HD / 8);
             const int cell = c0 + j;
             float kf[8], vf[8];
-            if (cell <= cmax) {
+            if (cell <= cmax && Q8) {
+                const int64_t off = cell * p.kv_row;
+                q8_8_to_float(reinterpret_cast<const uint8_t*>(p.k) + off, kvh * HD + 8 * c, kf);
+                q8_8_to_float(reinterpret_cast<const uint8_t*>(p.v) + off, kvh * HD + 8 * c, vf);
+            } else if (cell <= cmax) {
                 const int64_t off = cell * p.kv_row + kvh * HD + 8 * c;
                 half8_to_float(__ldg(reinterpret_cast<const uint4*>(p.k + off)), kf);
                 half8_to_float(__ldg(reinterpret_cast<const uint4*>(p.v + off)), vf);
@@ -636,9 +735,13 @@ bool accepts_attention(const Tensor& node) {
     const Tensor& k = *node.src[1];
     const Tensor& v = *node.src[2];
     const int64_t hd = q.ne[0];
+    // f16 rows 16-byte aligned (read as uint4), or Q8_0 rows (2-byte words).
+    const bool f16 = k.type == DType::F16 && v.type == DType::F16 && k.nb[0] == 2 && v.nb[0] == 2 && k.nb[1] % 16 == 0;
+    const bool q8 = k.type == DType::Q8_0 && v.type == DType::Q8_0 && k.nb[1] % 2 == 0 &&
+                    k.nb[1] == dtype_row_size(DType::Q8_0, k.ne[0]);
     return q.type == DType::F32 && q.nb[0] == sizeof(float) && q.ne[3] == 1 && (hd == 64 || hd == 128) &&
-           k.type == DType::F16 && v.type == DType::F16 && k.nb[0] == 2 && v.nb[0] == 2 && k.nb[1] == v.nb[1] &&
-           k.nb[1] % 16 == 0 && k.ne[1] == v.ne[1] && k.ne[1] < INT_MAX / 2 && k.nb[1] / 2 * kTile < INT_MAX && node.src[3]->type == DType::I32 &&
+           (f16 || q8) && k.nb[1] == v.nb[1] &&
+           k.ne[1] == v.ne[1] && k.ne[1] < INT_MAX / 2 && k.nb[1] / 2 * kTile < INT_MAX && node.src[3]->type == DType::I32 &&
            node.src[4]->type == DType::I32 && node.type == DType::F32 && node.nb[0] == sizeof(float) &&
            q.nb[1] % sizeof(float) == 0 && q.nb[2] % sizeof(float) == 0;
 }
@@ -662,7 +765,7 @@ AttnParams params_of(const Ctx& ctx, const Tensor& node, const Shape& s) {
     p.q_nb2 = static_cast<int64_t>(q.nb[2] / sizeof(float));
     p.k = ptr<const __half>(k);
     p.v = ptr<const __half>(*node.src[2]);
-    p.kv_row = static_cast<int64_t>(k.nb[1] / 2);
+    p.kv_row = static_cast<int64_t>(k.type == DType::Q8_0 ? k.nb[1] : k.nb[1] / 2);
     p.n_cells = k.ne[1];
     p.pos = ptr<const int32_t>(*node.src[3]);
     p.seq = ptr<const int32_t>(*node.src[4]);
@@ -683,14 +786,14 @@ AttnParams params_of(const Ctx& ctx, const Tensor& node, const Shape& s) {
     return p;
 }
 
-template <bool Rope>
+template <bool Rope, bool Q8>
 void launch_decode(const Ctx& ctx, const AttnParams& p, const Shape& s, const Tensor& node) {
     const dim3 grid(static_cast<unsigned>(s.n_kv * s.hblocks), static_cast<unsigned>(s.T),
                     static_cast<unsigned>(s.splits));
     static_assert(kMaxGroup == 2, "instantiate k_attn_decode for each heads-per-block value");
     auto go = [&]<int HD>() {
-        return s.heads == 1 ? launch(ctx, k_attn_decode<HD, 1, Rope>, grid, dim3(kDecThreads), 0, p)
-                            : launch(ctx, k_attn_decode<HD, 2, Rope>, grid, dim3(kDecThreads), 0, p);
+        return s.heads == 1 ? launch(ctx, k_attn_decode<HD, 1, Rope, Q8>, grid, dim3(kDecThreads), 0, p)
+                            : launch(ctx, k_attn_decode<HD, 2, Rope, Q8>, grid, dim3(kDecThreads), 0, p);
     };
     check(s.hd == 64 ? go.template operator()<64>() : go.template operator()<128>(), "k_attn_decode", node);
 }
@@ -701,13 +804,20 @@ void launch_decode(const Ctx& ctx, const AttnParams& p, const Shape& s, const Te
 void run_attention(const Ctx& ctx, const Tensor& node) {
     const Shape s = shape_of(node, ctx.sm_count);
     const AttnParams p = params_of(ctx, node, s);
+    const bool q8 = node.src[1]->type == DType::Q8_0;
     if (s.T <= kDecodeMaxTokens) {
-        launch_decode<false>(ctx, p, s, node);
+        if (q8) {
+            launch_decode<false, true>(ctx, p, s, node);
+        } else {
+            launch_decode<false, false>(ctx, p, s, node);
+        }
     } else {
         const dim3 grid(static_cast<unsigned>((s.T + 31) / 32), static_cast<unsigned>(s.n_head));
-        check(s.hd == 64 ? launch(ctx, k_attn_prefill<64>, grid, dim3(kThreads), 0, p)
-                         : launch(ctx, k_attn_prefill<128>, grid, dim3(kThreads), 0, p),
-              "k_attn_prefill", node);
+        auto go = [&]<int HD>() {
+            return q8 ? launch(ctx, k_attn_prefill<HD, true>, grid, dim3(kThreads), 0, p)
+                      : launch(ctx, k_attn_prefill<HD, false>, grid, dim3(kThreads), 0, p);
+        };
+        check(s.hd == 64 ? go.template operator()<64>() : go.template operator()<128>(), "k_attn_prefill", node);
     }
 }
 
@@ -746,7 +856,7 @@ void run_rope_store_attention(const Ctx& ctx, const Tensor& rope, const Tensor& 
     for (int j = 0; j < r.n_rot / 2; ++j) r.inv_freq[j] = spec.scale * std::pow(spec.base, -2.0 * j / r.n_rot);
     r.attn_factor = spec.attn_factor;
     r.factors = rope.src[3] != nullptr ? ptr<const float>(*rope.src[3]) : nullptr;
-    launch_decode<true>(ctx, p, s, attn);
+    launch_decode<true, false>(ctx, p, s, attn);
 }
 
 }  // namespace lantern::cuda

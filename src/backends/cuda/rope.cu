@@ -174,7 +174,8 @@ bool accepts_kv_store(const Tensor& node) {
     const Tensor& src = *node.src[0];
     const Tensor& cache = *node.src[1];
     return src.type == DType::F32 && src.nb[0] == 4 && src.nb[1] % 4 == 0 &&
-           (cache.type == DType::F16 || cache.type == DType::F32) && cache.nb[1] % dtype_type_size(cache.type) == 0 &&
+           (((cache.type == DType::F16 || cache.type == DType::F32) && cache.nb[1] % dtype_type_size(cache.type) == 0) ||
+            (cache.type == DType::Q8_0 && cache.ne[0] % 32 == 0 && cache.nb[1] == dtype_row_size(cache.type, cache.ne[0]))) &&
            node.src[2]->type == DType::I32 && node.src[3]->type == DType::I32;
 }
 
@@ -251,6 +252,33 @@ __global__ void k_kv_store(const float* __restrict__ src, int64_t src_nb1, int64
     }
 }
 
+// A Q8_0 cache row: a warp per block of 32, as the CPU quantizes it (d =
+// amax / 127 rounded to f16, quants x / d rounded to nearest, clamped).
+__global__ void k_kv_store_q8(const float* __restrict__ src, int64_t src_nb1, int64_t D, uint8_t* __restrict__ cache,
+                              int64_t row_bytes, int64_t n_cells, const int32_t* pos, const int32_t* seq, int n_ctx) {
+    pdl_enter();
+    const int t = blockIdx.x;
+    const int32_t pp = pos[t];
+    const int64_t cell = static_cast<int64_t>(seq[t]) * n_ctx + pp;
+    if (pp < 0 || pp >= n_ctx || cell < 0 || cell >= n_cells) return;
+    const float* in = src + t * src_nb1;
+    uint8_t* out = cache + cell * row_bytes;
+    const int lane = threadIdx.x & 31;
+    for (int64_t b = threadIdx.x >> 5; b < D / 32; b += blockDim.x >> 5) {
+        const float x = in[b * 32 + lane];
+        float amax = fabsf(x);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const __half dh = __float2half_rn(amax / 127.0f);
+        const float d = __half2float(dh);
+        const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        const float v = fminf(fmaxf(x * inverse, -127.0f), 127.0f);
+        uint8_t* blk = out + b * 34;
+        blk[2 + lane] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(v)));
+        if (lane == 0) *reinterpret_cast<__half*>(blk) = dh;
+    }
+}
+
 }  // namespace
 
 void run_kv_store(const Ctx& ctx, const Tensor& node) {
@@ -261,7 +289,12 @@ void run_kv_store(const Ctx& ctx, const Tensor& node) {
     const int n_ctx = node.param_i(0);
     const int32_t* pos = ptr<const int32_t>(*node.src[2]);
     const int32_t* seq = ptr<const int32_t>(*node.src[3]);
-    if (cache.type == DType::F16) {
+    if (cache.type == DType::Q8_0) {
+        check(launch(ctx, k_kv_store_q8, dim3(static_cast<unsigned>(T)), dim3(256), 0, ptr<const float>(src),
+                     static_cast<int64_t>(src.nb[1] / 4), src.ne[0], ptr<uint8_t>(cache),
+                     static_cast<int64_t>(cache.nb[1]), cache.ne[1], pos, seq, n_ctx),
+              "k_kv_store_q8", node);
+    } else if (cache.type == DType::F16) {
         check(launch(ctx, k_kv_store<__half>, dim3(static_cast<unsigned>(T)), dim3(256), 0, ptr<const float>(src),
                      static_cast<int64_t>(src.nb[1] / 4), src.ne[0], ptr<__half>(cache),
                      static_cast<int64_t>(cache.nb[1] / 2), cache.ne[1], pos, seq, n_ctx),
