@@ -1138,6 +1138,42 @@ TEST_F(Server, IdleSlotsAreTakenLeastRecentlyUsedFirst) {
 
 // Where n_indent cuts: the first line after the first that starts within
 // the indent (spaces and tabs one column each), blank lines skipped.
+// `lantern serve -ctk q8_0 -ctv q8_0`: the slots' cache takes the types and
+// answers as the f16 one does (greedy); an unknown type stops the engine
+// from starting, naming it.
+TEST_F(Server, CacheTypesReachTheSlots) {
+    auto answer = [&](const std::string& k, const std::string& v, std::string* summary) {
+        server::EngineParams ep;
+        ep.n_slots = 2;
+        ep.n_ctx = 128;
+        ep.cache_type_k = k;
+        ep.cache_type_v = v;
+        server::Engine engine(*model_, ep);
+        *summary = engine.cache_summary();
+        auto req = std::make_shared<server::GenerationRequest>();
+        req->prompt = model_->tokenize(model_->apply_chat_template({{"user", "What is the capital of France?"}}, true),
+                                       false, true);
+        req->sampling.temperature = 0.0f;
+        req->max_tokens = 10;
+        std::promise<server::GenerationResult> done;
+        req->on_done = [&](const server::GenerationResult& r) { done.set_value(r); };
+        engine.submit(req);
+        return done.get_future().get().text;
+    };
+    std::string q8, f16;
+    EXPECT_EQ(answer("q8_0", "q8_0", &q8), answer("f16", "f16", &f16));
+    EXPECT_NE(q8.find("K q8_0, V q8_0, 2 x 128 cells"), std::string::npos) << q8;
+    EXPECT_NE(f16.find("K f16, V f16, 2 x 128 cells"), std::string::npos) << f16;
+    server::EngineParams bad;
+    bad.cache_type_v = "q6_K";
+    try {
+        server::Engine engine(*model_, bad);
+        ADD_FAILURE() << "an engine started with a q6_K cache";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("q6_K"), std::string::npos) << e.what();
+    }
+}
+
 TEST(ServerEngine, DedentAt) {
     EXPECT_EQ(server::dedent_at("x = 1", 4), std::string::npos);  // one line: the cursor's own
     EXPECT_EQ(server::dedent_at("x\n    y\n\t\tz\n   ", 2), std::string::npos);  // a last line of spaces waits
