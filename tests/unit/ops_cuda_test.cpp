@@ -173,12 +173,17 @@ std::unique_ptr<OpCase> lora_case(DType t, int64_t K, int64_t r, int64_t N, uint
 // writes, gate/up + SiLU (decode shapes, f16 caches).
 // hd, n_head and n_kv vary the decode attention's heads per block (its
 // one-token launch does the RoPE and the cache writes).
-std::unique_ptr<OpCase> fused_layer(DType t, int64_t T, int64_t hd = 64, int64_t n_head = 4, int64_t n_kv = 2) {
+// Q8_0 caches: full rotary (the fused RoPE + cache write quantizes blocks
+// across the threads that hold them), NeoX or interleaved pairs.
+std::unique_ptr<OpCase> fused_layer(DType t, int64_t T, int64_t hd = 64, int64_t n_head = 4, int64_t n_kv = 2,
+                                    DType cache = DType::F16, RopeMode mode = RopeMode::Normal) {
     auto c = new_case("", 5e-4);
     c->name = std::string("fused_layer_") + dtype_name(t) + "_t" + std::to_string(T);
     if (hd != 64 || n_head != 4 || n_kv != 2) {
         c->name += "_hd" + std::to_string(hd) + "_h" + std::to_string(n_head) + "_kv" + std::to_string(n_kv);
     }
+    if (cache != DType::F16) c->name += std::string("_") + dtype_name(cache) + (mode == RopeMode::Neox ? "_neox" : "");
+    const int n_rot = cache == DType::F16 ? 64 : static_cast<int>(hd);
     CaseLeaves b{*c, std::mt19937(77 + static_cast<uint32_t>(T))};
     Graph& g = c->graph;
     const int64_t E = 256, F = 512;
@@ -194,11 +199,11 @@ std::unique_ptr<OpCase> fused_layer(DType t, int64_t T, int64_t hd = 64, int64_t
     }
     Tensor* tp = b.ints(pos, "pos");
     Tensor* ts = b.ints(seq, "seq");
-    Tensor* qk = g.rope_qk(g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), tp, nullptr, 64,
-                           RopeMode::Normal, 10000.0f, 1.0f);
+    Tensor* qk = g.rope_qk(g.reshape(q, {hd, n_head, T}), g.reshape(k, {hd, n_kv, T}), tp, nullptr, n_rot, mode,
+                           10000.0f, 1.0f);
     Tensor* k_rows = g.view(qk, {hd * n_kv, T}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
-    Tensor* kc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
-    Tensor* vc = b.leaf(DType::F16, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* kc = b.leaf(cache, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = b.leaf(cache, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
     Tensor* k_all = g.kv_store(k_rows, kc, tp, ts, n_ctx);
     Tensor* v_all = g.kv_store(v, vc, tp, ts, n_ctx);
     Tensor* attn = g.attention(g.rope_qk_part(qk, false), k_all, v_all, tp, ts, static_cast<int>(n_kv), n_ctx, 0.125f,
@@ -372,6 +377,13 @@ const std::vector<Extra>& extras() {
         f.push_back({"fused_layer_q4_0_t1_hd128_h2_kv2", [] { return fused_layer(DType::Q4_0, 1, 128, 2, 2); }});
         f.push_back({"fused_layer_q4_0_t1_hd64_h6_kv2", [] { return fused_layer(DType::Q4_0, 1, 64, 6, 2); }});
         f.push_back({"fused_layer_q4_0_t1_hd64_h8_kv1", [] { return fused_layer(DType::Q4_0, 1, 64, 8, 1); }});
+        for (const auto& [T, hd, mode] : {std::tuple{int64_t{1}, int64_t{64}, RopeMode::Normal},
+                                          std::tuple{int64_t{1}, int64_t{128}, RopeMode::Neox},
+                                          std::tuple{int64_t{5}, int64_t{64}, RopeMode::Neox},
+                                          std::tuple{int64_t{3}, int64_t{128}, RopeMode::Normal}}) {
+            const auto fn = [T, hd, mode] { return fused_layer(DType::Q4_0, T, hd, 4, 2, DType::Q8_0, mode); };
+            f.push_back({fn()->name, fn});
+        }
         return f;
     }();
     return list;

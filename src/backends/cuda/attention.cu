@@ -823,6 +823,7 @@ void run_attention(const Ctx& ctx, const Tensor& node) {
 
 bool can_fuse_rope_store_attention(const Tensor& rope, const Tensor& ks, const Tensor& vs, const Tensor& attn) {
     if (attn.op != Op::Attention || !accepts_attention(attn) || !can_fuse_rope_store(rope, ks, vs)) return false;
+    if (ks.src[1]->type != DType::F16) return false;  // the fused kernel writes and reads f16 rows
     const Tensor& q = *attn.src[0];
     const int64_t hd = rope.ne[0], n_q = rope.param_i(4);
     // One token (a multi-token step may read cells another block writes),

@@ -7,6 +7,11 @@
 // the roped K heads and the V row into the caches as f16 at cell
 // seq * n_ctx_seq + pos. Rotated pairs are scaled by the attention
 // factor (params f[5]); dimensions past n_rot pass through.
+// Fused writes into Q8_0 caches (full rotary only) quantize each block of 32
+// across the threads that hold its values: a head's pairs are whole warps,
+// so a block's largest magnitude is a warp (NeoX: the pairs' first and second
+// halves are separate blocks) or half-warp (interleaved pairs) reduction, as
+// is a V block's (two values per thread).
 #include <type_traits>
 
 #include "backends/cuda/common.cuh"
@@ -46,7 +51,24 @@ struct RopeParams {
     __half* v_cache;
     int64_t v_row;
     int v_width;
+    bool q8;  // the caches are Q8_0: k_row and v_row count bytes
 };
+
+// Quantizes x into its Q8_0 block (block bytes at `blk`, x its element
+// `at`), given the block's largest magnitude; the element-0 holder writes
+// the scale. As k_kv_store_q8 (and the CPU) quantize.
+__device__ __forceinline__ void q8_put(uint8_t* blk, int at, float x, float amax) {
+    const __half dh = __float2half_rn(amax / 127.0f);
+    const float d = __half2float(dh);
+    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
+    blk[2 + at] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(fminf(fmaxf(x * inverse, -127.0f), 127.0f))));
+    if (at == 0) *reinterpret_cast<__half*>(blk) = dh;
+}
+
+__device__ __forceinline__ float group_max(float v, unsigned mask, int width) {
+    for (int o = width / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(mask, v, o));
+    return v;
+}
 
 // Thread w of token blockIdx.y takes one pair: Q pairs, then K pairs, then
 // pairs of the V row. Each thread computes its own angle (double, as the CPU),
@@ -70,6 +92,15 @@ __global__ void __launch_bounds__(kThreads) k_rope(const RopeParams p) {
         const int64_t i = 2 * (w - rope_work);
         if (p.v_cache == nullptr || cell < 0 || i >= p.v_width) return;
         const float* v = p.v + t * p.v_nb1;
+        if (p.q8) {  // 16 threads a block (v_width is a multiple of 32)
+            const float a = v[i], b = v[i + 1];
+            const unsigned mask = 0xFFFFu << (threadIdx.x & 16);
+            const float amax = group_max(fmaxf(fabsf(a), fabsf(b)), mask, 16);
+            uint8_t* blk = reinterpret_cast<uint8_t*>(p.v_cache) + cell * p.v_row + (i >> 5) * 34;
+            q8_put(blk, static_cast<int>(i & 31), a, amax);
+            q8_put(blk, static_cast<int>((i + 1) & 31), b, amax);
+            return;
+        }
         __half* vr = p.v_cache + cell * p.v_row;
         vr[i] = __float2half_rn(v[i]);
         if (i + 1 < p.v_width) vr[i + 1] = __float2half_rn(v[i + 1]);
@@ -103,7 +134,19 @@ __global__ void __launch_bounds__(kThreads) k_rope(const RopeParams p) {
     }
     y[i0] = y0;
     y[i1] = y1;
-    if (s == 1 && cell >= 0) {
+    if (s == 1 && cell >= 0 && p.q8) {
+        uint8_t* kr = reinterpret_cast<uint8_t*>(p.k_cache) + cell * p.k_row + (h * p.hd >> 5) * 34;
+        if (p.neox) {  // i0 and i1 in blocks of their own, each held by this warp
+            const float m0 = group_max(fabsf(y0), 0xFFFFFFFFu, 32), m1 = group_max(fabsf(y1), 0xFFFFFFFFu, 32);
+            q8_put(kr + (i0 >> 5) * 34, i0 & 31, y0, m0);
+            q8_put(kr + (i1 >> 5) * 34, i1 & 31, y1, m1);
+        } else {  // pairs 2j, 2j + 1: a block is 16 pairs
+            const unsigned mask = 0xFFFFu << (threadIdx.x & 16);
+            const float m = group_max(fmaxf(fabsf(y0), fabsf(y1)), mask, 16);
+            q8_put(kr + (i0 >> 5) * 34, i0 & 31, y0, m);
+            q8_put(kr + (i1 >> 5) * 34, i1 & 31, y1, m);
+        }
+    } else if (s == 1 && cell >= 0) {
         __half* kr = p.k_cache + cell * p.k_row + h * p.hd;
         kr[i0] = __float2half_rn(y0);
         kr[i1] = __float2half_rn(y1);
@@ -204,8 +247,12 @@ bool can_fuse_rope_store(const Tensor& rope, const Tensor& ks, const Tensor& vs)
                         rope.nb[1] == static_cast<size_t>(hd) * 4 && rope.nb[0] == 4;
     const Tensor& kc = *ks.src[1];
     const Tensor& vc = *vs.src[1];
-    return k_rows && accepts_kv_store(ks) && accepts_kv_store(vs) && kc.type == DType::F16 &&
-           vc.type == DType::F16 && same_address(*ks.src[2], *rope.src[2]) && same_address(*vs.src[2], *rope.src[2]) &&
+    // Q8_0 caches: full rotary (every pair rotated, so a thread's pair lies
+    // in the blocks the reductions assume), heads of 64 or 128, whole blocks.
+    const bool q8 = kc.type == DType::Q8_0 && vc.type == DType::Q8_0 && rope.param_i(0) == hd &&
+                    (hd == 64 || hd == 128) && vs.src[0]->ne[0] % 32 == 0;
+    return k_rows && accepts_kv_store(ks) && accepts_kv_store(vs) &&
+           ((kc.type == DType::F16 && vc.type == DType::F16) || q8) && same_address(*ks.src[2], *rope.src[2]) && same_address(*vs.src[2], *rope.src[2]) &&
            same_address(*ks.src[3], *vs.src[3]) && ks.param_i(0) == vs.param_i(0) && vs.src[0]->ne[1] == T &&
            vs.src[0]->ne[0] == vc.ne[0] && kc.ne[1] == vc.ne[1];
 }
@@ -221,12 +268,14 @@ void run_rope_qk_store(const Ctx& ctx, const Tensor& rope, const Tensor& ks, con
     p.seq = ptr<const int32_t>(*ks.src[3]);
     p.n_ctx = ks.param_i(0);
     p.n_cells = kc.ne[1];
+    p.q8 = kc.type == DType::Q8_0;
+    const size_t unit = p.q8 ? 1 : 2;  // the rows in bytes or halves
     p.k_cache = ptr<__half>(kc);
-    p.k_row = static_cast<int64_t>(kc.nb[1] / 2);
+    p.k_row = static_cast<int64_t>(kc.nb[1] / unit);
     p.v = ptr<const float>(v);
     p.v_nb1 = static_cast<int64_t>(v.nb[1] / 4);
     p.v_cache = ptr<__half>(vc);
-    p.v_row = static_cast<int64_t>(vc.nb[1] / 2);
+    p.v_row = static_cast<int64_t>(vc.nb[1] / unit);
     p.v_width = static_cast<int>(v.ne[0]);
     launch(ctx, p, rope.ne[2], rope);
 }
