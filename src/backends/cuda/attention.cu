@@ -288,18 +288,30 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     constexpr int QW = HD / 8, NB = HD / 64;
     auto load_k = [&](int j0, int n, int skip) {
         if constexpr (Q8) {
+            // A block is 4-byte aligned or 2 past it: nine 32-bit loads (the
+            // last a 16-bit one, so as not to read past the block) either way.
             if (kk < n) {
-                const auto* w = reinterpret_cast<const unsigned short*>(
-                    reinterpret_cast<const uint8_t*>(p.k) + (kr.base + j0 + kk) * p.kv_row +
-                    (kvh * HD + kh * (HD / 2)) / 32 * kQ8Bytes);
+                const uint8_t* half_row = reinterpret_cast<const uint8_t*>(p.k) + (kr.base + j0 + kk) * p.kv_row +
+                                          (kvh * HD + kh * (HD / 2)) / 32 * kQ8Bytes;
                 uint32_t* raw = reinterpret_cast<uint32_t*>(kraw);
 #pragma unroll
                 for (int b = 0; b < NB; ++b) {
-                    raw[QW + b] = w[b * (kQ8Bytes / 2)];
+                    const uint8_t* blk = half_row + b * kQ8Bytes;
+                    if ((reinterpret_cast<uintptr_t>(blk) & 2) == 0) {
+                        const uint32_t* w = reinterpret_cast<const uint32_t*>(blk);
+                        uint32_t x[8];
 #pragma unroll
-                    for (int i = 0; i < 8; ++i) {
-                        raw[b * 8 + i] = w[b * (kQ8Bytes / 2) + 1 + 2 * i] |
-                                         static_cast<uint32_t>(w[b * (kQ8Bytes / 2) + 2 + 2 * i]) << 16;
+                        for (int i = 0; i < 8; ++i) x[i] = w[i];
+                        const uint32_t tail = reinterpret_cast<const unsigned short*>(blk)[16];
+                        raw[QW + b] = x[0] & 0xFFFFu;
+#pragma unroll
+                        for (int i = 0; i < 7; ++i) raw[b * 8 + i] = __funnelshift_r(x[i], x[i + 1], 16);
+                        raw[b * 8 + 7] = __funnelshift_r(x[7], tail, 16);
+                    } else {
+                        const uint32_t* w = reinterpret_cast<const uint32_t*>(blk - 2);
+                        raw[QW + b] = w[0] >> 16;
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) raw[b * 8 + i] = w[1 + i];
                     }
                 }
             }
@@ -410,24 +422,28 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
                     const uint32_t* raw = reinterpret_cast<const uint32_t*>(kraw);
 #pragma unroll
                     for (int b = 0; b < NB; ++b) {
-                        const float sd = half_bits_to_float(raw[QW + b]);
+                        // The block's quants against Q, then its scale once.
+                        float part[G];
+#pragma unroll
+                        for (int g = 0; g < G; ++g) part[g] = 0.0f;
 #pragma unroll
                         for (int i = 0; i < 8; ++i) {
                             const uint32_t word = raw[b * 8 + i];
                             const int d = kh * (HD / 2) + b * 32 + 4 * i;
                             float kf[4];
 #pragma unroll
-                            for (int e = 0; e < 4; ++e) {
-                                kf[e] = static_cast<float>(static_cast<int8_t>((word >> (8 * e)) & 0xFF)) * sd;
-                            }
+                            for (int e = 0; e < 4; ++e) kf[e] = static_cast<float>(static_cast<int8_t>(word >> (8 * e)));
 #pragma unroll
                             for (int g = 0; g < G; ++g) {
                                 if (g < ng) {
                                     const float4 qa = *reinterpret_cast<const float4*>(&qs[g][d]);
-                                    dot[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3];
+                                    part[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3];
                                 }
                             }
                         }
+                        const float sd = half_bits_to_float(raw[QW + b]);
+#pragma unroll
+                        for (int g = 0; g < G; ++g) dot[g] += part[g] * sd;
                     }
                 } else if (kk < n) {
 #pragma unroll
@@ -495,18 +511,19 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
                 const int j = sl + u * NSL;
                 if (j >= n) break;
                 float2 vf;
+                float vs = 1.0f;  // Q8_0: the block's scale, folded into the weight
                 if constexpr (Q8) {
                     const uint32_t word = *reinterpret_cast<const uint32_t*>(&vv[u]);
-                    const float sd = half_bits_to_float(word >> 16);
-                    vf = make_float2(static_cast<float>(static_cast<int8_t>(word & 0xFF)) * sd,
-                                     static_cast<float>(static_cast<int8_t>((word >> 8) & 0xFF)) * sd);
+                    vs = half_bits_to_float(word >> 16);
+                    vf = make_float2(static_cast<float>(static_cast<int8_t>(word)),
+                                     static_cast<float>(static_cast<int8_t>(word >> 8)));
                 } else {
                     vf = __half22float2(vv[u]);
                 }
 #pragma unroll
                 for (int g = 0; g < G; ++g) {
                     if (g < ng) {
-                        const float pj = sc[g][j];
+                        const float pj = Q8 ? sc[g][j] * vs : sc[g][j];
                         acc[g][0] += pj * vf.x;
                         acc[g][1] += pj * vf.y;
                     }
