@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/cpu_math.h"
 #include "core/half.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 #include "quant/simd.h"
 
@@ -30,16 +31,6 @@ bool cache_type_ok(const Tensor& cache) {
            dtype_block_size(cache.type) <= 32 && cache.ne[0] % dtype_block_size(cache.type) == 0;
 }
 
-// A Q8_0 block: an f16 scale, then 32 signed bytes.
-[[maybe_unused]] constexpr int64_t kQ8Block = 34;
-[[maybe_unused]] inline float q8_scale(const uint8_t* block) {
-    uint16_t h;
-    std::memcpy(&h, block, 2);
-    return fp16_to_f32(h);
-}
-
-// Byte offset of element `col` in a cache row (a multiple of the block size).
-size_t col_offset(DType t, int64_t col) { return dtype_row_size(t, col); }
 
 }  // namespace
 
@@ -172,9 +163,9 @@ using KeyVec = __m256;
 // block (col is a multiple of kT, blocks hold 32).
 inline KeyVec key_vec(const uint8_t* row, int64_t col, DType type) {
     if (type == DType::Q8_0) {
-        const uint8_t* blk = row + (col >> 5) * kQ8Block;
-        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + (col & 31)));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(q8_scale(blk)));
+        const auto& blk = reinterpret_cast<const quant::BlockQ8_0*>(row)[col >> 5];
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk.qs + (col & 31)));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(fp16_to_f32(blk.d)));
     }
     return type == DType::F16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + col * 2)))
                               : _mm256_loadu_ps(reinterpret_cast<const float*>(row) + col);
@@ -205,9 +196,9 @@ constexpr int kT = 16;
 using KeyVec = __m512;
 inline KeyVec key_vec(const uint8_t* row, int64_t col, DType type) {
     if (type == DType::Q8_0) {
-        const uint8_t* blk = row + (col >> 5) * kQ8Block;
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2 + (col & 31)));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(q8_scale(blk)));
+        const auto& blk = reinterpret_cast<const quant::BlockQ8_0*>(row)[col >> 5];
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + (col & 31)));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(fp16_to_f32(blk.d)));
     }
     return type == DType::F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + col * 2)))
                               : _mm512_loadu_ps(reinterpret_cast<const float*>(row) + col);
@@ -259,7 +250,7 @@ void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64
     }
 #endif
     for (int64_t j = 0; j < n; ++j) {
-        const uint8_t* row = row_ptr(cache, first + j) + col_offset(cache.type, col);
+        const uint8_t* row = row_ptr(cache, first + j) + dtype_row_size(cache.type, col);
         const float* f = reinterpret_cast<const float*>(row);
         if (cache.type == DType::F16) {
             fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), tmp, hd);
@@ -277,7 +268,7 @@ void load_keys(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64
 
 void load_values(const Tensor& cache, int64_t first, int64_t n, int64_t col, int64_t hd, float* v) {
     for (int64_t j = 0; j < n; ++j) {
-        const uint8_t* row = row_ptr(cache, first + j) + col_offset(cache.type, col);
+        const uint8_t* row = row_ptr(cache, first + j) + dtype_row_size(cache.type, col);
         if (cache.type == DType::F16) {
             fp16_to_f32_row(reinterpret_cast<const uint16_t*>(row), v + j * hd, hd);
         } else if (cache.type == DType::F32) {

@@ -301,8 +301,7 @@ __global__ void k_kv_store(const float* __restrict__ src, int64_t src_nb1, int64
     }
 }
 
-// A Q8_0 cache row: a warp per block of 32, as the CPU quantizes it (d =
-// amax / 127 rounded to f16, quants x / d rounded to nearest, clamped).
+// A Q8_0 cache row: a warp per block of 32 (q8_put: as the CPU quantizes).
 __global__ void k_kv_store_q8(const float* __restrict__ src, int64_t src_nb1, int64_t D, uint8_t* __restrict__ cache,
                               int64_t row_bytes, int64_t n_cells, const int32_t* pos, const int32_t* seq, int n_ctx) {
     pdl_enter();
@@ -315,16 +314,7 @@ __global__ void k_kv_store_q8(const float* __restrict__ src, int64_t src_nb1, in
     const int lane = threadIdx.x & 31;
     for (int64_t b = threadIdx.x >> 5; b < D / 32; b += blockDim.x >> 5) {
         const float x = in[b * 32 + lane];
-        float amax = fabsf(x);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const __half dh = __float2half_rn(amax / 127.0f);
-        const float d = __half2float(dh);
-        const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-        const float v = fminf(fmaxf(x * inverse, -127.0f), 127.0f);
-        uint8_t* blk = out + b * 34;
-        blk[2 + lane] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(v)));
-        if (lane == 0) *reinterpret_cast<__half*>(blk) = dh;
+        q8_put(out + b * 34, lane, x, group_max(fabsf(x), 0xFFFFFFFFu, 32));
     }
 }
 
