@@ -30,7 +30,7 @@ _Progress = ctypes.CFUNCTYPE(None, ctypes.c_float, ctypes.c_void_p)
 
 
 class _ModelParams(ctypes.Structure):
-    _fields_ = [("backend", _cs), ("device", ctypes.c_int), ("n_gpu_layers", ctypes.c_int),
+    _fields_ = [("size", ctypes.c_size_t), ("backend", _cs), ("device", ctypes.c_int), ("n_gpu_layers", ctypes.c_int),
                 ("n_threads", ctypes.c_int), ("vocab_only", ctypes.c_int), ("progress", _Progress),
                 ("progress_user_data", ctypes.c_void_p), ("lora_paths", ctypes.POINTER(_cs)),
                 ("lora_scales", _fp), ("n_lora", ctypes.c_int), ("rope_scaling", _cs),
@@ -41,12 +41,12 @@ class _ModelParams(ctypes.Structure):
 
 
 class _ContextParams(ctypes.Structure):
-    _fields_ = [("n_ctx", ctypes.c_int), ("n_seq", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_threads", ctypes.c_int),
+    _fields_ = [("size", ctypes.c_size_t), ("n_ctx", ctypes.c_int), ("n_seq", ctypes.c_int), ("n_batch", ctypes.c_int), ("n_threads", ctypes.c_int),
                 ("embeddings", ctypes.c_int), ("cache_type_k", _cs), ("cache_type_v", _cs)]
 
 
 class _SamplerParams(ctypes.Structure):
-    _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
+    _fields_ = [("size", ctypes.c_size_t), ("temperature", ctypes.c_float), ("top_k", ctypes.c_int), ("top_p", ctypes.c_float),
                 ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float), ("repeat_last_n", ctypes.c_int),
                 ("frequency_penalty", ctypes.c_float), ("presence_penalty", ctypes.c_float),
                 ("seed", ctypes.c_uint64), ("bias_tokens", _i32p), ("bias_values", _fp), ("n_bias", ctypes.c_int),
@@ -339,8 +339,10 @@ class Context:
     def __init__(self, model, n_ctx=4096, n_seq=1, n_batch=512, n_threads=0, embeddings=False,
                  cache_type_k="f16", cache_type_v="f16"):
         lib = _library()
-        params = _ContextParams(n_ctx, n_seq, n_batch, n_threads, int(embeddings), cache_type_k.encode(),
-                                cache_type_v.encode())
+        params = lib.lantern_context_default_params()
+        params.n_ctx, params.n_seq, params.n_batch, params.n_threads = n_ctx, n_seq, n_batch, n_threads
+        params.embeddings = int(embeddings)
+        params.cache_type_k, params.cache_type_v = cache_type_k.encode(), cache_type_v.encode()
         if not model._h:
             raise LanternError(-1, "the model is closed")  # LANTERN_ERR_INVALID_ARGUMENT
         self._model = model  # the model must outlive the context

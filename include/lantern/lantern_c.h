@@ -23,6 +23,15 @@
  * and a second call with a larger buffer gets all of it. Token lists out
  * work the same way, counted in tokens.
  *
+ * Parameter structs: take them from their *_default_params() call, then set
+ * fields. Each begins with `size`, which that call sets to the struct's size
+ * in this header; the library reads no further than it, so a program built
+ * against an older header (a shorter struct) gets the defaults for the
+ * fields it does not know. A size of 0 (a struct not taken from its
+ * defaults call), or larger than the library knows (a newer header than the
+ * library), is LANTERN_ERR_INVALID_ARGUMENT. Fields are only ever added at
+ * the end, past the previous version's size.
+ *
  * Threads: a model's contexts share its backends, so decoding on one model
  * must not overlap (one thread, or a lock); the text calls (tokenize,
  * pieces, chat templates) may run beside it, as the server's do. A
@@ -86,6 +95,7 @@ typedef struct lantern_sampler lantern_sampler;
 /* --- models --------------------------------------------------------------- */
 
 typedef struct {
+    size_t size;         /* sizeof(lantern_model_params): set by lantern_model_default_params */
     const char *backend; /* "cpu", "cuda", "opencl" or "auto"; NULL: "cpu" */
     int device;          /* device index within the backend */
     int n_gpu_layers;    /* the last N layers on the GPU backend; more than the model has: all */
@@ -183,6 +193,7 @@ LANTERN_C_API int lantern_chat_parse_reply(const char *request_json, const char 
 /* --- contexts ------------------------------------------------------------- */
 
 typedef struct {
+    size_t size;   /* sizeof(lantern_context_params): set by lantern_context_default_params */
     int n_ctx;     /* positions per sequence (capped at the model's training context) */
     int n_seq;     /* sequences the KV cache holds */
     int n_batch;   /* tokens per forward pass; longer batches are split */
@@ -230,6 +241,7 @@ LANTERN_C_API int lantern_sequence_load_file(lantern_context *ctx, int seq, cons
 /* --- sampling ------------------------------------------------------------- */
 
 typedef struct {
+    size_t size;       /* sizeof(lantern_sampler_params): set by lantern_sampler_default_params */
     float temperature; /* <= 0: greedy */
     int top_k;         /* <= 0: off */
     float top_p;       /* >= 1: off */

@@ -77,6 +77,21 @@ void require(bool ok, const std::string& what) {
     if (!ok) throw lantern::Error(lantern::ErrorCode::InvalidArgument, what);
 }
 
+// The caller's parameter struct as far as its `size` reaches, over the
+// defaults (lantern_c.h: "Parameter structs"); `given` null: the defaults.
+template <class P>
+P read_params(const P* given, P defaults, const char* what) {
+    if (given == nullptr) return defaults;
+    const size_t known = sizeof(P);
+    require(given->size != 0, std::string(what) + ".size is 0: take the struct from " + what + "'s default_params call");
+    require(given->size >= sizeof(size_t) && given->size <= known,
+            std::string(what) + ".size is " + std::to_string(given->size) + ", this library's struct is " +
+                std::to_string(known) + " bytes (a newer lantern_c.h than the library?)");
+    std::memcpy(static_cast<void*>(&defaults), given, given->size);
+    defaults.size = known;
+    return defaults;
+}
+
 // Copies bytes into the caller's buffer (NUL-terminated, truncated to fit)
 // and returns their full length.
 int copy_out(const std::string& s, char* buf, int capacity) {
@@ -142,7 +157,8 @@ int lantern_device_info(int i, char* backend, int backend_capacity, int* index, 
 lantern_model_params lantern_model_default_params(void) {
     const lantern::ModelParams d;
     const lantern::RopeOverrides& r = d.rope;
-    return {nullptr,           d.device,           d.n_gpu_layers,     d.n_threads,         d.vocab_only ? 1 : 0,
+    return {sizeof(lantern_model_params),
+            nullptr,           d.device,           d.n_gpu_layers,     d.n_threads,         d.vocab_only ? 1 : 0,
             nullptr,           nullptr,            nullptr,            nullptr,             0,
             nullptr,           r.freq_base,        r.freq_scale,       r.yarn_orig_ctx,     r.yarn_ext_factor,
             r.yarn_attn_factor, r.yarn_beta_fast,  r.yarn_beta_slow};
@@ -152,7 +168,7 @@ lantern_model* lantern_model_load(const char* path, const lantern_model_params* 
     return guarded(
         [&]() -> lantern_model* {
             require(path != nullptr, "the model path is null");
-            const lantern_model_params p = params != nullptr ? *params : lantern_model_default_params();
+            const lantern_model_params p = read_params(params, lantern_model_default_params(), "lantern_model_params");
             lantern::ModelParams mp;
             if (p.backend != nullptr) mp.backend = p.backend;
             mp.device = p.device;
@@ -326,14 +342,16 @@ int lantern_chat_parse_reply(const char* request_json, const char* text, char* b
 
 lantern_context_params lantern_context_default_params(void) {
     const lantern::ContextParams d;
-    return {d.n_ctx, d.n_seq, d.n_batch, d.n_threads, d.embeddings ? 1 : 0, nullptr, nullptr};
+    return {sizeof(lantern_context_params), d.n_ctx, d.n_seq, d.n_batch, d.n_threads, d.embeddings ? 1 : 0, nullptr,
+            nullptr};
 }
 
 lantern_context* lantern_context_new(lantern_model* model, const lantern_context_params* params) {
     return guarded(
         [&]() -> lantern_context* {
             require(model != nullptr && model->model != nullptr, "the model is null");
-            const lantern_context_params p = params != nullptr ? *params : lantern_context_default_params();
+            const lantern_context_params p =
+                read_params(params, lantern_context_default_params(), "lantern_context_params");
             lantern::ContextParams cp;
             cp.n_ctx = p.n_ctx;
             cp.n_seq = p.n_seq;
@@ -446,6 +464,7 @@ int lantern_context_n_ctx(const lantern_context* ctx) {
 lantern_sampler_params lantern_sampler_default_params(void) {
     const lantern::SamplerParams d;
     lantern_sampler_params p{};
+    p.size = sizeof(lantern_sampler_params);
     p.temperature = d.temperature;
     p.top_k = d.top_k;
     p.top_p = d.top_p;
@@ -474,7 +493,7 @@ lantern_sampler_params lantern_sampler_default_params(void) {
 namespace {
 
 lantern::SamplerParams sampler_params(const lantern_sampler_params* params) {
-    const lantern_sampler_params p = params != nullptr ? *params : lantern_sampler_default_params();
+    const lantern_sampler_params p = read_params(params, lantern_sampler_default_params(), "lantern_sampler_params");
     lantern::SamplerParams sp;
     sp.temperature = p.temperature;
     sp.top_k = p.top_k;

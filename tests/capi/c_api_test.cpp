@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -204,6 +205,55 @@ TEST_F(ModelFixture, CacheTypes) {
     EXPECT_EQ(lantern_context_new(model, &cp), nullptr);
     EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(lantern_last_error()).find("q4_K"), std::string::npos) << lantern_last_error();
+}
+
+// Parameter structs are read as far as their size: a program built against
+// an older, shorter struct gets the defaults past it; a struct not taken
+// from its defaults call (size 0), or a longer one than the library knows,
+// is refused with the struct named.
+TEST_F(ModelFixture, ParamStructsAreReadAsFarAsTheirSize) {
+    EXPECT_EQ(lantern_model_default_params().size, sizeof(lantern_model_params));
+    EXPECT_EQ(lantern_context_default_params().size, sizeof(lantern_context_params));
+    EXPECT_EQ(lantern_sampler_default_params().size, sizeof(lantern_sampler_params));
+
+    // An older caller's struct ended before the cache types: the bytes
+    // past its size (here a type the cache would refuse) are not read.
+    lantern_context_params cp = lantern_context_default_params();
+    cp.n_ctx = 32;
+    cp.cache_type_k = cp.cache_type_v = "q4_K";
+    cp.size = offsetof(lantern_context_params, cache_type_k);
+    lantern_context* c = lantern_context_new(model, &cp);
+    ASSERT_NE(c, nullptr) << lantern_last_error();
+    EXPECT_EQ(lantern_context_n_ctx(c), 32);
+    lantern_context_free(c);
+    cp.size = sizeof cp;
+    EXPECT_EQ(lantern_context_new(model, &cp), nullptr);  // the same struct read whole: q4_K refused
+    EXPECT_NE(std::string(lantern_last_error()).find("q4_K"), std::string::npos) << lantern_last_error();
+
+    struct Case {
+        size_t size;
+        const char* says;
+    };
+    for (const Case k : {Case{0, "lantern_context_params.size is 0"},
+                         Case{sizeof cp + 8, "(a newer lantern_c.h than the library?)"}}) {
+        lantern_context_params bad = lantern_context_default_params();
+        bad.size = k.size;
+        EXPECT_EQ(lantern_context_new(model, &bad), nullptr);
+        EXPECT_EQ(lantern_last_error_code(), LANTERN_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(lantern_last_error()).find(k.says), std::string::npos) << lantern_last_error();
+    }
+    lantern_model_params mp{};  // zero-filled by hand, not from the defaults call
+    mp.n_threads = 2;
+    EXPECT_EQ(lantern_model_load(default_model_path().c_str(), &mp), nullptr);
+    EXPECT_NE(std::string(lantern_last_error()).find("lantern_model_params.size is 0"), std::string::npos)
+        << lantern_last_error();
+    lantern_sampler_params sp = lantern_sampler_default_params();
+    sp.temperature = 0.0f;
+    sp.top_p = 2.0f;  // refused when read...
+    sp.size = offsetof(lantern_sampler_params, top_p);
+    lantern_sampler* s = lantern_sampler_new(&sp, 100);  // ...but past this caller's struct
+    ASSERT_NE(s, nullptr) << lantern_last_error();
+    lantern_sampler_free(s);
 }
 
 // json_object needs the model's vocabulary; with it, the first token of a
