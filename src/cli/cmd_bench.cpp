@@ -3,6 +3,12 @@
 // Each test is run once to warm up, then -r times on an empty cache: pp<N>
 // decodes N tokens in batches of -b, tg<N> decodes N tokens one at a time.
 // Figures are tokens/s, mean +/- sample standard deviation.
+//
+// As llama-bench, -p, -n, -d, -b, -t, -ngl, -ctk and -ctv take lists
+// ("-p 128,512" or "-p 128 -p 512"): every combination is measured, one row
+// each, a model loaded per -ngl value and a context per combination of the
+// others.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,19 +23,31 @@ namespace {
 
 struct BenchOptions {
     ModelOptions model;
-    CacheTypeOptions cache;
-    int n_prompt = 512;
-    int n_gen = 128;
-    int n_batch = 512;
+    std::vector<int> n_prompt{512};
+    std::vector<int> n_gen{128};
+    std::vector<int> n_batch{512};
+    std::vector<int> n_depth{0};
+    std::vector<int> n_gpu_layers{0};
+    std::vector<int> threads;  // empty: all hardware threads
+    std::vector<std::string> type_k{"f16"};
+    std::vector<std::string> type_v{"f16"};
     int reps = 5;
-    int n_depth = 0;
     std::string output = "md";
 };
 
+// What one context measures under (the model's layers on the GPU are in its info).
+struct Config {
+    int threads = 0;
+    int n_batch = 0;
+    std::string type_k, type_v;
+};
+
 struct Result {
+    Config config;
     std::string test;
     int n_prompt = 0;
     int n_gen = 0;
+    int n_depth = 0;
     std::vector<double> samples;  // tokens/s
     double mean() const {
         double s = 0;
@@ -111,88 +129,163 @@ std::string human_params(uint64_t n) {
     return buf;
 }
 
+// The table's rows, printed as they are measured (md) or as one array at
+// the end (json).
+class Report {
+public:
+    Report(const BenchOptions& o, bool json) : json_(json) {
+        // Columns llama-bench prints only when they are not the default.
+        batch_col_ = o.n_batch != std::vector<int>{512};
+        kv_cols_ = std::any_of(o.type_k.begin(), o.type_k.end(), [](const std::string& t) { return t != "f16"; }) ||
+                   std::any_of(o.type_v.begin(), o.type_v.end(), [](const std::string& t) { return t != "f16"; });
+        if (json_) return;
+        std::printf("| model | size | params | backend | ngl | threads |%s%s test | t/s |\n",
+                    batch_col_ ? " n_batch |" : "", kv_cols_ ? " type_k | type_v |" : "");
+        std::printf("| --- | ---: | ---: | --- | --: | --: |%s%s ---: | ---: |\n", batch_col_ ? " --: |" : "",
+                    kv_cols_ ? " --- | --- |" : "");
+        std::fflush(stdout);
+    }
+
+    void add(const ModelInfo& info, const Result& r) {
+        const std::string backend = info.n_gpu_layers > 0 ? info.backend : "CPU";
+        const Config& c = r.config;
+        device_ = info.device;
+        if (json_) {
+            rows_.push_back({{"model_type", info.description},
+                             {"model_size", info.file_bytes},
+                             {"model_n_params", info.n_params},
+                             {"backends", backend},
+                             {"device", info.device},
+                             {"cpu_kernels", cpu_kernels()},
+                             {"n_threads", c.threads},
+                             {"n_gpu_layers", info.n_gpu_layers},
+                             {"n_batch", c.n_batch},
+                             {"type_k", c.type_k},
+                             {"type_v", c.type_v},
+                             {"n_prompt", r.n_prompt},
+                             {"n_gen", r.n_gen},
+                             {"n_depth", r.n_depth},
+                             {"test", r.test},
+                             {"avg_ts", r.mean()},
+                             {"stddev_ts", r.stddev()},
+                             {"samples_ts", r.samples}});
+            return;
+        }
+        const std::string batch = batch_col_ ? " " + std::to_string(c.n_batch) + " |" : "";
+        const std::string kv = kv_cols_ ? " " + c.type_k + " | " + c.type_v + " |" : "";
+        std::printf("| %s | %s | %s | %s | %d | %d |%s%s %s | %.2f ± %.2f |\n", info.description.c_str(),
+                    human_size(info.file_bytes).c_str(), human_params(info.n_params).c_str(), backend.c_str(),
+                    info.n_gpu_layers, c.threads, batch.c_str(), kv.c_str(), r.test.c_str(), r.mean(), r.stddev());
+        std::fflush(stdout);
+    }
+
+    void finish() const {
+        if (json_) {
+            std::printf("%s\n", rows_.dump(2).c_str());
+        } else {
+            std::printf("\ndevice: %s\ncpu kernels: %s\n", device_.c_str(), cpu_kernels().c_str());
+        }
+    }
+
+private:
+    bool json_;
+    bool batch_col_ = false, kv_cols_ = false;
+    std::string device_;
+    nlohmann::json rows_ = nlohmann::json::array();
+};
+
+// Every test of one context: per depth, the prompts, then the generations.
+void measure(const BenchOptions& o, const Model& model, Context& ctx, const Config& c, Report& report) {
+    const ModelInfo& info = model.info();
+    for (const int depth : o.n_depth) {
+        const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+        for (const int n : o.n_prompt) {
+            if (n <= 0) continue;
+            Result r{c, "pp" + std::to_string(n) + at, n, 0, depth, {}};
+            run_prompt(ctx, n, depth, info.n_vocab, c.n_batch);  // warm-up
+            for (int i = 0; i < o.reps; ++i) r.samples.push_back(run_prompt(ctx, n, depth, info.n_vocab, c.n_batch));
+            report.add(info, r);
+        }
+        for (const int n : o.n_gen) {
+            if (n <= 0) continue;
+            Result r{c, "tg" + std::to_string(n) + at, 0, n, depth, {}};
+            run_gen(ctx, std::min(n, 16), depth, info.n_vocab, c.n_batch);  // warm-up
+            for (int i = 0; i < o.reps; ++i) r.samples.push_back(run_gen(ctx, n, depth, info.n_vocab, c.n_batch));
+            report.add(info, r);
+        }
+    }
+}
+
+// A check of an integer list's elements: at least `lo`.
+CLI::Validator at_least(int lo) {
+    return CLI::Validator(
+        [lo](std::string& text) -> std::string {
+            int v = 0;
+            if (!CLI::detail::lexical_cast(text, v)) return "'" + text + "' is not an integer";
+            return v < lo ? text + " is less than " + std::to_string(lo) : std::string();
+        },
+        "INT>=" + std::to_string(lo));
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
     auto o = std::make_shared<BenchOptions>();
     CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
-    o->model.add_to(*cmd);
-    cmd->add_option("-p,--n-prompt", o->n_prompt, "prompt tokens (0: skip)")->capture_default_str();
-    cmd->add_option("-n,--n-gen", o->n_gen, "generated tokens (0: skip)")->capture_default_str();
-    cmd->add_option("-b,--batch-size", o->n_batch, "tokens per forward pass")->capture_default_str();
-    o->cache.add_to(*cmd);
-    cmd->add_option("-r,--repetitions", o->reps, "repetitions")->capture_default_str();
-    cmd->add_option("-d,--n-depth", o->n_depth, "tokens already in the cache")->capture_default_str();
+    o->model.add_to(*cmd, false);
+    const char* list = " (a list: 1,2 or the option repeated)";
+    auto many = [&](const std::string& names, auto& values, const std::string& what) {
+        return cmd->add_option(names, values, what + list)->delimiter(',')->capture_default_str();
+    };
+    many("--n-gpu-layers", o->n_gpu_layers, "layers to run on the GPU backend, counted from the last")
+        ->check(at_least(0));
+    cmd->add_option("-t,--threads", o->threads, std::string("CPU threads (default: all)") + list)
+        ->delimiter(',')
+        ->check(at_least(1));
+    many("-p,--n-prompt", o->n_prompt, "prompt tokens (0: skip)")->check(at_least(0));
+    many("-n,--n-gen", o->n_gen, "generated tokens (0: skip)")->check(at_least(0));
+    many("-b,--batch-size", o->n_batch, "tokens per forward pass")->check(at_least(1));
+    const std::string types = CacheTypeOptions::kTypes;
+    many("--cache-type-k", o->type_k, "KV cache type of the keys: " + types);
+    many("--cache-type-v", o->type_v, "KV cache type of the values: " + types);
+    cmd->add_option("-r,--repetitions", o->reps, "repetitions")->capture_default_str()->check(at_least(1));
+    many("-d,--n-depth", o->n_depth, "tokens already in the cache")->check(at_least(0));
     cmd->add_option("-o,--output", o->output, "md or json")->check(CLI::IsMember({"md", "json"}));
     cmd->callback([o] {
-        std::unique_ptr<Model> model = o->model.load(o->output == "json");
-        const ModelInfo& info = model->info();
-        const int threads = o->model.n_threads > 0 ? o->model.n_threads : hardware_threads();
-        ContextParams cp;
-        cp.n_ctx = o->n_depth + std::max(o->n_prompt, o->n_gen) + 1;
-        cp.n_batch = o->n_batch;
-        o->cache.apply(cp);
-        Context ctx(*model, cp);
-
-        std::vector<Result> results;
-        const std::string depth = o->n_depth > 0 ? " @ d" + std::to_string(o->n_depth) : "";
-        if (o->n_prompt > 0) {
-            Result r{"pp" + std::to_string(o->n_prompt) + depth, o->n_prompt, 0, {}};
-            run_prompt(ctx, o->n_prompt, o->n_depth, info.n_vocab, o->n_batch);  // warm-up
-            for (int i = 0; i < o->reps; ++i) r.samples.push_back(run_prompt(ctx, o->n_prompt, o->n_depth, info.n_vocab, o->n_batch));
-            results.push_back(r);
-        }
-        if (o->n_gen > 0) {
-            Result r{"tg" + std::to_string(o->n_gen) + depth, 0, o->n_gen, {}};
-            run_gen(ctx, std::min(o->n_gen, 16), o->n_depth, info.n_vocab, o->n_batch);  // warm-up
-            for (int i = 0; i < o->reps; ++i) r.samples.push_back(run_gen(ctx, o->n_gen, o->n_depth, info.n_vocab, o->n_batch));
-            results.push_back(r);
-        }
-
-        const std::string backend = info.n_gpu_layers > 0 ? info.backend : "CPU";
-        if (o->output == "json") {
-            nlohmann::json out = nlohmann::json::array();
-            for (const Result& r : results) {
-                out.push_back({{"model_type", info.description},
-                               {"model_size", info.file_bytes},
-                               {"model_n_params", info.n_params},
-                               {"backends", backend},
-                               {"device", info.device},
-                               {"cpu_kernels", cpu_kernels()},
-                               {"n_threads", threads},
-                               {"n_gpu_layers", info.n_gpu_layers},
-                               {"n_batch", o->n_batch},
-                               {"type_k", o->cache.k},
-                               {"type_v", o->cache.v},
-                               {"n_prompt", r.n_prompt},
-                               {"n_gen", r.n_gen},
-                               {"n_depth", o->n_depth},
-                               {"test", r.test},
-                               {"avg_ts", r.mean()},
-                               {"stddev_ts", r.stddev()},
-                               {"samples_ts", r.samples}});
-            }
-            std::printf("%s\n", out.dump(2).c_str());
-        } else {
-            // The cache types get columns when they are not the default, as llama-bench prints them.
-            const bool kv_cols = o->cache.k != "f16" || o->cache.v != "f16";
-            const std::string kv_head = kv_cols ? " type_k | type_v |" : "";
-            const std::string kv_rule = kv_cols ? " --- | --- |" : "";
-            const std::string kv_cells = kv_cols ? " " + o->cache.k + " | " + o->cache.v + " |" : "";
-            std::printf("| model | size | params | backend | ngl | threads |%s test | t/s |\n", kv_head.c_str());
-            std::printf("| --- | ---: | ---: | --- | --: | --: |%s ---: | ---: |\n", kv_rule.c_str());
-            for (const Result& r : results) {
-                std::printf("| %s | %s | %s | %s | %d | %d |%s %s | %.2f ± %.2f |\n", info.description.c_str(),
-                            human_size(info.file_bytes).c_str(), human_params(info.n_params).c_str(), backend.c_str(),
-                            info.n_gpu_layers, threads, kv_cells.c_str(), r.test.c_str(), r.mean(), r.stddev());
-            }
-            std::printf("\ndevice: %s\ncpu kernels: %s\n", info.device.c_str(), cpu_kernels().c_str());
-        }
-        if (o->model.verbose) {
-            for (const auto& [name, stats] : ctx.perf().backend_stats) {
-                std::fprintf(stderr, "%s: %s\n", name.c_str(), stats.c_str());
+        const bool json = o->output == "json";
+        const std::vector<int> threads = o->threads.empty() ? std::vector<int>{hardware_threads()} : o->threads;
+        const int most = [](const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); }(o->n_depth) +
+                         std::max(*std::max_element(o->n_prompt.begin(), o->n_prompt.end()),
+                                  *std::max_element(o->n_gen.begin(), o->n_gen.end()));
+        Report report(*o, json);
+        for (const int ngl : o->n_gpu_layers) {
+            ModelOptions mo = o->model;
+            mo.n_gpu_layers = ngl;
+            mo.n_threads = threads.front();
+            const std::unique_ptr<Model> model = mo.load(json);
+            for (const int t : threads) {
+                for (const int b : o->n_batch) {
+                    for (const std::string& k : o->type_k) {
+                        for (const std::string& v : o->type_v) {
+                            ContextParams cp;
+                            cp.n_ctx = most + 1;
+                            cp.n_batch = b;
+                            cp.n_threads = t;
+                            cp.cache_type_k = k;
+                            cp.cache_type_v = v;
+                            Context ctx(*model, cp);
+                            measure(*o, *model, ctx, Config{t, b, k, v}, report);
+                            if (o->model.verbose) {
+                                for (const auto& [name, stats] : ctx.perf().backend_stats) {
+                                    std::fprintf(stderr, "%s: %s\n", name.c_str(), stats.c_str());
+                                }
+                            }
+                        }
+                    }
+                }
             }
         }
+        report.finish();
     });
 }
 

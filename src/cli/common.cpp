@@ -52,13 +52,15 @@ int hardware_threads() {
     return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ModelOptions::add_to(CLI::App& cmd) {
+void ModelOptions::add_to(CLI::App& cmd, bool layers_and_threads) {
     cmd.add_option("-m,--model", model_path, "GGUF model file (default: SmolLM2-135M-Instruct)");
     cmd.add_option("--backend", backend, "cpu, cuda, opencl or auto")->capture_default_str();
     cmd.add_option("--device", device, "device index within the backend (see `lantern devices`)");
-    cmd.add_option("--n-gpu-layers", n_gpu_layers, "layers to run on the GPU backend, counted from the last")
-        ->capture_default_str();
-    cmd.add_option("-t,--threads", n_threads, "CPU threads (default: all)");
+    if (layers_and_threads) {
+        cmd.add_option("--n-gpu-layers", n_gpu_layers, "layers to run on the GPU backend, counted from the last")
+            ->capture_default_str();
+        cmd.add_option("-t,--threads", n_threads, "CPU threads (default: all)");
+    }
     cmd.add_flag("-v,--verbose", verbose, "print backend statistics");
     cmd.add_option("--lora", lora, "a LoRA adapter GGUF to apply (repeatable)");
     cmd.add_option("--lora-scaled", lora_scaled, "a LoRA adapter GGUF and the scale to apply it with (repeatable)")
@@ -77,7 +79,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
 }
 
 void CacheTypeOptions::add_to(CLI::App& cmd) {
-    const char* types = "f16, f32, bf16, q8_0, q5_1, q5_0, q4_1 or q4_0";
+    const char* types = kTypes;
     cmd.add_option("--cache-type-k", k, std::string("KV cache type of the keys: ") + types)->capture_default_str();
     cmd.add_option("--cache-type-v", v, std::string("KV cache type of the values: ") + types)->capture_default_str();
 }

@@ -23,7 +23,9 @@ struct ModelOptions {
     RopeOverrides rope;      // --rope-scaling, --rope-freq-base, --rope-freq-scale, --yarn-*
     float rope_factor = 0;   // --rope-scale N: rope.freq_scale = 1 / N
 
-    void add_to(CLI::App& cmd);
+    // `layers_and_threads` false: the command registers --n-gpu-layers and
+    // -t itself (bench takes lists of them).
+    void add_to(CLI::App& cmd, bool layers_and_threads = true);
     // Loads with a progress bar on stderr (when it is a terminal) and prints
     // the load time.
     std::unique_ptr<Model> load(bool quiet = false) const;
@@ -32,6 +34,9 @@ struct ModelOptions {
 // The KV cache's element types (-ctk/--cache-type-k, -ctv/--cache-type-v,
 // as llama.cpp spells them), for the commands that make contexts.
 struct CacheTypeOptions {
+    // The names a cache type may have, for help texts.
+    static constexpr const char* kTypes = "f16, f32, bf16, q8_0, q5_1, q5_0, q4_1 or q4_0";
+
     std::string k = "f16";
     std::string v = "f16";
 

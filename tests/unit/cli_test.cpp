@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "cli_runner.h"
@@ -621,6 +622,41 @@ TEST(Cli, CacheTypesAreTakenAndReported) {
     const CliOutput bad = run_lantern("run -n 1 -ctv q3_K -p hi");
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_NE(bad.err.find("cache_type_v \"q3_K\" is not a KV cache type"), std::string::npos) << bad.err;
+}
+
+// bench takes lists as llama-bench does: every combination of threads,
+// cache types and tests is a row; a batch-size list gets its column; a
+// refused value names its option.
+TEST(Cli, BenchMeasuresEveryCombinationOfItsLists) {
+    const CliOutput j = run_lantern("bench -r 1 -p 8,16 -n 2 -t 1,2 -ctk f16,q8_0 -o json");
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    const nlohmann::json rows = nlohmann::json::parse(j.out);
+    std::set<std::string> seen;
+    for (const nlohmann::json& r : rows) {
+        seen.insert(std::to_string(r["n_threads"].get<int>()) + " " + r["type_k"].get<std::string>() + " " +
+                    r["test"].get<std::string>());
+        EXPECT_GT(r["avg_ts"].get<double>(), 0.0) << r.dump();
+    }
+    std::set<std::string> want;
+    for (const char* t : {"1", "2"}) {
+        for (const char* k : {"f16", "q8_0"}) {
+            for (const char* test : {"pp8", "pp16", "tg2"}) want.insert(std::string(t) + " " + k + " " + test);
+        }
+    }
+    EXPECT_EQ(rows.size(), 12u);
+    EXPECT_EQ(seen, want) << j.out;
+
+    const CliOutput md = run_lantern("bench -r 1 -p 8 -n 0 -b 4 -b 8 -d 0,4 -t 1");
+    ASSERT_EQ(md.exit_code, 0) << md.err;
+    EXPECT_NE(md.out.find("| ngl | threads | n_batch | test | t/s |"), std::string::npos) << md.out;
+    for (const char* row : {"| 4 | pp8 |", "| 8 | pp8 |", "| 4 | pp8 @ d4 |", "| 8 | pp8 @ d4 |"}) {
+        EXPECT_NE(md.out.find(row), std::string::npos) << row << "\n" << md.out;
+    }
+    EXPECT_EQ(md.out.find("tg"), std::string::npos) << md.out;  // -n 0: no generation test
+
+    const CliOutput bad = run_lantern("bench -r 1 -p 8,-1");
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_NE(bad.err.find("--n-prompt"), std::string::npos) << bad.err;
 }
 
 // --prompt-cache: the second run reuses the first's prompt state and gives
