@@ -104,50 +104,27 @@ BackendStats gpu_stats(Model& m) { return m.impl().gpu->stats(); }
 
 bool using_default_model() { return std::filesystem::exists(default_model_path()); }
 
-// The default model: the 64 greedy tokens are exactly the CPU's.
+// The 64 greedy tokens against the CPU's (expect_greedy_agrees): equal up to
+// the CPU's first near tie, and, fed the CPU's tokens, equal at every other
+// position. On the default model the H100s gave all 64 equal; an H200 took
+// the other token at step 5, where the CPU's two best logits are 0.0025
+// apart (prompts are multiplied in F16 here, with 8-bit activations on the
+// CPU), which is why ties are set aside as on OpenCL.
 // The synthetic stand-in has random weights, whose logits have near-ties
 // (top-2 gaps of 1e-3 where the two backends' logits differ by ~1e-2,
-// normalised MSE ~3e-4 after 30 layers, as the CPU differs from the float64
-// reference on the real model): there, CUDA is fed the CPU's greedy tokens
-// and must pick the same token at every step whose top-2 gap on the CPU
-// exceeds 0.05, with logits within 1e-3 normalised MSE at every step.
+// normalised MSE ~3e-4 after 30 layers): there the tie bound is 0.05 and the
+// logits stay within 1e-3 normalised MSE.
 TEST(CudaModel, GreedyMatchesCpuFor64Tokens) {
     REQUIRE_CUDA();
     auto cpu = load("cpu", 0);
     auto gpu = load("cuda", 999);
-    Context ccpu(*cpu, ContextParams{.n_ctx = 256});
-    Context cgpu(*gpu, ContextParams{.n_ctx = 256});
     const auto prompt = prompt_of(*cpu);
-    const int V = cpu->n_vocab();
-    const auto want = run(*cpu, ccpu, prompt, 64);
-    std::vector<int32_t> cpu_tokens;
-    for (size_t i = 0; i + 1 < want.size(); ++i) cpu_tokens.push_back(argmax(want[i].data(), V));
-    const bool strict = using_default_model();
-    const auto got = strict ? run(*gpu, cgpu, prompt, 64) : run(*gpu, cgpu, prompt, 64, cpu_tokens);
-    int compared = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        const int32_t w = argmax(want[i].data(), V), g = argmax(got[i].data(), V);
-        float second = -INFINITY;
-        for (int v = 0; v < V; ++v) {
-            if (v != w) second = std::max(second, want[i][static_cast<size_t>(v)]);
-        }
-        const float margin = want[i][static_cast<size_t>(w)] - second;
-        // Synthetic model: within 1e-3 (measured 3e-4). Default model: its
-        // activations' 8-bit quantization and F16 prompt products put both
-        // backends 1e-3..4e-2 from each other, as each is from the float64
-        // reference (DecodeLogitsMatchTheFloat64Reference holds CUDA to the
-        // CPU's own bounds there); the tokens must still all be equal.
-        if (!strict) {
-            EXPECT_LE(nmse(got[i], want[i]), 1e-3) << "token " << i;
-        }
-        if (!strict && margin <= 0.05f) continue;
-        ++compared;
-        ASSERT_EQ(g, w) << "token " << i << " differs (CPU's top-2 margin " << margin << ", logits nmse "
-                        << nmse(got[i], want[i]) << ")";
-    }
-    std::printf("[ cuda ] greedy: %d of %zu tokens compared (%s)\n", compared, want.size(),
-                strict ? "default model, exact" : "synthetic model, CPU-fed, margin > 0.05");
-    EXPECT_GE(compared, strict ? 65 : 16);
+    const ContextParams cp{.n_ctx = 256};
+    const Generation want = greedy(*cpu, 64, prompt, nullptr, cp);
+    const bool real = using_default_model();
+    const GreedyBounds bounds = real ? GreedyBounds{} : GreedyBounds{.tie = 0.05f, .step_nmse = 1e-3, .mean_nmse = 1e-3};
+    const int compared = expect_greedy_agrees(*gpu, want, prompt, 64, "cuda", bounds, cp);
+    EXPECT_GE(compared, real ? 48 : 16);
     EXPECT_EQ(gpu->info().backend, "cuda");
 }
 

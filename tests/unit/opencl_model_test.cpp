@@ -26,9 +26,6 @@ const bool kCacheDirSet = [] {
 }();
 
 
-// "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
-const std::vector<int32_t> kChatPrompt = {1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198};
-
 std::unique_ptr<Model> load(const std::string& backend, int ngl) {
     ModelParams p;
     p.backend = backend;
@@ -37,106 +34,31 @@ std::unique_ptr<Model> load(const std::string& backend, int ngl) {
     return Model::load(default_model_path().string(), p);
 }
 
-struct Generation {
-    std::vector<int32_t> tokens;             // greedy continuation
-    std::vector<std::vector<float>> logits;  // logits behind each token
-};
-
-// Greedy decoding of n tokens after the prompt (not stopping at the end of
-// turn: the continuation is compared, not the answer). With `forced`, those
-// tokens are fed instead (teacher forcing); `tokens` still holds each
-// step's argmax.
-// `stats`: the first backend's statistics line after the run.
-Generation greedy(Model& m, int n, const std::vector<int32_t>* forced = nullptr,
-                  const std::vector<int32_t>& prompt = kChatPrompt, std::string* stats = nullptr) {
-    Context ctx(m, ContextParams{.n_ctx = 128});
-    Batch b;
-    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int>(i), 0, i + 1 == prompt.size());
-    ctx.decode(b);
-    Generation r;
-    for (int i = 0; i < n; ++i) {
-        const float* l = ctx.logits(0);
-        r.logits.emplace_back(l, l + m.n_vocab());
-        int32_t best = 0;
-        for (int32_t v = 1; v < m.n_vocab(); ++v) {
-            if (l[v] > l[best]) best = v;
-        }
-        r.tokens.push_back(best);
-        Batch next;
-        next.add(forced != nullptr ? (*forced)[static_cast<size_t>(i)] : best, ctx.sequence_length(0), 0, true);
-        ctx.decode(next);
-    }
-    if (stats != nullptr) *stats = ctx.perf().backend_stats.front().second;
-    return r;
-}
-
-
 const Generation& cpu_run() {
     static const Generation r = [] {
         auto m = load("cpu", 0);
-        return greedy(*m, 64);
+        return greedy(*m, 64, kChatPrompt);
     }();
     return r;
-}
-
-// Both backends quantize every product's input rows to 8 bits the same way,
-// but sum in different orders: a last-bit difference can move a value across
-// a rounding boundary, and over 30 layers such flips grow to 1e-4..1e-2
-// normalised MSE in the logits (as the CPU against the float64 reference,
-// model_test.cpp), about 0.1 logit. Where the CPU's two best tokens are closer
-// than kTie, either may come out on top on either backend.
-constexpr float kTie = 0.25f;
-
-
-// The backend's greedy output against the CPU's over n tokens: the same
-// tokens up to the first near tie of the CPU's (free-running), and, fed the
-// CPU's tokens (teacher forcing), the same choice at every position that is
-// not a near tie, with the logits within the reference test's bounds.
-void expect_greedy_agrees(Model& m, int n) {
-    const Generation& want = cpu_run();
-    const Generation got = greedy(m, n);
-    int clear = 0;
-    while (clear < n && top2_margin(want.logits[static_cast<size_t>(clear)]) >= kTie) ++clear;
-    EXPECT_EQ(std::vector<int32_t>(got.tokens.begin(), got.tokens.begin() + clear),
-              std::vector<int32_t>(want.tokens.begin(), want.tokens.begin() + clear))
-        << "opencl: " << m.detokenize(got.tokens) << "\ncpu: " << m.detokenize(want.tokens);
-
-    const std::vector<int32_t> cpu_tokens(want.tokens.begin(), want.tokens.begin() + n);
-    const Generation forced = greedy(m, n, &cpu_tokens);
-    double total = 0;
-    int compared = 0;
-    for (int i = 0; i < n; ++i) {
-        const size_t k = static_cast<size_t>(i);
-        if (top2_margin(want.logits[k]) >= kTie) {
-            EXPECT_EQ(forced.tokens[k], want.tokens[k]) << "token " << i << " (CPU margin " << top2_margin(want.logits[k]) << ")";
-            ++compared;
-        }
-        const double e = nmse(forced.logits[k], want.logits[k]);
-        EXPECT_LE(e, 3e-2) << "token " << i;
-        total += e;
-    }
-    EXPECT_LE(total / n, 1e-2);
-    std::printf("[ opencl ] greedy: free-running tokens equal up to the CPU's first near tie (%d of %d); %d of %d "
-                "positions compared when fed the CPU's tokens\n", clear, n, compared, n);
 }
 
 TEST(OpenclModel, GreedyAgreesWithCpuFor64Tokens) {
     auto m = load("opencl", 99);
     ASSERT_EQ(m->info().backend, "opencl");
     ASSERT_EQ(m->info().n_gpu_layers, m->info().n_layer);
-    expect_greedy_agrees(*m, 64);
+    expect_greedy_agrees(*m, cpu_run(), kChatPrompt, 64, "opencl");
 }
 
 TEST(OpenclModel, RecordedAndEagerStepsGiveIdenticalLogits) {
     Generation recorded, eager;
     {
         auto m = load("opencl", 99);
-        recorded = greedy(*m, 12);
+        recorded = greedy(*m, 12, kChatPrompt);
     }
     {
         ScopedEnv off("LANTERN_GRAPHS", "0");
         auto m = load("opencl", 99);
-        eager = greedy(*m, 12);
+        eager = greedy(*m, 12, kChatPrompt);
     }
     ASSERT_EQ(recorded.tokens, eager.tokens);
     for (size_t i = 0; i < recorded.logits.size(); ++i) {
@@ -197,7 +119,7 @@ TEST_P(OpenclOffload, AgreesWithCpu) {
     auto m = load("opencl", GetParam());
     const int n_layer = m->info().n_layer;
     ASSERT_EQ(m->info().n_gpu_layers, std::min(GetParam(), n_layer));
-    expect_greedy_agrees(*m, 16);
+    expect_greedy_agrees(*m, cpu_run(), kChatPrompt, 16, "opencl");
 }
 
 // -ngl 0 (all on the CPU), half the layers, all layers, all with the output.
@@ -206,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Layers, OpenclOffload, ::testing::Values(0, 15, 30, 31)
 TEST(OpenclModel, BrokenKernelsFallBackToTheCpu) {
     ScopedEnv fail("LANTERN_OPENCL_FAIL", "norm,matvec");
     auto m = load("opencl", 99);
-    expect_greedy_agrees(*m, 16);
+    expect_greedy_agrees(*m, cpu_run(), kChatPrompt, 16, "opencl");
 }
 
 // A Q4_K_M file (Gemma 3 270M: Q4_K, Q6_K and Q8_0 weights, q4_K/q6_K
@@ -227,13 +149,13 @@ TEST(OpenclModel, KQuantModelRunsOnTheDevice) {
     auto dev = Model::load(gemma3_model_path().string(), p);
     ASSERT_EQ(dev->info().backend, "opencl");
     const std::vector<int32_t> prompt = dev->tokenize("The capital of France is", true, false);
-    const Generation want = greedy(*cpu, 16, nullptr, prompt);
-    std::string cpu_side;
-    const Generation got = greedy(*dev, 16, nullptr, prompt, &cpu_side);
+    const Generation want = greedy(*cpu, 16, prompt);
+    const Generation got = greedy(*dev, 16, prompt);
+    const std::string& cpu_side = got.backend_stats;
     // The CPU backend of the device model ran no step.
     EXPECT_NE(cpu_side.find("eager steps 0"), std::string::npos) << cpu_side;
     int clear = 0;
-    while (clear < 16 && top2_margin(want.logits[static_cast<size_t>(clear)]) >= kTie) ++clear;
+    while (clear < 16 && top2_margin(want.logits[static_cast<size_t>(clear)]) >= GreedyBounds{}.tie) ++clear;
     EXPECT_GE(clear, 4);
     EXPECT_EQ(std::vector<int32_t>(got.tokens.begin(), got.tokens.begin() + clear),
               std::vector<int32_t>(want.tokens.begin(), want.tokens.begin() + clear))
