@@ -175,7 +175,10 @@ CompletionRequest parse_request(const std::string& body_text, Endpoint endpoint,
         parse_infill_fields(body, r);
     } else {
         r.native = endpoint == Endpoint::Native;
-        r.parse_special = r.native;
+        // Special tokens' names in the text are those tokens on both routes, as
+        // llama.cpp's server reads them (and OpenAI's completions read
+        // <|endoftext|>): a prompt written in the model's chat format works.
+        r.parse_special = true;
         parse_prompt(body, r);
         // OpenAI's insertion: the prompt is the text before the gap.
         if (auto s = body.find("suffix"); !r.native && s != body.end() && !s->is_null()) {

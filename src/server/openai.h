@@ -36,8 +36,8 @@ struct CompletionRequest {
     // A prompt given as token ids (completions), or as texts and ids mixed
     // (/completion); `prompt` is then empty.
     std::vector<PromptPiece> prompt_pieces;
-    // The prompt's text may name special tokens ("<|im_start|>"): llama.cpp's
-    // /completion reads them as those tokens.
+    // The prompt's text may name special tokens ("<|im_start|>"), read as
+    // those tokens (completions, /completion), not as their letters.
     bool parse_special = false;
     // Fill in the middle: completions' "suffix" (the prompt is the prefix),
     // or llama.cpp's /infill.

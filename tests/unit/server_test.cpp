@@ -955,7 +955,7 @@ TEST_F(Server, NativeCompletion) {
     EXPECT_EQ(post("/v1/completions", {{"prompt", ids}, {"max_tokens", 8}, {"temperature", 0}})["choices"][0]["text"],
               content);
     // Texts and ids mixed: each text tokenized where it stands, a BOS only
-    // in front of a first text; /completion reads special tokens' names.
+    // in front of a first text; both routes read special tokens' names.
     const std::vector<int32_t> tail = model_->tokenize(" is", false, false);
     const json mixed = post("/completion", {{"prompt", {"The capital of France", tail[0]}}, {"n_predict", 1}});
     EXPECT_EQ(mixed["tokens_evaluated"], model_->tokenize("The capital of France", true, false).size() + 1) << mixed;
@@ -963,6 +963,8 @@ TEST_F(Server, NativeCompletion) {
     const json special = post("/completion", {{"prompt", chat_text}, {"n_predict", 1}});
     EXPECT_EQ(special["tokens_evaluated"], model_->tokenize(chat_text, true, true).size());
     EXPECT_LT(model_->tokenize(chat_text, true, true).size(), model_->tokenize(chat_text, true, false).size());
+    const json special_v1 = post("/v1/completions", {{"prompt", chat_text}, {"max_tokens", 1}});
+    EXPECT_EQ(special_v1["usage"]["prompt_tokens"], model_->tokenize(chat_text, true, true).size()) << special_v1;
 
     // Streamed: pieces with their tokens' probabilities, then the last event
     // with the counts, why it stopped and the timings.
