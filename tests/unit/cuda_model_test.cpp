@@ -343,6 +343,21 @@ TEST(CudaModel, CacheTypesHeldAndUnheld) {
     REQUIRE_CUDA();
     expect_cache_type_agrees("cuda", "q8_0", true);
     expect_cache_type_agrees("cuda", "bf16", false);
+#if defined(LANTERN_HAVE_CUDA)
+    // Q8_0 caches take the fused launches f16 ones do (RoPE, both cache
+    // writes and attention in one): a decode step is as many kernels.
+    auto m = load("cuda", 999);
+    const auto* cb = dynamic_cast<const cuda::CudaBackend*>(m->impl().gpu.get());
+    ASSERT_NE(cb, nullptr);
+    std::vector<size_t> launches;
+    for (const char* type : {"f16", "q8_0"}) {
+        ContextParams cp{.n_ctx = 64};
+        cp.cache_type_k = cp.cache_type_v = type;
+        greedy(*m, 3, prompt_of(*m), nullptr, cp);
+        launches.push_back(cb->last_launch_count());
+    }
+    EXPECT_EQ(launches[1], launches[0]) << "kernels per decode step: f16 " << launches[0] << ", q8_0 " << launches[1];
+#endif
 }
 
 }  // namespace

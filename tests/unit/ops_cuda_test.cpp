@@ -390,8 +390,18 @@ const std::vector<Extra>& extras() {
                                           std::tuple{int64_t{3}, int64_t{128}, RopeMode::Normal},
                                           std::tuple{int64_t{5}, int64_t{64}, RopeMode::Normal},
                                           std::tuple{int64_t{5}, int64_t{128}, RopeMode::Neox},
-                                          std::tuple{int64_t{2}, int64_t{64}, RopeMode::Neox}}) {
+                                          std::tuple{int64_t{2}, int64_t{64}, RopeMode::Neox},
+                                          std::tuple{int64_t{1}, int64_t{128}, RopeMode::Normal},
+                                          std::tuple{int64_t{1}, int64_t{64}, RopeMode::Neox}}) {
             const auto fn = [T, hd, mode] { return fused_layer(DType::Q4_0, T, hd, 4, 2, DType::Q8_0, mode); };
+            f.push_back({fn()->name, fn});
+        }
+        // One token over Q8_0 caches: the fused RoPE + cache writes + attention
+        // launch, a query head per block (2 of 2) and a group split over
+        // blocks (6 of 2).
+        for (const auto& [hd, n_head, mode] : {std::tuple{int64_t{128}, int64_t{2}, RopeMode::Neox},
+                                               std::tuple{int64_t{64}, int64_t{6}, RopeMode::Normal}}) {
+            const auto fn = [hd, n_head, mode] { return fused_layer(DType::Q4_0, 1, hd, n_head, 2, DType::Q8_0, mode); };
             f.push_back({fn()->name, fn});
         }
         for (int64_t T : {1, 5}) {

@@ -24,7 +24,13 @@
 // A Q8_0 cache (blocks of an f16 scale and 32 signed bytes, 34 bytes, so
 // rows are only 2-byte aligned) is read in 16-bit words: a decode thread
 // keeps its half row's quants and scales where an f16 half row would be,
-// and a V pair as its two quants beside its block's scale.
+// and a V pair as its two quants beside its block's scale. Decoding scores
+// keys by integer dot products (dp4a) against Q quantized the same way, in
+// blocks of 32 with a float scale (as llama.cpp's quantized-cache kernels
+// do): a quarter of the instructions of widening every quant to a float. The one-token
+// launch that also rotates Q and K and writes both cache rows quantizes
+// those rows as the unfused RoPE + cache write does (full rotary) and reads
+// the token's own row from shared memory in the same words.
 //
 // Positions and sequence ids are read on the device: the same launch serves
 // every decode step.
@@ -195,9 +201,14 @@ __device__ __forceinline__ float2 rope_angle(const AttnParams& p) {
     return make_float2(cf * af, sf * af);
 }
 
-template <int HD, int G>
+// Q8: the cache rows are written as Q8_0 blocks, quantized across the
+// threads holding a block (full rotary, as the unfused RopeStore: NeoX
+// pairs' halves are blocks of a warp, interleaved pairs of a half warp),
+// and kept in kown/vown (blocks as in the cache) for this block's reads.
+template <int HD, int G, bool Q8>
 __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float2 angle, float (&qs)[G][HD],
-                           __half (&knew)[HD], __half (&vnew)[HD], int kvh, int h0, int ng, bool first, bool owner) {
+                           __half (&knew)[HD], __half (&vnew)[HD], uint8_t* kown, uint8_t* vown, int kvh, int h0,
+                           int ng, bool first, bool owner) {
     const AttnParams::Rope& r = p.rope;
     const int tid = threadIdx.x;
     const int2 ix = pair_index(tid % (HD / 2), r.n_rot, r.neox);
@@ -226,6 +237,34 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
     float* d = r.dst + (p.n_head + kvh) * r.dst_nb1;
     d[ix.x] = y.x;
     d[ix.y] = y.y;
+    if constexpr (Q8) {
+        // Whole warps (tid < HD / 2, `owner` block-wide) take part in the reductions.
+        const bool in_cell = pos >= 0 && pos < p.n_ctx && cell >= 0 && cell < p.n_cells;
+        const int64_t at = cell * p.kv_row + kvh * HD / 32 * kQ8Bytes;
+        uint8_t* kg = const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(p.k)) + at;
+        uint8_t* vg = const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(p.v)) + at;
+        auto put = [&](uint8_t* own, uint8_t* row, int i, float x, float amax) {
+            const int b = (i >> 5) * kQ8Bytes;
+            q8_put(own + b, i & 31, x, amax);
+            if (in_cell) q8_put(row + b, i & 31, x, amax);
+        };
+        float k0, k1, v0, v1;
+        if (r.neox) {
+            k0 = group_max(fabsf(y.x), 0xFFFFFFFFu, 32);
+            k1 = group_max(fabsf(y.y), 0xFFFFFFFFu, 32);
+            v0 = group_max(fabsf(in.v.x), 0xFFFFFFFFu, 32);
+            v1 = group_max(fabsf(in.v.y), 0xFFFFFFFFu, 32);
+        } else {
+            const unsigned mask = 0xFFFFu << (tid & 16);
+            k0 = k1 = group_max(fmaxf(fabsf(y.x), fabsf(y.y)), mask, 16);
+            v0 = v1 = group_max(fmaxf(fabsf(in.v.x), fabsf(in.v.y)), mask, 16);
+        }
+        put(kown, kg, ix.x, y.x, k0);
+        put(kown, kg, ix.y, y.y, k1);
+        put(vown, vg, ix.x, in.v.x, v0);
+        put(vown, vg, ix.y, in.v.y, v1);
+        return;
+    }
     knew[ix.x] = __float2half_rn(y.x);
     knew[ix.y] = __float2half_rn(y.y);
     vnew[ix.x] = __float2half_rn(in.v.x);
@@ -242,8 +281,7 @@ __device__ void rope_apply(const AttnParams& p, const RopeRegs<HD, G>& in, float
 }
 
 template <int HD, int G, bool Rope, bool Q8>
-__global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams p) {
-    static_assert(!(Rope && Q8), "the fused RoPE + cache write holds f16 caches only");
+__global__ void __launch_bounds__(kDecThreads, Q8 ? 3 : 2) k_attn_decode(const AttnParams p) {
     constexpr int DP = HD / 2;             // dimension pairs
     constexpr int NSL = kDecThreads / DP;  // key slices of the V phase
     constexpr int KV = kTile / NSL;        // V rows per thread and tile
@@ -252,6 +290,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     __shared__ float st_m[G], st_l[G], st_a[G];
     __shared__ float red[NSL][G][HD];
     __shared__ __align__(16) __half knew[HD], vnew[HD];  // Rope: the token's own K and V rows
+    __shared__ __align__(16) uint8_t kown[Q8 ? HD / 32 * kQ8Bytes : 1], vown[Q8 ? HD / 32 * kQ8Bytes : 1];  // as Q8_0
+    __shared__ __align__(16) int8_t qi[G][Q8 ? HD : 16];  // Q8: Q's quants
+    __shared__ float qd[G][Q8 ? HD / 32 : 1];              // and their scales
     __shared__ int is_last;
 
     const int tid = threadIdx.x;
@@ -278,42 +319,50 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     // once (the first tile's before the grid wait, the others' before the
     // scores); the row `skip` is left out (the token's own, taken from
     // shared memory). ~115-125 registers with the 128-wide head: a block
-    // still leaves room for a matrix-vector block on its SM.
+    // still leaves room for a matrix-vector block on its SM. Q8_0 (72-80
+    // registers, a few bytes spilled with 128-wide heads in pairs) fits
+    // three blocks on an SM: the loop is latency-bound, and the third block
+    // took llama2-7b's one-token launch at depth 4,096 from 72 to 50 us (H200).
     constexpr int KC = HD / 16;  // 16-byte chunks of a half row
-    const int kk = tid >> 1, kh = tid & 1;
-    uint4 kraw[KC];
-    __half2 vv[KV];
     // Q8_0: kraw's first HD / 8 words hold the half row's quants, the next
     // HD / 64 its blocks' scales (f16 bits).
     constexpr int QW = HD / 8, NB = HD / 64;
+    constexpr int KR = Q8 ? (QW + NB + 3) / 4 : KC;  // kraw's 16-byte words
+    const int kk = tid >> 1, kh = tid & 1;
+    uint4 kraw[KR];
+    __half2 vv[KV];
+    // Q8: the half row's blocks at `half_row` (the cache, or kown) into kraw.
+    // A block is 4-byte aligned or 2 past it: nine 32-bit loads (the last a
+    // 16-bit one, so as not to read past the block) either way.
+    auto q8_half = [&](const uint8_t* half_row) {
+        uint32_t* raw = reinterpret_cast<uint32_t*>(kraw);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) {
+            const uint8_t* blk = half_row + b * kQ8Bytes;
+            if ((reinterpret_cast<uintptr_t>(blk) & 2) == 0) {
+                const uint32_t* w = reinterpret_cast<const uint32_t*>(blk);
+                uint32_t x[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i) x[i] = w[i];
+                const uint32_t tail = reinterpret_cast<const unsigned short*>(blk)[16];
+                raw[QW + b] = x[0] & 0xFFFFu;
+#pragma unroll
+                for (int i = 0; i < 7; ++i) raw[b * 8 + i] = __funnelshift_r(x[i], x[i + 1], 16);
+                raw[b * 8 + 7] = __funnelshift_r(x[7], tail, 16);
+            } else {
+                const uint32_t* w = reinterpret_cast<const uint32_t*>(blk - 2);
+                raw[QW + b] = w[0] >> 16;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) raw[b * 8 + i] = w[1 + i];
+            }
+        }
+    };
+    // Q8 rows are loaded whole, the token's own too (replaced after).
     auto load_k = [&](int j0, int n, int skip) {
         if constexpr (Q8) {
-            // A block is 4-byte aligned or 2 past it: nine 32-bit loads (the
-            // last a 16-bit one, so as not to read past the block) either way.
             if (kk < n) {
-                const uint8_t* half_row = reinterpret_cast<const uint8_t*>(p.k) + (kr.base + j0 + kk) * p.kv_row +
-                                          (kvh * HD + kh * (HD / 2)) / 32 * kQ8Bytes;
-                uint32_t* raw = reinterpret_cast<uint32_t*>(kraw);
-#pragma unroll
-                for (int b = 0; b < NB; ++b) {
-                    const uint8_t* blk = half_row + b * kQ8Bytes;
-                    if ((reinterpret_cast<uintptr_t>(blk) & 2) == 0) {
-                        const uint32_t* w = reinterpret_cast<const uint32_t*>(blk);
-                        uint32_t x[8];
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) x[i] = w[i];
-                        const uint32_t tail = reinterpret_cast<const unsigned short*>(blk)[16];
-                        raw[QW + b] = x[0] & 0xFFFFu;
-#pragma unroll
-                        for (int i = 0; i < 7; ++i) raw[b * 8 + i] = __funnelshift_r(x[i], x[i + 1], 16);
-                        raw[b * 8 + 7] = __funnelshift_r(x[7], tail, 16);
-                    } else {
-                        const uint32_t* w = reinterpret_cast<const uint32_t*>(blk - 2);
-                        raw[QW + b] = w[0] >> 16;
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) raw[b * 8 + i] = w[1 + i];
-                    }
-                }
+                q8_half(reinterpret_cast<const uint8_t*>(p.k) + (kr.base + j0 + kk) * p.kv_row +
+                        (kvh * HD + kh * (HD / 2)) / 32 * kQ8Bytes);
             }
             return;
         }
@@ -321,7 +370,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
             const uint4* krow =
                 reinterpret_cast<const uint4*>(p.k + (kr.base + j0 + kk) * p.kv_row + kvh * HD) + kh * KC;
 #pragma unroll
-            for (int c = 0; c < KC; ++c) kraw[c] = krow[c];
+            for (int c = 0; c < KR; ++c) kraw[c] = krow[c];
         }
     };
     // One opaque base for all of them: with the address rebuilt from the row
@@ -380,7 +429,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
         // Every block whose split holds the position writes its KV head's new
         // rows (blocks of other query heads of that KV head too: the same
         // values), and keeps them in shared memory for its own reads.
-        rope_apply<HD, G>(p, rope_in, angle, qs, knew, vnew, kvh, h0, ng, split == 0, jb <= kr.hi && kr.hi < je);
+        rope_apply<HD, G, Q8>(p, rope_in, angle, qs, knew, vnew, kown, vown, kvh, h0, ng, split == 0,
+                              jb <= kr.hi && kr.hi < je);
         for (int i = tid; i < (G - ng) * HD; i += kDecThreads) qs[ng + i / HD][i % HD] = 0.0f;
     } else {
         for (int i = tid; i < G * HD; i += kDecThreads) {
@@ -399,6 +449,19 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
     // rows) before the reads below. Cache rows are read with plain loads, not
     // the read-only path: the unfused KvStore wrote them in this step.
     __syncthreads();
+    if constexpr (Q8) {
+        // Q in blocks of 32 as 8-bit quants and a float scale, for the keys'
+        // integer dot products: a warp a block.
+        for (int blk = warp; blk < G * (HD / 32); blk += kDecThreads / 32) {
+            const int g = blk / (HD / 32), d = (blk % (HD / 32)) * 32 + lane;
+            const float x = qs[g][d];
+            const float amax = warp_max(fabsf(x));
+            const float scale = amax / 127.0f;
+            qi[g][d] = static_cast<int8_t>(amax > 0.0f ? __float2int_rn(x * (127.0f / amax)) : 0);
+            if (lane == 0) qd[g][d / 32] = scale;
+        }
+        __syncthreads();
+    }
 
     if (kr.valid) {
         for (int j0 = jb; j0 < je; j0 += kTile) {
@@ -410,8 +473,12 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
                 load_v(j0, n, own);
             }
             if (Rope && kk < n && j0 + kk == own) {
+                if constexpr (Q8) {
+                    q8_half(kown + kh * (HD / 2) / 32 * kQ8Bytes);
+                } else {
 #pragma unroll
-                for (int c = 0; c < KC; ++c) kraw[c] = reinterpret_cast<const uint4*>(knew)[kh * KC + c];
+                    for (int c = 0; c < KR; ++c) kraw[c] = reinterpret_cast<const uint4*>(knew)[kh * KC + c];
+                }
             }
             {
                 // Both threads of a key take part in the shuffle, in range or not.
@@ -419,35 +486,33 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
 #pragma unroll
                 for (int g = 0; g < G; ++g) dot[g] = 0.0f;
                 if (Q8 && kk < n) {
+                    // Integer dot products of the block's quants with Q's
+                    // (dp4a), then both scales once.
                     const uint32_t* raw = reinterpret_cast<const uint32_t*>(kraw);
 #pragma unroll
                     for (int b = 0; b < NB; ++b) {
-                        // The block's quants against Q, then its scale once.
-                        float part[G];
-#pragma unroll
-                        for (int g = 0; g < G; ++g) part[g] = 0.0f;
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) {
-                            const uint32_t word = raw[b * 8 + i];
-                            const int d = kh * (HD / 2) + b * 32 + 4 * i;
-                            float kf[4];
-#pragma unroll
-                            for (int e = 0; e < 4; ++e) kf[e] = static_cast<float>(static_cast<int8_t>(word >> (8 * e)));
-#pragma unroll
-                            for (int g = 0; g < G; ++g) {
-                                if (g < ng) {
-                                    const float4 qa = *reinterpret_cast<const float4*>(&qs[g][d]);
-                                    part[g] += qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3];
-                                }
-                            }
-                        }
+                        const int d = kh * (HD / 2) + b * 32;
                         const float sd = half_bits_to_float(raw[QW + b]);
 #pragma unroll
-                        for (int g = 0; g < G; ++g) dot[g] += part[g] * sd;
+                        for (int g = 0; g < G; ++g) {
+                            if (g < ng) {
+                                const int4 qa = *reinterpret_cast<const int4*>(&qi[g][d]);
+                                const int4 qb = *reinterpret_cast<const int4*>(&qi[g][d + 16]);
+                                int sum = __dp4a(static_cast<int>(raw[b * 8 + 0]), qa.x, 0);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 1]), qa.y, sum);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 2]), qa.z, sum);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 3]), qa.w, sum);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 4]), qb.x, sum);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 5]), qb.y, sum);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 6]), qb.z, sum);
+                                sum = __dp4a(static_cast<int>(raw[b * 8 + 7]), qb.w, sum);
+                                dot[g] += static_cast<float>(sum) * sd * qd[g][d / 32];
+                            }
+                        }
                     }
                 } else if (kk < n) {
 #pragma unroll
-                    for (int c = 0; c < KC; ++c) {
+                    for (int c = 0; c < KR; ++c) {
                         float kf[8];
                         half8_to_float(kraw[c], kf);
                         const int d = 8 * (kh * KC + c);
@@ -503,7 +568,14 @@ __global__ void __launch_bounds__(kDecThreads, 2) k_attn_decode(const AttnParams
             if constexpr (Rope) {
 #pragma unroll
                 for (int u = 0; u < KV; ++u) {
-                    if (j0 + sl + u * NSL == own) vv[u] = reinterpret_cast<const __half2*>(vnew)[dp];
+                    if (j0 + sl + u * NSL != own) continue;
+                    if constexpr (Q8) {  // as load_v composes it: the pair's quants, the block's scale
+                        const auto* w = reinterpret_cast<const unsigned short*>(vown + (2 * dp) / 32 * kQ8Bytes);
+                        const uint32_t word = w[1 + ((2 * dp) & 31) / 2] | static_cast<uint32_t>(w[0]) << 16;
+                        vv[u] = *reinterpret_cast<const __half2*>(&word);
+                    } else {
+                        vv[u] = reinterpret_cast<const __half2*>(vnew)[dp];
+                    }
                 }
             }
 #pragma unroll
@@ -840,7 +912,10 @@ void run_attention(const Ctx& ctx, const Tensor& node) {
 
 bool can_fuse_rope_store_attention(const Tensor& rope, const Tensor& ks, const Tensor& vs, const Tensor& attn) {
     if (attn.op != Op::Attention || !accepts_attention(attn) || !can_fuse_rope_store(rope, ks, vs)) return false;
-    if (ks.src[1]->type != DType::F16) return false;  // the fused kernel writes and reads f16 rows
+    // f16 or Q8_0 rows, both caches alike (can_fuse_rope_store holds Q8_0 to full rotary).
+    if (ks.src[1]->type != vs.src[1]->type || (ks.src[1]->type != DType::F16 && ks.src[1]->type != DType::Q8_0)) {
+        return false;
+    }
     const Tensor& q = *attn.src[0];
     const int64_t hd = rope.ne[0], n_q = rope.param_i(4);
     // One token (a multi-token step may read cells another block writes),
@@ -874,7 +949,11 @@ void run_rope_store_attention(const Ctx& ctx, const Tensor& rope, const Tensor& 
     for (int j = 0; j < r.n_rot / 2; ++j) r.inv_freq[j] = spec.scale * std::pow(spec.base, -2.0 * j / r.n_rot);
     r.attn_factor = spec.attn_factor;
     r.factors = rope.src[3] != nullptr ? ptr<const float>(*rope.src[3]) : nullptr;
-    launch_decode<true, false>(ctx, p, s, attn);
+    if (attn.src[1]->type == DType::Q8_0) {
+        launch_decode<true, true>(ctx, p, s, attn);
+    } else {
+        launch_decode<true, false>(ctx, p, s, attn);
+    }
 }
 
 }  // namespace lantern::cuda

@@ -144,6 +144,7 @@ void CudaBackend::init() {
     ctx_.bulk = env_not_off("LANTERN_CUDA_BULK");
     ctx_.runs = env_not_off("LANTERN_CUDA_RUNS");
     ctx_.moe_gemm = env_not_off("LANTERN_CUDA_MOE_GEMM");
+    ctx_.fuse_attention = env_not_off("LANTERN_CUDA_FUSE_ATTENTION");
     if (const auto n = env_count("LANTERN_CUDA_BALANCE", "a number of rounds (0: off)")) {
         ctx_.balance_rounds = static_cast<int>(*n);
     }
@@ -514,7 +515,7 @@ void CudaBackend::compute(const std::vector<Tensor*>& nodes, const ComputeHints&
 }
 
 void CudaBackend::plan(const std::vector<Tensor*>& nodes) {
-    plan_launches(nodes, launches_);
+    plan_launches(nodes, launches_, ctx_.fuse_attention);
     WorkspaceNeeds needs;
     // A fused launch needs what its nodes would need on their own (the
     // attention of RopeStoreAttention its partials, say).

@@ -34,12 +34,12 @@ bool is_gate_up_silu(const Tensor& gate, const Tensor& up, const Tensor& silu) {
 }
 
 // The launch for the nodes starting at i (without a leading AddRmsNorm).
-Launch plan_one(const std::vector<Tensor*>& nodes, size_t i) {
+Launch plan_one(const std::vector<Tensor*>& nodes, size_t i, bool fuse_attention) {
     const size_t n = nodes.size();
     const Tensor& a = *nodes[i];
     Launch l;
     l.nodes[0] = &a;
-    if (a.op == Op::RopeQK && i + 3 < n &&
+    if (a.op == Op::RopeQK && i + 3 < n && fuse_attention &&
         can_fuse_rope_store_attention(a, *nodes[i + 1], *nodes[i + 2], *nodes[i + 3])) {
         l.kind = Launch::Kind::RopeStoreAttention;
         l.count = l.n = 4;
@@ -99,13 +99,13 @@ bool takes_norm(const Tensor& norm, const Launch& l) {
 
 }  // namespace
 
-void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out) {
+void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out, bool fuse_attention) {
     out.clear();
     const size_t n = nodes.size();
     for (size_t i = 0; i < n;) {
         const Tensor& a = *nodes[i];
         if ((a.op == Op::AddRmsNorm || a.op == Op::RmsNorm) && i + 1 < n) {
-            Launch next = plan_one(nodes, i + 1);
+            Launch next = plan_one(nodes, i + 1, fuse_attention);
             if (takes_norm(a, next)) {
                 if (next.kind == Launch::Kind::Single) next.kind = Launch::Kind::MatVecGroup;
                 next.norm = &a;
@@ -115,7 +115,7 @@ void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out) 
                 continue;
             }
         }
-        const Launch l = plan_one(nodes, i);
+        const Launch l = plan_one(nodes, i, fuse_attention);
         out.push_back(l);
         i += static_cast<size_t>(l.count);
     }

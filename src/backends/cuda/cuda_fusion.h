@@ -40,7 +40,8 @@ struct Launch {
 };
 
 // Fills `out` (cleared first) for `nodes`, every node supported by the CUDA
-// backend and allocated.
-void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out);
+// backend and allocated. `fuse_attention` false: RoPE + cache writes and the
+// attention after them stay two launches (LANTERN_CUDA_FUSE_ATTENTION=0).
+void plan_launches(const std::vector<Tensor*>& nodes, std::vector<Launch>& out, bool fuse_attention = true);
 
 }  // namespace lantern::cuda

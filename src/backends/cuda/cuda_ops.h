@@ -67,6 +67,9 @@ struct Ctx {
     // MoE prompts as grouped GEMMs when they qualify (moe_prompt.cu;
     // LANTERN_CUDA_MOE_GEMM=0: the per-pair kernels always).
     bool moe_gemm = true;
+    // One token's RoPE + cache writes + attention in one launch
+    // (attention.cu; LANTERN_CUDA_FUSE_ATTENTION=0: two).
+    bool fuse_attention = true;
     Workspace ws;
     // Page-locked host memory for the MoE prompt path's pair counts per
     // expert (moe_prompt.cu; moe::kMaxExperts + 1 ints).

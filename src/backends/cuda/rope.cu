@@ -54,22 +54,6 @@ struct RopeParams {
     bool q8;  // the caches are Q8_0: k_row and v_row count bytes
 };
 
-// Quantizes x into its Q8_0 block (block bytes at `blk`, x its element
-// `at`), given the block's largest magnitude; the element-0 holder writes
-// the scale. As k_kv_store_q8 (and the CPU) quantize.
-__device__ __forceinline__ void q8_put(uint8_t* blk, int at, float x, float amax) {
-    const __half dh = __float2half_rn(amax / 127.0f);
-    const float d = __half2float(dh);
-    const float inverse = d != 0.0f ? 1.0f / d : 0.0f;
-    blk[2 + at] = static_cast<uint8_t>(static_cast<int8_t>(__float2int_rn(fminf(fmaxf(x * inverse, -127.0f), 127.0f))));
-    if (at == 0) *reinterpret_cast<__half*>(blk) = dh;
-}
-
-__device__ __forceinline__ float group_max(float v, unsigned mask, int width) {
-    for (int o = width / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(mask, v, o));
-    return v;
-}
-
 // Thread w of token blockIdx.y takes one pair: Q pairs, then K pairs, then
 // pairs of the V row. Each thread computes its own angle (double, as the CPU),
 // so no block waits on a shared table and a row is spread over many blocks:
