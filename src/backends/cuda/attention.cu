@@ -27,10 +27,11 @@
 // and a V pair as its two quants beside its block's scale. Decoding scores
 // keys by integer dot products (dp4a) against Q quantized the same way, in
 // blocks of 32 with a float scale (as llama.cpp's quantized-cache kernels
-// do): a quarter of the instructions of widening every quant to a float. The one-token
-// launch that also rotates Q and K and writes both cache rows quantizes
-// those rows as the unfused RoPE + cache write does (full rotary) and reads
-// the token's own row from shared memory in the same words.
+// do): 8 dp4a a block where widening each quant took 32 conversions and 32
+// FMAs. The one-token launch that also rotates Q and K and writes both
+// cache rows quantizes those rows as the unfused RoPE + cache write does
+// (full rotary) and reads the token's own row from shared memory in the
+// same words.
 //
 // Positions and sequence ids are read on the device: the same launch serves
 // every decode step.
