@@ -216,6 +216,8 @@ void measure(const BenchOptions& o, const Model& model, Context& ctx, const Conf
     }
 }
 
+int largest(const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); }
+
 // A check of an integer list's elements: at least `lo`.
 CLI::Validator at_least(int lo) {
     return CLI::Validator(
@@ -254,9 +256,8 @@ void add_bench_command(CLI::App& app) {
     cmd->callback([o] {
         const bool json = o->output == "json";
         const std::vector<int> threads = o->threads.empty() ? std::vector<int>{hardware_threads()} : o->threads;
-        const int most = [](const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); }(o->n_depth) +
-                         std::max(*std::max_element(o->n_prompt.begin(), o->n_prompt.end()),
-                                  *std::max_element(o->n_gen.begin(), o->n_gen.end()));
+        // Each context holds the deepest test (the lists are never empty: CLI11 takes a value or refuses).
+        const int most = largest(o->n_depth) + std::max(largest(o->n_prompt), largest(o->n_gen));
         Report report(*o, json);
         for (const int ngl : o->n_gpu_layers) {
             ModelOptions mo = o->model;
