@@ -4,10 +4,10 @@
 // decodes N tokens in batches of -b, tg<N> decodes N tokens one at a time.
 // Figures are tokens/s, mean +/- sample standard deviation.
 //
-// As llama-bench, -p, -n, -d, -b, -t, -ngl, -ctk and -ctv take lists
+// As llama-bench, -m, -p, -n, -d, -b, -t, -ngl, -ctk and -ctv take lists
 // ("-p 128,512" or "-p 128 -p 512"): every combination is measured, one row
-// each, a model loaded per -ngl value and a context per combination of the
-// others.
+// each, a model loaded per file and -ngl value and a context per
+// combination of the others.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,6 +23,7 @@ namespace {
 
 struct BenchOptions {
     ModelOptions model;
+    std::vector<std::string> models;  // empty: the default model
     std::vector<int> n_prompt{512};
     std::vector<int> n_gen{128};
     std::vector<int> n_batch{512};
@@ -236,6 +237,8 @@ void add_bench_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand("bench", "measure prompt and generation speed");
     o->model.add_to(*cmd, false);
     const char* list = " (a list: 1,2 or the option repeated)";
+    cmd->add_option("-m,--model", o->models, std::string("GGUF model file (default: SmolLM2-135M-Instruct)") + list)
+        ->delimiter(',');
     auto many = [&](const std::string& names, auto& values, const std::string& what) {
         return cmd->add_option(names, values, what + list)->delimiter(',')->capture_default_str();
     };
@@ -259,28 +262,35 @@ void add_bench_command(CLI::App& app) {
         // Each context holds the deepest test (the lists are never empty: CLI11 takes a value or refuses).
         const int most = largest(o->n_depth) + std::max(largest(o->n_prompt), largest(o->n_gen));
         Report report(*o, json);
-        for (const int ngl : o->n_gpu_layers) {
-            ModelOptions mo = o->model;
-            mo.n_gpu_layers = ngl;
-            mo.n_threads = threads.front();
-            const std::unique_ptr<Model> model = mo.load(json);
-            for (const int t : threads) {
-                for (const int b : o->n_batch) {
-                    for (const std::string& k : o->type_k) {
-                        for (const std::string& v : o->type_v) {
-                            ContextParams cp;
-                            cp.n_ctx = most + 1;
-                            cp.n_batch = b;
-                            cp.n_threads = t;
-                            cp.cache_type_k = k;
-                            cp.cache_type_v = v;
-                            Context ctx(*model, cp);
-                            measure(*o, *model, ctx, Config{t, b, k, v}, report);
-                            if (o->model.verbose) {
-                                for (const auto& [name, stats] : ctx.perf().backend_stats) {
-                                    std::fprintf(stderr, "%s: %s\n", name.c_str(), stats.c_str());
-                                }
-                            }
+        // A context per combination of the per-context lists, for each model.
+        std::vector<Config> configs;
+        for (const int t : threads) {
+            for (const int b : o->n_batch) {
+                for (const std::string& k : o->type_k) {
+                    for (const std::string& v : o->type_v) configs.push_back(Config{t, b, k, v});
+                }
+            }
+        }
+        const std::vector<std::string> files = o->models.empty() ? std::vector<std::string>{""} : o->models;
+        for (const std::string& file : files) {
+            for (const int ngl : o->n_gpu_layers) {
+                ModelOptions mo = o->model;
+                mo.model_path = file;
+                mo.n_gpu_layers = ngl;
+                mo.n_threads = threads.front();
+                const std::unique_ptr<Model> model = mo.load(json);
+                for (const Config& c : configs) {
+                    ContextParams cp;
+                    cp.n_ctx = most + 1;
+                    cp.n_batch = c.n_batch;
+                    cp.n_threads = c.threads;
+                    cp.cache_type_k = c.type_k;
+                    cp.cache_type_v = c.type_v;
+                    Context ctx(*model, cp);
+                    measure(*o, *model, ctx, c, report);
+                    if (o->model.verbose) {
+                        for (const auto& [name, stats] : ctx.perf().backend_stats) {
+                            std::fprintf(stderr, "%s: %s\n", name.c_str(), stats.c_str());
                         }
                     }
                 }

@@ -52,11 +52,11 @@ int hardware_threads() {
     return n == 0 ? 1 : static_cast<int>(n);
 }
 
-void ModelOptions::add_to(CLI::App& cmd, bool layers_and_threads) {
-    cmd.add_option("-m,--model", model_path, "GGUF model file (default: SmolLM2-135M-Instruct)");
+void ModelOptions::add_to(CLI::App& cmd, bool single) {
+    if (single) cmd.add_option("-m,--model", model_path, "GGUF model file (default: SmolLM2-135M-Instruct)");
     cmd.add_option("--backend", backend, "cpu, cuda, opencl or auto")->capture_default_str();
     cmd.add_option("--device", device, "device index within the backend (see `lantern devices`)");
-    if (layers_and_threads) {
+    if (single) {
         cmd.add_option("--n-gpu-layers", n_gpu_layers, "layers to run on the GPU backend, counted from the last")
             ->capture_default_str();
         cmd.add_option("-t,--threads", n_threads, "CPU threads (default: all)");

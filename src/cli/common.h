@@ -23,9 +23,9 @@ struct ModelOptions {
     RopeOverrides rope;      // --rope-scaling, --rope-freq-base, --rope-freq-scale, --yarn-*
     float rope_factor = 0;   // --rope-scale N: rope.freq_scale = 1 / N
 
-    // `layers_and_threads` false: the command registers --n-gpu-layers and
-    // -t itself (bench takes lists of them).
-    void add_to(CLI::App& cmd, bool layers_and_threads = true);
+    // `single` false: the command registers -m, --n-gpu-layers and -t
+    // itself (bench takes lists of them).
+    void add_to(CLI::App& cmd, bool single = true);
     // Loads with a progress bar on stderr (when it is a terminal) and prints
     // the load time.
     std::unique_ptr<Model> load(bool quiet = false) const;

@@ -657,6 +657,17 @@ TEST(Cli, BenchMeasuresEveryCombinationOfItsLists) {
     const CliOutput bad = run_lantern("bench -r 1 -p 8,-1");
     EXPECT_NE(bad.exit_code, 0);
     EXPECT_NE(bad.err.find("--n-prompt"), std::string::npos) << bad.err;
+
+    // Models too: each file in turn (one missing: named, after the rows before it).
+    const std::string model = shell_quote(default_model_path().string());
+    const std::string missing = temp_path("no-such-bench-model.gguf").string();
+    const CliOutput two = run_lantern("bench -r 1 -p 8 -n 0 -t 1 -o json -m " + model + " -m " + model);
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_EQ(nlohmann::json::parse(two.out).size(), 2u) << two.out;
+    const CliOutput gone = run_lantern("bench -r 1 -p 8 -n 0 -t 1 -m " + model + "," + shell_quote(missing));
+    EXPECT_NE(gone.exit_code, 0);
+    EXPECT_NE(gone.out.find("| pp8 |"), std::string::npos) << gone.out;
+    EXPECT_NE(gone.err.find(missing), std::string::npos) << gone.err;
 }
 
 // --prompt-cache: the second run reuses the first's prompt state and gives
