@@ -126,11 +126,14 @@ void expect_cache_type_agrees(const std::string& backend, const std::string& typ
     ContextParams cp;
     cp.n_ctx = 64;
     cp.cache_type_k = cp.cache_type_v = type;
-    const Generation want = greedy(*load("cpu"), 12, kChatPrompt, nullptr, cp);
+    auto cpu = load("cpu");
+    const Generation want = greedy(*cpu, 12, kChatPrompt, nullptr, cp);
     auto dev = load(backend);
     const Generation got = greedy(*dev, 12, kChatPrompt, &want.tokens, cp);
     cp.cache_type_k = cp.cache_type_v = "f16";
     const std::string f16_summary = greedy(*dev, 0, kChatPrompt, nullptr, cp).cache_summary;
+    // How far the cache's own rounding moves the CPU's logits at each step.
+    const Generation cpu_f16 = greedy(*cpu, 12, kChatPrompt, &want.tokens, cp);
     const std::string& summary = got.cache_summary;
     const std::string total = summary.substr(0, summary.find(':'));
     const std::string host = held ? "0.0 MiB" : total;
@@ -139,7 +142,14 @@ void expect_cache_type_agrees(const std::string& backend, const std::string& typ
     double sum = 0;
     for (size_t i = 0; i < want.logits.size(); ++i) {
         const double e = nmse(got.logits[i], want.logits[i]);
-        EXPECT_LE(e, 3e-2) << backend << " " << type << " step " << i;
+        // A step where the type's rounding moves the CPU's logits a lot is
+        // as sensitive to the device rounding a value an ulp apart from the
+        // CPU: across a q8_0 rounding step a value moves by its block's
+        // scale, 1/127 of the block's largest value (SmolLM2's keys have
+        // outliers, so that is large).
+        const double sensitivity = nmse(want.logits[i], cpu_f16.logits[i]);
+        EXPECT_LE(e, std::max(3e-2, 2 * sensitivity)) << backend << " " << type << " step " << i << " (the type moves "
+                                                      << "the CPU's logits by " << sensitivity << " here)";
         sum += e;
     }
     EXPECT_LE(sum / static_cast<double>(want.logits.size()), 1e-2) << backend;

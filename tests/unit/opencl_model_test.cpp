@@ -169,7 +169,12 @@ TEST(OpenclModel, KQuantModelRunsOnTheDevice) {
 
 // A KV cache type the device does not hold (q8_0) keeps the cache in host
 // memory and attention on the CPU, and agrees with the CPU.
-TEST(OpenclModel, UnheldCacheTypesStayOnTheHost) { expect_cache_type_agrees("opencl", "q8_0", false); }
+// q8_0 caches live on the device; a type it does not hold (bf16) keeps the
+// cache in host memory and attention on the CPU. Both agree with the CPU.
+TEST(OpenclModel, CacheTypesHeldAndUnheld) {
+    expect_cache_type_agrees("opencl", "q8_0", true);
+    expect_cache_type_agrees("opencl", "bf16", false);
+}
 
 }  // namespace
 }  // namespace lantern::test

@@ -76,10 +76,11 @@ INSTANTIATE_TEST_SUITE_P(AllCases, OpenclOps, ::testing::Range<size_t>(0, op_cas
 // norm, gate/up/SiLU in one launch, down product; then the next layer's add +
 // norm and Q/K/V products. With one token each add + norm after a product is
 // split between the launches around it, and RoPE and the cache writes join
-// the attention launch.
-std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) {
+// the attention launch. `cache`: the KV caches' type (f16 or q8_0).
+std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed, DType cache = DType::F16) {
     auto c = std::make_unique<OpCase>();
     c->name = std::string("llama_layer_") + dtype_name(wtype) + "_t" + std::to_string(T);
+    if (cache != DType::F16) c->name += std::string("_cache_") + dtype_name(cache);
     c->tolerance = 5e-4;
     CaseLeaves L{*c, std::mt19937(seed)};
     Graph& g = c->graph;
@@ -97,8 +98,8 @@ std::unique_ptr<OpCase> llama_layer_case(DType wtype, int64_t T, uint32_t seed) 
     Tensor* wg = L.weight(wtype, {D, F}, "wg");
     Tensor* wu = L.weight(wtype, {D, F}, "wu");
     Tensor* wd = L.weight(wtype, {F, D}, "wd");
-    Tensor* kc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
-    Tensor* vc = L.leaf(DType::F16, {hd * n_kv, n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* kc = L.leaf(cache, {hd * n_kv, n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = L.leaf(cache, {hd * n_kv, n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
     std::vector<int32_t> pos, seq;
     for (int64_t t = 0; t < T; ++t) {
         pos.push_back(static_cast<int32_t>(20 + t));  // cells before 20 hold earlier (random) tokens
@@ -162,6 +163,70 @@ TEST_P(OpenclLayer, FusedLaunchesMatchCpu) {
             EXPECT_EQ(gpu->stats().step_launches, 7u);
         }
     }
+}
+
+// One token's RoPE, cache writes and attention over q8_0 caches from float
+// leaves (no products), so that CPU and device agree to rounding: the
+// current cell must be read back as its blocks hold it (8-bit values), not
+// as computed (which moves the output by ~1e-5).
+std::unique_ptr<OpCase> rope_attention_q8_case(int pos) {
+    auto c = std::make_unique<OpCase>();
+    c->name = "rope_attention_q8_0_pos" + std::to_string(pos);
+    c->tolerance = 1e-9;
+    CaseLeaves L{*c, std::mt19937(91 + static_cast<uint32_t>(pos))};
+    Graph& g = c->graph;
+    const int64_t hd = 64, n_head = 4, n_kv = 2, n_ctx = 16;
+    Tensor* q = L.leaf(DType::F32, {hd, n_head, 1}, "q");
+    Tensor* k = L.leaf(DType::F32, {hd, n_kv, 1}, "k");
+    Tensor* v = L.leaf(DType::F32, {hd * n_kv, 1}, "v");
+    Tensor* kc = L.leaf(DType::Q8_0, {hd * n_kv, n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = L.leaf(DType::Q8_0, {hd * n_kv, n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* tp = L.ints({pos}, "pos");
+    Tensor* ts = L.ints({0}, "seq");
+    Tensor* qk = g.rope_qk(q, k, tp, nullptr, static_cast<int>(hd), RopeMode::Normal, 10000.0f, 1.0f);
+    Tensor* k_rows = g.view(qk, {hd * n_kv, 1}, {qk->nb[0], qk->nb[2]}, static_cast<size_t>(n_head) * qk->nb[1], "k_roped");
+    Tensor* k_all = g.kv_store(k_rows, kc, tp, ts, static_cast<int>(n_ctx));
+    Tensor* v_all = g.kv_store(v, vc, tp, ts, static_cast<int>(n_ctx));
+    Tensor* attn = g.attention(g.rope_qk_part(qk, false), k_all, v_all, tp, ts, static_cast<int>(n_kv),
+                               static_cast<int>(n_ctx), 0.3f, 0.0f, 0);
+    c->outputs = {attn, k_all, v_all};
+    return c;
+}
+
+// Q8_0 caches are held on the device: the layer's launches are those of f16
+// caches (one token: RoPE, both cache writes and attention in one launch,
+// which quantizes the new rows into blocks and reads them back as the cache
+// holds them); prompts write them with their own stores and attend tiled.
+TEST(OpenclLayerCaches, Q8_0CachesTakeTheLaunchesOfF16Ones) {
+    for (const int64_t T : {int64_t{1}, int64_t{3}, int64_t{20}}) {
+        SCOPED_TRACE("T = " + std::to_string(T));
+        std::unique_ptr<Backend> f16 = opencl();
+        std::unique_ptr<Backend> q8 = opencl();
+        auto c16 = llama_layer_case(DType::Q4_0, T, 78);
+        auto c8 = llama_layer_case(DType::Q4_0, T, 78, DType::Q8_0);
+        expect_matches_cpu(*c16, *f16, "f16 caches");
+        expect_matches_cpu(*c8, *q8, "q8_0 caches");
+        const size_t rope_kv_split = T > 1 ? 2 : 0;  // rope_qk_kv writes plain caches only
+        EXPECT_EQ(q8->stats().step_launches, f16->stats().step_launches + rope_kv_split);
+        if (T == 1) EXPECT_EQ(q8->stats().step_launches, 7u);
+    }
+    for (const int pos : {0, 1, 5}) {  // at 0 the output is the current V row itself
+        auto c = rope_attention_q8_case(pos);
+        std::unique_ptr<Backend> gpu = opencl();
+        expect_matches_cpu(*c, *gpu, "one launch");
+        EXPECT_EQ(gpu->stats().step_launches, 1u) << c->name;
+    }
+    // q8_0 keys with q8_0 or f16 values, on the op cases' stores and attention.
+    auto cases = make_op_cases(kSeed);
+    size_t held = 0;
+    std::unique_ptr<Backend> gpu = opencl();
+    for (auto& c : cases) {
+        if (c->name.rfind("kv_store_q8_0", 0) != 0 && c->name.rfind("attention_cache_q8_0", 0) != 0) continue;
+        const CaseResult r = run_case(*c, *gpu);
+        EXPECT_TRUE(r.supported) << c->name;
+        held += r.supported;
+    }
+    EXPECT_EQ(held, 4u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, OpenclLayer,

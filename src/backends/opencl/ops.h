@@ -55,7 +55,9 @@ bool rope_qk_accepts(const Tensor& node);
 void run_rope(Dispatch& d, const Tensor& node);
 void run_rope_qk(Dispatch& d, const Tensor& node);
 // RopeQK followed by the two KvStore nodes that write its K part and the V
-// rows into the caches: one launch. Null when the nodes do not fit that shape.
+// rows into the caches (any cache types the stores accept).
+bool rope_kv_matches(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v);
+// The same, in one launch of rope_qk_kv (f16 or f32 caches of one type).
 bool rope_kv_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v);
 void run_rope_qk_kv(Dispatch& d, const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v);
 
@@ -64,7 +66,7 @@ bool kv_store_accepts(const Tensor& node);
 bool attention_accepts(const Tensor& node);
 void run_kv_store(Dispatch& d, const Tensor& node);
 void run_attention(Dispatch& d, const Tensor& node);
-// RopeQK, its two KvStore nodes (as rope_kv_fusable) and the Attention that
+// RopeQK, its two KvStore nodes (as rope_kv_matches) and the Attention that
 // reads them, for one token: one launch.
 bool rope_attention_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn);
 void run_rope_attention(Dispatch& d, const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn);

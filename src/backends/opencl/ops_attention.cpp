@@ -6,7 +6,12 @@
 namespace lantern::ocl {
 namespace {
 
-bool cache_type_ok(DType t) { return t == DType::F16 || t == DType::F32; }
+// Caches of f32, f16 and q8_0 (rows of whole blocks: `values` per head, or
+// per row for a store); a kernel's cache argument is the type's DType id.
+bool cache_type_ok(DType t, int64_t values) {
+    return t == DType::F16 || t == DType::F32 || (t == DType::Q8_0 && values % 32 == 0);
+}
+int cache_code(const Tensor& cache) { return static_cast<int>(cache.type); }
 
 constexpr int64_t kMaxHeadDim = 256;         // ATT_MAX_HD in attention.cl
 constexpr int64_t kPrefillMaxHeadDim = 128;  // PHD
@@ -19,15 +24,15 @@ constexpr int64_t kPrefillMinTokens = 8;
 
 bool kv_store_accepts(const Tensor& node) {
     const Tensor& src = *node.src[0];
-    return src.type == DType::F32 && src.nb[0] == sizeof(float) && cache_type_ok(node.src[1]->type) &&
+    return src.type == DType::F32 && src.nb[0] == sizeof(float) && cache_type_ok(node.src[1]->type, src.ne[0]) &&
            node.src[2]->type == DType::I32 && node.src[3]->type == DType::I32 && src.ne[2] == 1 && src.ne[3] == 1;
 }
 
 bool attention_accepts(const Tensor& node) {
     const Tensor& q = *node.src[0];
     const int64_t hd = q.ne[0];
-    return q.type == DType::F32 && q.nb[0] == sizeof(float) && cache_type_ok(node.src[1]->type) &&
-           node.src[2]->type == node.src[1]->type && node.src[3]->type == DType::I32 &&
+    return q.type == DType::F32 && q.nb[0] == sizeof(float) && cache_type_ok(node.src[1]->type, hd) &&
+           cache_type_ok(node.src[2]->type, hd) && node.src[3]->type == DType::I32 &&
            node.src[4]->type == DType::I32 && hd <= kMaxHeadDim && hd % 2 == 0 && q.ne[3] == 1 &&
            node.type == DType::F32 && node.nb[0] == sizeof(float);
 }
@@ -35,9 +40,10 @@ bool attention_accepts(const Tensor& node) {
 void run_kv_store(Dispatch& d, const Tensor& node) {
     const Tensor& src = *node.src[0];
     cl_kernel k = d.kernel(ProgramId::Attention, "kv_store");
-    Args(k).tensor(src).u64(src.nb[1]).tensor(node).u64(node.nb[1]).i32(node.type == DType::F16)
+    Args(k).tensor(src).u64(src.nb[1]).tensor(node).u64(node.nb[1]).i32(cache_code(node))
         .tensor(*node.src[2]).tensor(*node.src[3]).i32(src.ne[0]).i32(node.param_i(0)).i32(node.ne[1]);
-    const size_t g[2] = {static_cast<size_t>(src.ne[0]), static_cast<size_t>(src.ne[1])};
+    const int64_t items = node.type == DType::Q8_0 ? src.ne[0] / 32 : src.ne[0];  // q8_0: a block each
+    const size_t g[2] = {static_cast<size_t>(items), static_cast<size_t>(src.ne[1])};
     d.launch(k, 2, g, nullptr);
 }
 
@@ -55,7 +61,7 @@ void run_attention(Dispatch& d, const Tensor& node) {
     cl_kernel k = d.kernel(ProgramId::Attention, tiled ? "attn_prefill" : "attn_decode");
     Args args(k);
     args.tensor(q).u64(q.nb[1]).u64(q.nb[2]).tensor(kc).u64(kc.nb[1]).tensor(vc).u64(vc.nb[1])
-        .i32(kc.type == DType::F16).tensor(*node.src[3]).tensor(*node.src[4]).tensor(node).u64(node.nb[1])
+        .i32(cache_code(kc)).i32(cache_code(vc)).tensor(*node.src[3]).tensor(*node.src[4]).tensor(node).u64(node.nb[1])
         .i32(hd).i32(n_head).i32(node.param_i(0)).i32(node.param_i(1)).i32(kc.ne[1]).f32(node.param_f(2))
         .f32(node.param_f(3)).i32(node.param_i(4)).mem(want ? q8.mem : mem_of(node)).u64(q8.q).u64(q8.ds).i32(want);
     if (tiled) {
@@ -73,7 +79,7 @@ void run_attention(Dispatch& d, const Tensor& node) {
 }
 
 bool rope_attention_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn) {
-    if (attn.op != Op::Attention || !rope_kv_fusable(rope, kv_k, kv_v) || !attention_accepts(attn)) return false;
+    if (attn.op != Op::Attention || !rope_kv_matches(rope, kv_k, kv_v) || !attention_accepts(attn)) return false;
     const Tensor& q = *rope.src[0];
     const Tensor& k = *rope.src[1];
     const Tensor& aq = *attn.src[0];
@@ -100,7 +106,7 @@ void run_rope_attention(Dispatch& d, const Tensor& rope, const Tensor& kv_k, con
     Args(kern).tensor(q).u64(q.nb[1]).tensor(k).u64(k.nb[1]).tensor(v).tensor(rope).u64(rope.nb[1])
         .tensor(factors != nullptr ? *factors : q).i32(factors != nullptr).mem(table).u64(0)
         .i32(rope.param_i(0)).i32(rope.param_i(1) == static_cast<int32_t>(RopeMode::Neox)).f32(rope.param_f(5))
-        .tensor(kv_k).u64(kv_k.nb[1]).tensor(kv_v).u64(kv_v.nb[1]).i32(kv_k.type == DType::F16)
+        .tensor(kv_k).u64(kv_k.nb[1]).tensor(kv_v).u64(kv_v.nb[1]).i32(cache_code(kv_k)).i32(cache_code(kv_v))
         .tensor(*attn.src[3]).tensor(*attn.src[4]).tensor(attn)
         .i32(hd).i32(n_head).i32(attn.param_i(0)).i32(attn.param_i(1)).i32(kv_k.ne[1]).f32(attn.param_f(2))
         .f32(attn.param_f(3)).i32(attn.param_i(4)).mem(want ? q8.mem : mem_of(attn)).u64(q8.q).u64(q8.ds).i32(want);

@@ -78,7 +78,7 @@ void run_rope(Dispatch& d, const Tensor& node) {
 
 void run_rope_qk(Dispatch& d, const Tensor& node) { rope_qk(d, node, nullptr, nullptr); }
 
-bool rope_kv_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v) {
+bool rope_kv_matches(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v) {
     if (rope.op != Op::RopeQK || kv_k.op != Op::KvStore || kv_v.op != Op::KvStore) return false;
     if (!rope_qk_accepts(rope) || !kv_store_accepts(kv_k) || !kv_store_accepts(kv_v)) return false;
     const Tensor& k = *rope.src[1];
@@ -92,8 +92,14 @@ bool rope_kv_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v)
                            krows.ne[0] == hd * n_k && krows.ne[1] == T && krows.nb[1] == rope.nb[2] &&
                            rope.nb[1] == static_cast<size_t>(hd) * sizeof(float);
     return k_is_rope && vrows.ne[0] == hd * n_k && vrows.ne[1] == T && kc.ne[0] == hd * n_k && vc.ne[0] == hd * n_k &&
-           kc.type == vc.type && kv_k.param_i(0) == kv_v.param_i(0) && same_data(*kv_k.src[2], *rope.src[2]) &&
+           kv_k.param_i(0) == kv_v.param_i(0) && same_data(*kv_k.src[2], *rope.src[2]) &&
            same_data(*kv_v.src[2], *rope.src[2]) && same_data(*kv_k.src[3], *kv_v.src[3]) && kc.ne[1] == vc.ne[1];
+}
+
+bool rope_kv_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v) {
+    // rope_qk_kv writes values one by one: plain caches of one type.
+    const bool plain = kv_k.type == DType::F16 || kv_k.type == DType::F32;
+    return plain && kv_k.type == kv_v.type && rope_kv_matches(rope, kv_k, kv_v);
 }
 
 void run_rope_qk_kv(Dispatch& d, const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v) {

@@ -2,8 +2,11 @@
 //
 // The cache of a layer holds n_seq slots of n_ctx_seq cells; the token at
 // (seq s, position p) lives in cell s * n_ctx_seq + p, a row of
-// head_dim * n_head_kv values (f16 or f32). Token t attends to cells
-// seq[t] * n_ctx_seq + [lo, pos[t]], lo = 0 or pos[t] - window + 1.
+// head_dim * n_head_kv values. A cache's type is its DType id: 0 f32, 1 f16,
+// 8 q8_0 (blocks of 32 values: a half scale d, then 32 int8 q; value d * q;
+// 34 bytes, so rows are only 2-byte aligned). K and V may differ in type.
+// Token t attends to cells seq[t] * n_ctx_seq + [lo, pos[t]], lo = 0 or
+// pos[t] - window + 1.
 //
 // attn_decode: one work-group per (head, token), LT_RED_WG work-items; the
 //   cells are taken in chunks of LT_RED_WG with an online softmax (running
@@ -13,34 +16,69 @@
 //   queries; tiles outside every query's causal range are skipped.
 // Both can write their output rows as 8-bit blocks for the next product.
 
-// Row `cell`, elements [e0, e0 + n) of a cache, as floats.
-inline float cache_load(const global uchar* row, int e, int f16) {
-    return f16 ? vload_half(e, (const global half*)row) : ((const global float*)row)[e];
+#define LT_CACHE_F16 1
+#define LT_CACHE_Q8 8
+#define LT_Q8_BLOCK_BYTES 34
+
+// Byte offset of K/V head `kvh` (head_dim hd) in a cache row.
+inline ulong cache_col(int kvh, int hd, int type) {
+    if (type == LT_CACHE_Q8) return (ulong)kvh * (hd / 32) * LT_Q8_BLOCK_BYTES;
+    return (ulong)kvh * hd * (type == LT_CACHE_F16 ? 2 : 4);
 }
-inline void cache_store(global uchar* row, int e, float v, int f16) {
-    if (f16) {
+
+// Element e of a cache row, as a float.
+inline float cache_load(const global uchar* row, int e, int type) {
+    if (type == LT_CACHE_Q8) {
+        const global uchar* blk = row + (e >> 5) * LT_Q8_BLOCK_BYTES;
+        return vload_half(0, (const global half*)blk) * (float)((const global char*)blk)[2 + (e & 31)];
+    }
+    return type == LT_CACHE_F16 ? vload_half(e, (const global half*)row) : ((const global float*)row)[e];
+}
+inline void cache_store(global uchar* row, int e, float v, int type) {
+    if (type == LT_CACHE_F16) {
         vstore_half_rte(v, e, (global half*)row);
     } else {
         ((global float*)row)[e] = v;
     }
 }
 
+// The 32 values v[] as one Q8_0 block, quantized as the CPU quantizes it
+// (d = half(amax / 127), q = round-to-even(clamp(v / d))); written to blk
+// when `write`. v[] becomes the values the block holds (d * q).
+inline void q8_0_block(float* v, global uchar* blk, int write) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(v[j]));
+    const float d = round_to_half(amax / 127.0f);
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    if (write) vstore_half_rte(d, 0, (global half*)blk);
+    global char* q = (global char*)(blk + 2);
+    for (int j = 0; j < 32; ++j) {
+        const char c = (char)rint(clamp(v[j] * inv, -127.0f, 127.0f));
+        if (write) q[j] = c;
+        v[j] = d * (float)c;
+    }
+}
+
+// Rows of D values into cells: one work-item per value (f16, f32), or per
+// block of 32 (q8_0: global size D / 32).
 kernel void kv_store(const global uchar* a, ulong a_off, ulong a_nb1,
-                     global uchar* c, ulong c_off, ulong c_nb1, int f16,
+                     global uchar* c, ulong c_off, ulong c_nb1, int type,
                      const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
                      int D, int n_ctx_seq, int n_cells) {
     const int i = get_global_id(0);
     const long t = get_global_id(1);
-    if (i >= D) return;
+    if (i >= (type == LT_CACHE_Q8 ? D / 32 : D)) return;
     const int p = LT_CPTR(int, posb, pos_off)[t];
     const long cell = (long)LT_CPTR(int, seqb, seq_off)[t] * n_ctx_seq + p;
     if (p < 0 || p >= n_ctx_seq || cell < 0 || cell >= n_cells) return;  // validated upstream
-    const float v = LT_CPTR(float, a, a_off + t * a_nb1)[i];
+    const global float* src = LT_CPTR(float, a, a_off + t * a_nb1);
     global uchar* row = c + c_off + cell * c_nb1;
-    if (f16) {
-        vstore_half_rte(v, i, (global half*)row);
+    if (type == LT_CACHE_Q8) {
+        float v[32];
+        for (int j = 0; j < 32; ++j) v[j] = src[i * 32 + j];
+        q8_0_block(v, row + i * LT_Q8_BLOCK_BYTES, 1);
     } else {
-        ((global float*)row)[i] = v;
+        cache_store(row, i, src[i], type);
     }
 }
 
@@ -77,7 +115,7 @@ inline void attn_out_q8(global float* out, int h, long t, int hd, int n_head, gl
 inline void attn_decode_head(const local float* q, local float* pr, local float* tmp,
                              const local float* kcur, const local float* vcur, long cur,
                              const global uchar* kb, ulong k_off, ulong k_nb1,
-                             const global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                             const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
                              long base, int lo, int p, global float* out,
                              int h, long t, int hd, int n_head, int n_head_kv, float scale, float softcap,
                              global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
@@ -86,8 +124,7 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
     // This item's output dimensions: lid, lid + LT_RED_WG (hd <= 256).
     float acc0 = 0.0f, acc1 = 0.0f;
     float m = LT_NEG_BIG, l = 0.0f;
-    const int elt = f16 ? 2 : 4;
-    const ulong kcol = (ulong)kvh * hd * elt;
+    const ulong kcol = cache_col(kvh, hd, kt), vcol = cache_col(kvh, hd, vt);
     for (int c0 = lo; c0 <= p; c0 += LT_RED_WG) {
         const int j = c0 + lid;
         float s = LT_NEG_BIG;
@@ -96,7 +133,19 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
             float dot = 0.0f;
             if (base + j == cur) {
                 for (int e = 0; e < hd; ++e) dot += q[e] * kcur[e];
-            } else if (f16) {
+            } else if (kt == LT_CACHE_Q8) {
+                for (int b = 0; b < hd / 32; ++b) {
+                    const global uchar* blk = krow + b * LT_Q8_BLOCK_BYTES;
+                    const global char* kq = (const global char*)(blk + 2);
+                    const local float* qq = q + b * 32;
+                    float part = 0.0f;
+                    for (int e = 0; e < 32; e += 4) {
+                        const float4 kk = convert_float4(vload4(0, kq + e));
+                        part += qq[e] * kk.x + qq[e + 1] * kk.y + qq[e + 2] * kk.z + qq[e + 3] * kk.w;
+                    }
+                    dot += vload_half(0, (const global half*)blk) * part;
+                }
+            } else if (kt == LT_CACHE_F16) {
                 int e = 0;
                 for (; e + 4 <= hd; e += 4) {
                     const float4 kk = vload_half4(e / 4, (const global half*)krow);
@@ -116,17 +165,17 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
         l = l * f + csum;
         m = m_new;
         const int n = min(LT_RED_WG, p - c0 + 1);
-        const global uchar* vrow = vb + v_off + (base + c0) * v_nb1 + kcol;
+        const global uchar* vrow = vb + v_off + (base + c0) * v_nb1 + vcol;
         const int jc = (int)(cur - base - c0);  // the chunk's current cell (may lie outside it)
         if (lid < hd) {
             float a = acc0 * f;
-            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[lid] : cache_load(vrow + jj * v_nb1, lid, f16));
+            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[lid] : cache_load(vrow + jj * v_nb1, lid, vt));
             acc0 = a;
         }
         if (lid + LT_RED_WG < hd) {
             const int e1 = lid + LT_RED_WG;
             float a = acc1 * f;
-            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[e1] : cache_load(vrow + jj * v_nb1, e1, f16));
+            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[e1] : cache_load(vrow + jj * v_nb1, e1, vt));
             acc1 = a;
         }
         barrier(CLK_LOCAL_MEM_FENCE);  // pr[] is rewritten by the next chunk
@@ -140,7 +189,7 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
 LT_REDUCTION_ATTR
 kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
                         const global uchar* kb, ulong k_off, ulong k_nb1,
-                        const global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                        const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
                         const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
                         global uchar* d, ulong d_off, ulong d_nb1,
                         int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
@@ -162,14 +211,14 @@ kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong 
     const global float* qv = LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2);
     for (int e = lid; e < hd; e += LT_RED_WG) q[e] = qv[e];
     barrier(CLK_LOCAL_MEM_FENCE);
-    attn_decode_head(q, pr, tmp, q, q, -1, kb, k_off, k_nb1, vb, v_off, v_nb1, f16, base, lo, p, out, h, t, hd, n_head,
+    attn_decode_head(q, pr, tmp, q, q, -1, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, base, lo, p, out, h, t, hd, n_head,
                      n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
 }
 
 // One token: RoPE on Q and K, the KV-cache writes and attn_decode in one
 // launch (rope_qk_kv then attn_decode, fused). The group of query head h
 // rotates its head and its K/V head's current key into local memory (as the
-// cache holds them: rounded to f16 for an f16 cache) and reads the current
+// cache holds them: rounded to f16, or to a q8_0 cache's blocks) and reads the current
 // cell from there; the first group of each K/V head writes the rotated K and
 // the V row to the caches and the rotated K head to dst, each group its
 // rotated Q head, for other readers. Cells before the current one were
@@ -182,7 +231,7 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
                              const global uchar* ffb, ulong ff_off, int has_ff, const global uchar* ifb, ulong if_off,
                              int n_rot, int neox, float attn_factor,
                              global uchar* kb, ulong k_off, ulong k_nb1,
-                             global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                             global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
                              const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
                              global uchar* d, ulong d_off,
                              int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
@@ -217,22 +266,38 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
         const float2 yk = rope_apply(LT_CPTR(float, knb, kn_off + kvh * kn_nb1), i, n_rot, neox, (float)pos,
                                      attn_factor, ifr, ff, has_ff, &idx);
         const float2 v2 = (float2)(vn[2 * i], vn[2 * i + 1]);
-        kcur[idx.x] = f16 ? round_to_half(yk.x) : yk.x;
-        kcur[idx.y] = f16 ? round_to_half(yk.y) : yk.y;
-        vcur[2 * i] = f16 ? round_to_half(v2.x) : v2.x;
-        vcur[2 * i + 1] = f16 ? round_to_half(v2.y) : v2.y;
+        const int kh = kt == LT_CACHE_F16, vh = vt == LT_CACHE_F16;
+        kcur[idx.x] = kh ? round_to_half(yk.x) : yk.x;
+        kcur[idx.y] = kh ? round_to_half(yk.y) : yk.y;
+        vcur[2 * i] = vh ? round_to_half(v2.x) : v2.x;
+        vcur[2 * i + 1] = vh ? round_to_half(v2.y) : v2.y;
         if (writer) {
             rk[idx.x] = yk.x;
             rk[idx.y] = yk.y;
-            if (stored) {
-                cache_store(krow, kvh * hd + idx.x, yk.x, f16);
-                cache_store(krow, kvh * hd + idx.y, yk.y, f16);
-                cache_store(vrow, kvh * hd + 2 * i, v2.x, f16);
-                cache_store(vrow, kvh * hd + 2 * i + 1, v2.y, f16);
+            if (stored && kt != LT_CACHE_Q8) {
+                cache_store(krow, kvh * hd + idx.x, yk.x, kt);
+                cache_store(krow, kvh * hd + idx.y, yk.y, kt);
+            }
+            if (stored && vt != LT_CACHE_Q8) {
+                cache_store(vrow, kvh * hd + 2 * i, v2.x, vt);
+                cache_store(vrow, kvh * hd + 2 * i + 1, v2.y, vt);
             }
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+    // Q8_0 caches: each block of the head quantized by one work-item, which
+    // the writer group also stores; every group reads back what the cache holds.
+    for (int b = lid; b < 2 * (hd / 32); b += LT_RED_WG) {
+        const int is_v = b >= hd / 32, blk = is_v ? b - hd / 32 : b;
+        if ((is_v ? vt : kt) != LT_CACHE_Q8) continue;
+        local float* cur = (is_v ? vcur : kcur) + blk * 32;
+        float v[32];
+        for (int j = 0; j < 32; ++j) v[j] = cur[j];
+        global uchar* row = is_v ? vrow : krow;
+        q8_0_block(v, row + cache_col(kvh, hd, LT_CACHE_Q8) + blk * LT_Q8_BLOCK_BYTES, writer && stored);
+        for (int j = 0; j < 32; ++j) cur[j] = v[j];
+    }
+    if (kt == LT_CACHE_Q8 || vt == LT_CACHE_Q8) barrier(CLK_LOCAL_MEM_FENCE);
     global float* out = LT_PTR(float, d, d_off) + h * hd;
     long base;
     int lo, p;
@@ -243,7 +308,7 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
     }
     // The current cell from local memory only where this launch writes it.
     const long cur = stored && base + p == cell ? cell : -1;
-    attn_decode_head(q, pr, tmp, kcur, vcur, cur, kb, k_off, k_nb1, vb, v_off, v_nb1, f16, base, lo, p, out, h, 0, hd,
+    attn_decode_head(q, pr, tmp, kcur, vcur, cur, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, base, lo, p, out, h, 0, hd,
                      n_head, n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
 }
 
@@ -255,7 +320,7 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
 kernel __attribute__((reqd_work_group_size(PWG, 1, 1)))
 void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
                   const global uchar* kb, ulong k_off, ulong k_nb1,
-                  const global uchar* vb, ulong v_off, ulong v_nb1, int f16,
+                  const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
                   const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
                   global uchar* d, ulong d_off, ulong d_nb1,
                   int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
@@ -273,8 +338,7 @@ void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
     const long t0 = (long)get_group_id(1) * PQ;
     const int tid = get_local_id(0);
     const int kvh = h / (n_head / n_head_kv);
-    const int elt = f16 ? 2 : 4;
-    const ulong kcol = (ulong)kvh * hd * elt;
+    const ulong kcol = cache_col(kvh, hd, kt), vcol = cache_col(kvh, hd, vt);
 
     if (tid < PQ) {
         const long t = t0 + tid;
@@ -322,8 +386,8 @@ void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
             const long cell = c0 + kj;
             float kv = 0.0f, vv = 0.0f;
             if (cell <= last) {
-                kv = cache_load(kb + k_off + cell * k_nb1 + kcol, c, f16);
-                vv = cache_load(vb + v_off + cell * v_nb1 + kcol, c, f16);
+                kv = cache_load(kb + k_off + cell * k_nb1 + kcol, c, kt);
+                vv = cache_load(vb + v_off + cell * v_nb1 + vcol, c, vt);
             }
             ks[kj][c] = kv;
             vs[kj][c] = vv;
