@@ -208,7 +208,9 @@ TEST(OpenclLayerCaches, Q8_0CachesTakeTheLaunchesOfF16Ones) {
         expect_matches_cpu(*c8, *q8, "q8_0 caches");
         const size_t rope_kv_split = T > 1 ? 2 : 0;  // rope_qk_kv writes plain caches only
         EXPECT_EQ(q8->stats().step_launches, f16->stats().step_launches + rope_kv_split);
-        if (T == 1) EXPECT_EQ(q8->stats().step_launches, 7u);
+        if (T == 1) {
+            EXPECT_EQ(q8->stats().step_launches, 7u);
+        }
     }
     for (const int pos : {0, 1, 5}) {  // at 0 the output is the current V row itself
         auto c = rope_attention_q8_case(pos);
@@ -227,6 +229,54 @@ TEST(OpenclLayerCaches, Q8_0CachesTakeTheLaunchesOfF16Ones) {
         held += r.supported;
     }
     EXPECT_EQ(held, 4u);
+}
+
+// Decode attention over long ranges, split across work-groups in one launch:
+// each split writes its partial softmax and the last to finish adds them.
+// Splits are forced here (LANTERN_OPENCL_ATTN_GROUPS / _SPLIT_MIN: on a
+// GPU the launch asks for two groups per compute unit, 128 cells each at
+// least). Tokens of one step sit at different depths, so each deals out its
+// own range: one split only (position 3), a few, all of them, windowed.
+std::unique_ptr<OpCase> long_attention_case(DType cache, int64_t hd, int64_t n_head, int64_t n_kv, int window,
+                                            uint32_t seed) {
+    auto c = std::make_unique<OpCase>();
+    c->name = std::string("attention_long_") + dtype_name(cache) + "_hd" + std::to_string(hd) + "_h" +
+              std::to_string(n_head) + "_kv" + std::to_string(n_kv) + (window > 0 ? "_window" : "");
+    c->tolerance = 1e-10;  // f16 and q8_0 values are read exactly: only the sums' order differs (~1e-14)
+    CaseLeaves L{*c, std::mt19937(seed)};
+    const int n_ctx = 700;
+    const std::vector<int32_t> pos = {3, 150, 699, 420}, seq = {0, 1, 0, 1};
+    const int64_t T = static_cast<int64_t>(pos.size());
+    Tensor* q = L.leaf(DType::F32, {hd, n_head, T}, "q", -2.0f, 2.0f);
+    Tensor* kc = L.leaf(cache, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
+    Tensor* vc = L.leaf(cache, {hd * n_kv, 2 * n_ctx}, "v_cache", -1.0f, 1.0f, kTensorCache);
+    c->outputs.push_back(c->graph.attention(q, kc, vc, L.ints(pos, "pos"), L.ints(seq, "seq"), static_cast<int>(n_kv),
+                                            n_ctx, 1.0f / std::sqrt(static_cast<float>(hd)), 0.0f, window));
+    return c;
+}
+
+TEST(OpenclAttention, LongRangesSplitAcrossGroups) {
+    ScopedEnv groups("LANTERN_OPENCL_ATTN_GROUPS", "512");
+    ScopedEnv min_cells("LANTERN_OPENCL_ATTN_SPLIT_MIN", "16");
+    uint32_t seed = 300;
+    for (DType cache : {DType::F16, DType::Q8_0}) {
+        for (const auto& [hd, n_head, n_kv, window] :
+             {std::tuple{64, 4, 2, 0}, std::tuple{128, 8, 2, 0}, std::tuple{64, 2, 2, 100}, std::tuple{256, 2, 1, 0}}) {
+            auto c = long_attention_case(cache, hd, n_head, n_kv, window, ++seed);
+            std::unique_ptr<Backend> gpu = opencl();
+            expect_matches_cpu(*c, *gpu, "split");
+            EXPECT_EQ(gpu->stats().step_launches, 1u) << c->name;
+        }
+    }
+    // One token's fused RoPE + cache writes + attention, split the same way
+    // (its 16 cells in splits of 4).
+    ScopedEnv few_cells("LANTERN_OPENCL_ATTN_SPLIT_MIN", "4");
+    for (const int pos : {1, 5}) {
+        auto c = rope_attention_q8_case(pos);
+        std::unique_ptr<Backend> gpu = opencl();
+        expect_matches_cpu(*c, *gpu, "split");
+        EXPECT_EQ(gpu->stats().step_launches, 1u) << c->name;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, OpenclLayer,

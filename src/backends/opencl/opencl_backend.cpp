@@ -98,6 +98,7 @@ OpenClBackend::~OpenClBackend() {
     if (queue_) clFinish(queue_.get());
     cache_.reset();
     rope_tables_.clear();
+    attn_counters_.reset();
     scratch_block_.reset();
 }
 
@@ -158,6 +159,18 @@ cl_mem OpenClBackend::rope_table(int n_rot, float base, float freq_scale) {
     cl_mem m = block->mem();
     rope_tables_.emplace(key, std::move(block));
     return m;
+}
+
+cl_mem OpenClBackend::attn_counters() {
+    if (!attn_counters_) {
+        const std::vector<cl_int> zeros(kAttnCounters, 0);
+        std::unique_ptr<PoolBlock> block = pool_->acquire(zeros.size() * sizeof(cl_int), true);
+        check(clEnqueueWriteBuffer(queue_.get(), block->mem(), CL_TRUE, 0, zeros.size() * sizeof(cl_int), zeros.data(), 0,
+                                   nullptr, nullptr),
+              "clEnqueueWriteBuffer (attention counters)");
+        attn_counters_ = std::move(block);
+    }
+    return attn_counters_->mem();
 }
 
 void OpenClBackend::record(Recording& r) {

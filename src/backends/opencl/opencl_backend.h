@@ -104,6 +104,12 @@ public:
     // double precision and kept on the device.
     cl_mem rope_table(int n_rot, float base, float freq_scale);
 
+    // kAttnCounters zeroed ints for split decode attention (attention.cl:
+    // the last split of each (token, head) to finish combines, and sets its
+    // counter back to zero). Launches run in order, so every launch shares them.
+    static constexpr size_t kAttnCounters = 8192;
+    cl_mem attn_counters();
+
 private:
     void replay(Recording& r);
     void record(Recording& r);
@@ -120,6 +126,7 @@ private:
     std::shared_ptr<PoolBlock> scratch_block_;
     size_t scratch_used_ = 0;
     std::map<std::tuple<int, float, float>, std::unique_ptr<PoolBlock>> rope_tables_;
+    std::unique_ptr<PoolBlock> attn_counters_;
     uint64_t eager_steps_ = 0;
     uint64_t step_launches_ = 0;  // kernel launches of the last step
     bool fusion_ = true;

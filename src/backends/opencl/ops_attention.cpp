@@ -1,6 +1,8 @@
-// Host side of kernels/attention.cl: KV-cache writes and attention, one
-// work-group per (head, token) for generation, tiled for prompts; for one
-// token also RoPE and the cache writes in the attention launch.
+// Host side of kernels/attention.cl: KV-cache writes and attention, work-groups
+// per (head, token, split of the cells) for generation, tiled for prompts; for
+// one token also RoPE and the cache writes in the attention launch.
+#include <algorithm>
+
 #include "backends/opencl/ops.h"
 
 namespace lantern::ocl {
@@ -19,6 +21,35 @@ constexpr int64_t kPrefillQueries = 16;      // PQ
 constexpr size_t kPrefillGroup = 128;        // PWG
 // From this many tokens on, a step's attention uses the tiled kernel.
 constexpr int64_t kPrefillMinTokens = 8;
+constexpr int64_t kMaxSplits = 64;
+
+// Decode attention's split of long ranges (attention.cl, attn_split): the
+// launch's groups per (head, token), fixed for the step (a recording keeps
+// it): enough to fill the device, no more than the cache's cells share out.
+// With more than one, the partials need scratch and a counter per (token,
+// head).
+struct Splits {
+    int n = 1;
+    int min_cells = 128;
+    OpenClBackend::Scratch part{nullptr, 0};
+};
+
+Splits decode_splits(Dispatch& d, int64_t hd, int64_t heads, int64_t tokens, int64_t n_ctx_seq) {
+    Splits s;
+    s.min_cells = static_cast<int>(d.shape().attn_split_min);
+    const int64_t fill = static_cast<int64_t>(d.shape().attn_groups) / std::max<int64_t>(1, heads * tokens);
+    const int64_t share = (n_ctx_seq + s.min_cells - 1) / s.min_cells;
+    s.n = static_cast<int>(std::clamp<int64_t>(std::min(fill, share), 1, kMaxSplits));
+    if (heads * tokens > static_cast<int64_t>(OpenClBackend::kAttnCounters)) s.n = 1;
+    const size_t bytes = static_cast<size_t>(tokens * heads * s.n * (hd + 2)) * sizeof(float);
+    s.part = s.n > 1 ? d.scratch(bytes) : OpenClBackend::Scratch{nullptr, 0};
+    return s;
+}
+
+void add_split_args(Dispatch& d, Args& args, const Splits& s, const Tensor& fallback) {
+    args.mem(s.part.mem != nullptr ? s.part.mem : mem_of(fallback)).u64(s.part.offset)
+        .mem(d.backend().attn_counters()).u64(0).i32(s.n).i32(s.min_cells);
+}
 
 }  // namespace
 
@@ -70,12 +101,14 @@ void run_attention(Dispatch& d, const Tensor& node) {
                              static_cast<size_t>((T + kPrefillQueries - 1) / kPrefillQueries)};
         const size_t l[2] = {kPrefillGroup, 1};
         d.launch(k, 2, g, l);
-    } else {
-        const size_t wg = d.shape().reduction;
-        const size_t g[2] = {static_cast<size_t>(n_head) * wg, static_cast<size_t>(T)};
-        const size_t l[2] = {wg, 1};
-        d.launch(k, 2, g, l);
+        return;
     }
+    const Splits splits = decode_splits(d, hd, n_head, T, node.param_i(1));
+    add_split_args(d, args, splits, node);
+    const size_t wg = d.shape().reduction;
+    const size_t g[3] = {static_cast<size_t>(n_head) * wg, static_cast<size_t>(T), static_cast<size_t>(splits.n)};
+    const size_t l[3] = {wg, 1, 1};
+    d.launch(k, 3, g, l);
 }
 
 bool rope_attention_fusable(const Tensor& rope, const Tensor& kv_k, const Tensor& kv_v, const Tensor& attn) {
@@ -103,15 +136,20 @@ void run_rope_attention(Dispatch& d, const Tensor& rope, const Tensor& kv_k, con
     const Q8Act q8 = want ? d.make_q8(act_key(attn), hd * n_head, 1) : Q8Act{};
     const cl_mem table = d.backend().rope_table(rope.param_i(0), rope.param_f(2), rope.param_f(3));
     cl_kernel kern = d.kernel(ProgramId::Attention, "attn_decode_rope");
-    Args(kern).tensor(q).u64(q.nb[1]).tensor(k).u64(k.nb[1]).tensor(v).tensor(rope).u64(rope.nb[1])
+    Args args(kern);
+    args.tensor(q).u64(q.nb[1]).tensor(k).u64(k.nb[1]).tensor(v).tensor(rope).u64(rope.nb[1])
         .tensor(factors != nullptr ? *factors : q).i32(factors != nullptr).mem(table).u64(0)
         .i32(rope.param_i(0)).i32(rope.param_i(1) == static_cast<int32_t>(RopeMode::Neox)).f32(rope.param_f(5))
         .tensor(kv_k).u64(kv_k.nb[1]).tensor(kv_v).u64(kv_v.nb[1]).i32(cache_code(kv_k)).i32(cache_code(kv_v))
         .tensor(*attn.src[3]).tensor(*attn.src[4]).tensor(attn)
         .i32(hd).i32(n_head).i32(attn.param_i(0)).i32(attn.param_i(1)).i32(kv_k.ne[1]).f32(attn.param_f(2))
         .f32(attn.param_f(3)).i32(attn.param_i(4)).mem(want ? q8.mem : mem_of(attn)).u64(q8.q).u64(q8.ds).i32(want);
+    const Splits splits = decode_splits(d, hd, n_head, 1, attn.param_i(1));
+    add_split_args(d, args, splits, attn);
     const size_t wg = d.shape().reduction;
-    d.launch1(kern, static_cast<size_t>(n_head) * wg, wg);
+    const size_t g[2] = {static_cast<size_t>(n_head) * wg, static_cast<size_t>(splits.n)};
+    const size_t l[2] = {wg, 1};
+    d.launch(kern, 2, g, l);
 }
 
 }  // namespace lantern::ocl

@@ -52,6 +52,11 @@ struct BuildConfig {
 // Work-group sizes the kernels are compiled for (from the device's limits).
 struct LaunchShape {
     size_t reduction = 256;  // LT_RED_WG: norms, softmax, decode attention
+    // Decode attention splits long ranges into groups (attention.cl): about
+    // this many groups a launch (two per compute unit), split_min cells each
+    // at least.
+    size_t attn_groups = 64;
+    size_t attn_split_min = 128;
     // One-row matrix-vector kernels of block-32 weights: group size,
     // work-items per row slot, rows per slot, blocks per work-item and row
     // loaded ahead; mv_rows() rows per group. The gated and add + RMSNorm

@@ -108,27 +108,59 @@ inline void attn_out_q8(global float* out, int h, long t, int hd, int n_head, gl
     }
 }
 
-// Attention of query head h of token t (its values in local q[]) over the
-// cache. Cell `cur` (-1: none) is taken from kcur / vcur instead of the cache:
-// the current token's K and V when this launch also writes them. Writes the
-// head's output row, and its 8-bit blocks when want_q8.
+// Long ranges are split across work-groups (flash-decoding): the launch has
+// n_split groups per (head, token), fixed when the step is recorded; the
+// positions are read at run time, so each token's range [lo, p] is dealt out
+// here: split_min cells a split at least, the splits without cells exit.
+// Returns how many splits have cells; split s takes [*c0, *c1]. With one,
+// split 0 writes the output; with more, each writes its partial softmax (its
+// max, its sum and its unnormalised output row) to `part`, and the last of
+// them to finish (a counter per (token, head)) adds them up and writes it.
+inline int attn_split(int lo, int p, int s, int n_split, int split_min, int* c0, int* c1) {
+    const int n = p - lo + 1;
+    const int ns = clamp((n + split_min - 1) / split_min, 1, n_split);
+    const int per = (n + ns - 1) / ns;
+    *c0 = lo + s * per;
+    *c1 = min(p, *c0 + per - 1);
+    return ns;
+}
+
+// The partials of (t, h): n_split of m, l, then hd floats.
+inline global float* attn_parts(global uchar* part, ulong part_off, long t, int h, int n_head, int n_split, int hd) {
+    return LT_PTR(float, part, part_off) + (t * n_head + h) * n_split * (hd + 2);
+}
+
+// Attention of query head h of token t (its values in local q[]) over cells
+// base + [c0, c1] of the cache, split s of ns (attn_split; `parts` and
+// `counter` serve ns > 1). Cell `cur` (-1: none) is taken from kcur / vcur
+// instead of the cache: the current token's K and V when this launch also
+// writes them. The group that completes (t, h) writes its output row, and
+// its 8-bit blocks when want_q8.
+//
+// Scores: a cell per work-item, LT_RED_WG cells a chunk, online softmax. The
+// weighted V sums: dimension lid % hd, every (LT_RED_WG / hd)-th cell of the
+// chunk from lid / hd on, the groups' sums added at the end (heads wider
+// than the group: dimensions lid and lid + LT_RED_WG, every cell).
 inline void attn_decode_head(const local float* q, local float* pr, local float* tmp,
                              const local float* kcur, const local float* vcur, long cur,
                              const global uchar* kb, ulong k_off, ulong k_nb1,
                              const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
-                             long base, int lo, int p, global float* out,
-                             int h, long t, int hd, int n_head, int n_head_kv, float scale, float softcap,
+                             long base, int c0, int c1, int s, int ns, global float* parts,
+                             volatile global int* counter, global float* out, int h, long t, int hd, int n_head, int n_head_kv, float scale, float softcap,
                              global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
     const int lid = get_local_id(0);
     const int kvh = h / (n_head / n_head_kv);
-    // This item's output dimensions: lid, lid + LT_RED_WG (hd <= 256).
+    const int wide = hd > LT_RED_WG;
+    const int G = wide ? 1 : LT_RED_WG / hd;
+    const int dim = wide ? lid : lid % hd, g = wide ? 0 : lid / hd;
+    const int active = g < G;
     float acc0 = 0.0f, acc1 = 0.0f;
     float m = LT_NEG_BIG, l = 0.0f;
     const ulong kcol = cache_col(kvh, hd, kt), vcol = cache_col(kvh, hd, vt);
-    for (int c0 = lo; c0 <= p; c0 += LT_RED_WG) {
-        const int j = c0 + lid;
+    for (int j0 = c0; j0 <= c1; j0 += LT_RED_WG) {
+        const int j = j0 + lid;
         float s = LT_NEG_BIG;
-        if (j <= p) {
+        if (j <= c1) {
             const global uchar* krow = kb + k_off + (base + j) * k_nb1 + kcol;
             float dot = 0.0f;
             if (base + j == cur) {
@@ -138,12 +170,12 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
                     const global uchar* blk = krow + b * LT_Q8_BLOCK_BYTES;
                     const global char* kq = (const global char*)(blk + 2);
                     const local float* qq = q + b * 32;
-                    float part = 0.0f;
+                    float part_dot = 0.0f;
                     for (int e = 0; e < 32; e += 4) {
                         const float4 kk = convert_float4(vload4(0, kq + e));
-                        part += qq[e] * kk.x + qq[e + 1] * kk.y + qq[e + 2] * kk.z + qq[e + 3] * kk.w;
+                        part_dot += qq[e] * kk.x + qq[e + 1] * kk.y + qq[e + 2] * kk.z + qq[e + 3] * kk.w;
                     }
-                    dot += vload_half(0, (const global half*)blk) * part;
+                    dot += vload_half(0, (const global half*)blk) * part_dot;
                 }
             } else if (kt == LT_CACHE_F16) {
                 int e = 0;
@@ -158,18 +190,18 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
             s = softcap_score(dot * scale, softcap);
         }
         const float m_new = fmax(m, wg_max(s, tmp));
-        const float e = j <= p ? exp(s - m_new) : 0.0f;
+        const float e = j <= c1 ? exp(s - m_new) : 0.0f;
         pr[lid] = e;
         const float csum = wg_sum(e, tmp);  // its barriers also publish pr[]
         const float f = exp(m - m_new);
         l = l * f + csum;
         m = m_new;
-        const int n = min(LT_RED_WG, p - c0 + 1);
-        const global uchar* vrow = vb + v_off + (base + c0) * v_nb1 + vcol;
-        const int jc = (int)(cur - base - c0);  // the chunk's current cell (may lie outside it)
-        if (lid < hd) {
+        const int n = min(LT_RED_WG, c1 - j0 + 1);
+        const global uchar* vrow = vb + v_off + (base + j0) * v_nb1 + vcol;
+        const int jc = (int)(cur - base - j0);  // the chunk's current cell (may lie outside it)
+        if (active) {
             float a = acc0 * f;
-            for (int jj = 0; jj < n; ++jj) a += pr[jj] * (jj == jc ? vcur[lid] : cache_load(vrow + jj * v_nb1, lid, vt));
+            for (int jj = g; jj < n; jj += G) a += pr[jj] * (jj == jc ? vcur[dim] : cache_load(vrow + jj * v_nb1, dim, vt));
             acc0 = a;
         }
         if (lid + LT_RED_WG < hd) {
@@ -180,12 +212,83 @@ inline void attn_decode_head(const local float* q, local float* pr, local float*
         }
         barrier(CLK_LOCAL_MEM_FENCE);  // pr[] is rewritten by the next chunk
     }
+    // The cell groups' sums of each dimension (one group when wide; the
+    // barrier unconditional: PoCL wrote out of bounds with it under if (G > 1)).
+    tmp[lid] = active ? acc0 : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!wide && lid < hd) {
+        float a = 0.0f;
+        for (int k = 0; k < G; ++k) a += tmp[k * hd + lid];
+        acc0 = a;
+    }
+    const int split = ns > 1;
+    if (split) {
+        global float* mine = parts + s * (hd + 2);
+        if (lid == 0) {
+            mine[0] = m;
+            mine[1] = l;
+        }
+        if (lid < hd) mine[2 + lid] = acc0;
+        if (lid + LT_RED_WG < hd) mine[2 + lid + LT_RED_WG] = acc1;
+    }
+    // Every work-item's partial is fenced device-wide before the group is
+    // counted; the last group of (t, h) sets the counter back for the next
+    // launch. (The barriers are unconditional, as above.)
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) {
+        int last = 1;
+        if (split) {
+            last = atomic_inc(counter) == ns - 1;
+            if (last) atomic_xchg(counter, 0);
+        }
+        tmp[0] = last ? 1.0f : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tmp[0] == 0.0f) return;
+    if (split) {  // volatile loads: not from a cache line this group held before the others wrote
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        const volatile global float* pp = parts;
+        float mx = LT_NEG_BIG;
+        for (int k = 0; k < ns; ++k) mx = fmax(mx, pp[k * (hd + 2)]);
+        float lsum = 0.0f, a0 = 0.0f, a1 = 0.0f;
+        for (int k = 0; k < ns; ++k) {
+            const volatile global float* pk = pp + k * (hd + 2);
+            const float w = exp(pk[0] - mx);
+            lsum += w * pk[1];
+            if (lid < hd) a0 += w * pk[2 + lid];
+            if (lid + LT_RED_WG < hd) a1 += w * pk[2 + lid + LT_RED_WG];
+        }
+        l = lsum;
+        acc0 = a0;
+        acc1 = a1;
+    }
     const float inv = 1.0f / l;
     if (lid < hd) out[lid] = acc0 * inv;
     if (lid + LT_RED_WG < hd) out[lid + LT_RED_WG] = acc1 * inv;
     if (want_q8) attn_out_q8(out, h, t, hd, n_head, oq, oq_off, ods_off);
 }
 
+// Token t's range and split s's share of it (attn_split); 0 when this group
+// has nothing to do (a split without cells; a token outside the cache, whose
+// zero row split 0 writes).
+inline int attn_decode_plan(const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off, long t,
+                            int s, int n_ctx_seq, int n_cells, int window, int n_split, int split_min,
+                            global float* out, int h, int hd, int n_head,
+                            global uchar* oq, ulong oq_off, ulong ods_off, int want_q8,
+                            long* base, int* c0, int* c1, int* ns) {
+    int lo, p;
+    if (!attn_range(posb, pos_off, seqb, seq_off, t, n_ctx_seq, n_cells, window, base, &lo, &p)) {
+        if (s != 0) return 0;
+        for (int e = get_local_id(0); e < hd; e += LT_RED_WG) out[e] = 0.0f;
+        if (want_q8) attn_out_q8(out, h, t, hd, n_head, oq, oq_off, ods_off);
+        return 0;
+    }
+    *ns = attn_split(lo, p, s, n_split, split_min, c0, c1);
+    return s < *ns;
+}
+
+// Launch: (n_head * LT_RED_WG, T, n_split), groups of LT_RED_WG.
 LT_REDUCTION_ATTR
 kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
                         const global uchar* kb, ulong k_off, ulong k_nb1,
@@ -193,36 +296,40 @@ kernel void attn_decode(const global uchar* qb, ulong q_off, ulong q_nb1, ulong 
                         const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
                         global uchar* d, ulong d_off, ulong d_nb1,
                         int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
-                        int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
+                        int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8,
+                        global uchar* part, ulong part_off, global uchar* cnt, ulong cnt_off, int n_split,
+                        int split_min) {
     local float q[ATT_MAX_HD];
     local float pr[LT_RED_WG];
     local float tmp[LT_RED_WG];
     const int h = get_group_id(0);
     const long t = get_group_id(1);
+    const int s = get_group_id(2);
     const int lid = get_local_id(0);
     global float* out = LT_PTR(float, d, d_off + t * d_nb1) + h * hd;
     long base;
-    int lo, p;
-    if (!attn_range(posb, pos_off, seqb, seq_off, t, n_ctx_seq, n_cells, window, &base, &lo, &p)) {
-        for (int e = lid; e < hd; e += LT_RED_WG) out[e] = 0.0f;
-        if (want_q8) attn_out_q8(out, h, t, hd, n_head, oq, oq_off, ods_off);
+    int c0, c1, ns;
+    if (!attn_decode_plan(posb, pos_off, seqb, seq_off, t, s, n_ctx_seq, n_cells, window, n_split, split_min, out, h,
+                          hd, n_head, oq, oq_off, ods_off, want_q8, &base, &c0, &c1, &ns)) {
         return;
     }
     const global float* qv = LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2);
     for (int e = lid; e < hd; e += LT_RED_WG) q[e] = qv[e];
     barrier(CLK_LOCAL_MEM_FENCE);
-    attn_decode_head(q, pr, tmp, q, q, -1, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, base, lo, p, out, h, t, hd, n_head,
-                     n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
+    attn_decode_head(q, pr, tmp, q, q, -1, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, base, c0, c1, s, ns,
+                     attn_parts(part, part_off, t, h, n_head, n_split, hd), LT_PTR(int, cnt, cnt_off) + t * n_head + h,
+                     out, h, t, hd, n_head, n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
 }
 
 // One token: RoPE on Q and K, the KV-cache writes and attn_decode in one
 // launch (rope_qk_kv then attn_decode, fused). The group of query head h
 // rotates its head and its K/V head's current key into local memory (as the
-// cache holds them: rounded to f16, or to a q8_0 cache's blocks) and reads the current
-// cell from there; the first group of each K/V head writes the rotated K and
-// the V row to the caches and the rotated K head to dst, each group its
-// rotated Q head, for other readers. Cells before the current one were
-// written by earlier steps, so no group waits for another.
+// cache holds them: rounded to f16, or to a q8_0 cache's blocks) and reads the
+// current cell from there; split 0's first group of each K/V head writes the
+// rotated K and the V row to the caches and the rotated K head to dst, split
+// 0's group of each head its rotated Q head, for other readers. Cells before
+// the current one were written by earlier steps, so no group waits for
+// another. Launch: (n_head * LT_RED_WG, n_split).
 LT_REDUCTION_ATTR
 kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
                              const global uchar* knb, ulong kn_off, ulong kn_nb1,
@@ -235,16 +342,20 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
                              const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
                              global uchar* d, ulong d_off,
                              int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
-                             int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8) {
+                             int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8,
+                             global uchar* part, ulong part_off, global uchar* cnt, ulong cnt_off, int n_split,
+                             int split_min) {
     local float q[ATT_MAX_HD];
     local float kcur[ATT_MAX_HD];
     local float vcur[ATT_MAX_HD];
     local float pr[LT_RED_WG];
     local float tmp[LT_RED_WG];
     const int h = get_group_id(0);
+    const int split = get_group_id(1);
     const int lid = get_local_id(0);
     const int group = n_head / n_head_kv, kvh = h / group;
-    const int writer = h % group == 0;
+    const int first = split == 0;
+    const int writer = first && h % group == 0;
     const int pos = LT_CPTR(int, posb, pos_off)[0];
     const long cell = (long)LT_CPTR(int, seqb, seq_off)[0] * n_ctx_seq + pos;
     const int stored = pos >= 0 && pos < n_ctx_seq && cell >= 0 && cell < n_cells;  // as kv_store decides
@@ -255,14 +366,26 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
     const global float* vn = LT_CPTR(float, vnb, vn_off) + kvh * hd;
     global uchar* krow = kb + k_off + cell * k_nb1;
     global uchar* vrow = vb + v_off + cell * v_nb1;
+    global float* out = LT_PTR(float, d, d_off) + h * hd;
+    long base;
+    int c0, c1, ns;
+    const int work = attn_decode_plan(posb, pos_off, seqb, seq_off, 0, split, n_ctx_seq, n_cells, window, n_split,
+                                      split_min, out, h, hd, n_head, oq, oq_off, ods_off, want_q8, &base, &c0, &c1, &ns);
+    if (!work && !first) return;  // split 0 writes the rotated rows and the caches in any case
+    // The current cell from local memory only where this launch writes it:
+    // in the last split's range.
+    const long cur = stored ? cell : -1;
+    const int own = work && cur >= 0 && base + c1 == cur;
     for (int i = lid; i < hd / 2; i += LT_RED_WG) {
         int2 idx;
         const float2 yq = rope_apply(LT_CPTR(float, qb, q_off + h * q_nb1), i, n_rot, neox, (float)pos, attn_factor,
                                      ifr, ff, has_ff, &idx);
         q[idx.x] = yq.x;
         q[idx.y] = yq.y;
-        rq[idx.x] = yq.x;
-        rq[idx.y] = yq.y;
+        if (first) {
+            rq[idx.x] = yq.x;
+            rq[idx.y] = yq.y;
+        }
         const float2 yk = rope_apply(LT_CPTR(float, knb, kn_off + kvh * kn_nb1), i, n_rot, neox, (float)pos,
                                      attn_factor, ifr, ff, has_ff, &idx);
         const float2 v2 = (float2)(vn[2 * i], vn[2 * i + 1]);
@@ -286,8 +409,9 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     // Q8_0 caches: each block of the head quantized by one work-item, which
-    // the writer group also stores; every group reads back what the cache holds.
-    for (int b = lid; b < 2 * (hd / 32); b += LT_RED_WG) {
+    // the writer group also stores; the group reading the current cell reads
+    // it back as the cache holds it.
+    for (int b = (own || (writer && stored)) ? lid : 2 * (hd / 32); b < 2 * (hd / 32); b += LT_RED_WG) {
         const int is_v = b >= hd / 32, blk = is_v ? b - hd / 32 : b;
         if ((is_v ? vt : kt) != LT_CACHE_Q8) continue;
         local float* cur = (is_v ? vcur : kcur) + blk * 32;
@@ -297,19 +421,11 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
         q8_0_block(v, row + cache_col(kvh, hd, LT_CACHE_Q8) + blk * LT_Q8_BLOCK_BYTES, writer && stored);
         for (int j = 0; j < 32; ++j) cur[j] = v[j];
     }
-    if (kt == LT_CACHE_Q8 || vt == LT_CACHE_Q8) barrier(CLK_LOCAL_MEM_FENCE);
-    global float* out = LT_PTR(float, d, d_off) + h * hd;
-    long base;
-    int lo, p;
-    if (!attn_range(posb, pos_off, seqb, seq_off, 0, n_ctx_seq, n_cells, window, &base, &lo, &p)) {
-        for (int e = lid; e < hd; e += LT_RED_WG) out[e] = 0.0f;
-        if (want_q8) attn_out_q8(out, h, 0, hd, n_head, oq, oq_off, ods_off);
-        return;
-    }
-    // The current cell from local memory only where this launch writes it.
-    const long cur = stored && base + p == cell ? cell : -1;
-    attn_decode_head(q, pr, tmp, kcur, vcur, cur, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, base, lo, p, out, h, 0, hd,
-                     n_head, n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
+    barrier(CLK_LOCAL_MEM_FENCE);  // (unconditional: PoCL mishandles some barriers under uniform branches)
+    if (!work) return;
+    attn_decode_head(q, pr, tmp, kcur, vcur, cur, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, base, c0, c1, split, ns,
+                     attn_parts(part, part_off, 0, h, n_head, n_split, hd), LT_PTR(int, cnt, cnt_off) + h, out, h, 0,
+                     hd, n_head, n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
 }
 
 #define PQ 16   // queries per work-group
