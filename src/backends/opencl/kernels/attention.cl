@@ -42,18 +42,18 @@ inline void cache_store(global uchar* row, int e, float v, int type) {
     }
 }
 
-// The 32 values v[] as one Q8_0 block, quantized as the CPU quantizes it
-// (d = half(amax / 127), q = round-to-even(clamp(v / d))); written to blk
-// when `write`. v[] becomes the values the block holds (d * q).
+// The 32 values v[] as one Q8_0 block, quantized as the 8-bit activations
+// are (common.cl: as the CPU quantizes Q8_0); written to blk when `write`.
+// v[] becomes the values the block holds (d * q).
 inline void q8_0_block(float* v, global uchar* blk, int write) {
     float amax = 0.0f;
     for (int j = 0; j < 32; ++j) amax = fmax(amax, fabs(v[j]));
-    const float d = round_to_half(amax / 127.0f);
+    const float d = q8_scale(amax);
     const float inv = d != 0.0f ? 1.0f / d : 0.0f;
     if (write) vstore_half_rte(d, 0, (global half*)blk);
     global char* q = (global char*)(blk + 2);
     for (int j = 0; j < 32; ++j) {
-        const char c = (char)rint(clamp(v[j] * inv, -127.0f, 127.0f));
+        const char c = q8_quant(v[j], inv);
         if (write) q[j] = c;
         v[j] = d * (float)c;
     }

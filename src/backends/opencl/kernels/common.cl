@@ -184,6 +184,10 @@ inline float load_plain(const global uchar* row, long i, int type) {
 // q = round-to-even(clamp(x / d, -127, 127)). A row of K values is K int8
 // quants (row stride K bytes) and K / 32 float2 (d, sum of the block's q).
 
+// The block's scale from its largest magnitude, and one value's quant.
+inline float q8_scale(float amax) { return round_to_half(amax / 127.0f); }
+inline char q8_quant(float x, float inv) { return (char)rint(clamp(x * inv, -127.0f, 127.0f)); }
+
 #define LT_Q8_QUANTIZE_BLOCK(NAME, XSPACE, SPACE)                                                   \
     inline void NAME(const XSPACE float* x, SPACE char* q, SPACE float2* ds) {                        \
         float v[32];                                                                                  \
@@ -192,15 +196,15 @@ inline float load_plain(const global uchar* row, long i, int type) {
             v[j] = x[j];                                                                              \
             amax = fmax(amax, fabs(v[j]));                                                            \
         }                                                                                             \
-        const float d = round_to_half(amax / 127.0f);                                                 \
+        const float d = q8_scale(amax);                                                               \
         const float inv = d != 0.0f ? 1.0f / d : 0.0f;                                                \
         int sum = 0;                                                                                  \
         for (int j = 0; j < 32; j += 4) {                                                             \
             char4 c;                                                                                  \
-            c.x = (char)rint(clamp(v[j + 0] * inv, -127.0f, 127.0f));                                 \
-            c.y = (char)rint(clamp(v[j + 1] * inv, -127.0f, 127.0f));                                 \
-            c.z = (char)rint(clamp(v[j + 2] * inv, -127.0f, 127.0f));                                 \
-            c.w = (char)rint(clamp(v[j + 3] * inv, -127.0f, 127.0f));                                 \
+            c.x = q8_quant(v[j + 0], inv);                                                            \
+            c.y = q8_quant(v[j + 1], inv);                                                            \
+            c.z = q8_quant(v[j + 2], inv);                                                            \
+            c.w = q8_quant(v[j + 3], inv);                                                            \
             sum += (int)c.x + (int)c.y + (int)c.z + (int)c.w;                                         \
             vstore4(c, j / 4, q);                                                                     \
         }                                                                                             \

@@ -281,9 +281,9 @@ inline int warp_isum32(int v) {
     return v;
 }
 inline void q8_quantize_warp(float x, int lane, global char* q, global float2* ds) {
-    const float d = round_to_half(warp_max32(fabs(x)) / 127.0f);
+    const float d = q8_scale(warp_max32(fabs(x)));
     const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-    const char c = (char)rint(clamp(x * inv, -127.0f, 127.0f));
+    const char c = q8_quant(x, inv);
     const int sum = warp_isum32((int)c);
     q[lane] = c;
     if (lane == 0) *ds = (float2)(d, (float)sum);
