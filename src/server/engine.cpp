@@ -72,6 +72,18 @@ void fail_unadmitted(const GenerationRequest& req, const std::string& error) {
     }
 }
 
+// Whether the request's client went away (GenerationRequest::client_gone);
+// a callback that throws counts as gone.
+bool client_gone(const GenerationRequest& req) {
+    try {
+        return req.client_gone && req.client_gone();
+    } catch (const std::exception&) {
+        return true;
+    }
+}
+
+constexpr const char* kCancelled = "cancelled: the client went away";
+
 // Slots serving a request (Engine::slots_).
 template <class Slots>
 int count_active(const Slots& slots) {
@@ -340,6 +352,14 @@ void Engine::admit_queued() {
         if (s == nullptr) break;
         std::shared_ptr<GenerationRequest> req = std::move(queue_.front());
         queue_.pop_front();
+        // Not admitted when nobody waits for it: admission would rewind a
+        // slot's cache that another conversation may still want.
+        if (client_gone(*req)) {
+            ++stats_.requests_done;
+            ++stats_.requests_cancelled;
+            fail_unadmitted(*req, kCancelled);
+            continue;
+        }
         std::unique_ptr<Sampler> sampler;
         try {
             sampler = std::make_unique<Sampler>(req->sampling, model_);
@@ -471,7 +491,21 @@ void Engine::finish(Slot& s, const std::string& reason, const std::string& error
     }
 }
 
+void Engine::cancel(Slot& s) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.requests_cancelled;
+    }
+    finish(s, "error", kCancelled);
+}
+
 void Engine::step() {
+    // 0. Requests whose client went away end before more of their prompt or
+    // text is decoded (what their slot's cache holds stays for reuse).
+    for (auto& sp : slots_) {
+        if (sp->active() && client_gone(*sp->req)) cancel(*sp);
+    }
+
     // 1. Sample for every slot that has fresh logits.
     for (auto& sp : slots_) {
         Slot& s = *sp;
@@ -532,7 +566,7 @@ void Engine::step() {
             }
         }
         if (!emit(s, false)) {
-            finish(s, "error", "cancelled");
+            cancel(s);
             continue;
         }
         if (s.req->max_generation_ms > 0.0 && s.line_break &&

@@ -80,6 +80,11 @@ struct GenerationRequest {
     // logprobs were asked for, the tokens whose text it completes. Returning
     // false cancels the request (the client went away).
     std::function<bool(const std::string& piece, const std::vector<TokenLogprob>& tokens)> on_text;
+    // Asked on the engine thread before the request takes a slot and before
+    // each step while it holds one (its prompt's chunks included): true
+    // cancels it (its client went away), so that a request nobody waits for
+    // frees its slot. Empty: never.
+    std::function<bool()> client_gone;
     // Called once on the engine thread when the request ends.
     std::function<void(const GenerationResult&)> on_done;
 };
@@ -113,6 +118,7 @@ enum class SlotAction { Save, Restore, Erase };
 
 struct EngineStats {
     uint64_t requests_done = 0;
+    uint64_t requests_cancelled = 0;  // of them, ended because their client went away
     uint64_t steps = 0;
     uint64_t tokens_decoded = 0;     // prompt and generated tokens through the model
     uint64_t prompt_tokens = 0;      // of them, prompt tokens
@@ -175,6 +181,7 @@ private:
     void admit_queued();
     void step();
     void finish(Slot& slot, const std::string& reason, const std::string& error = "");
+    void cancel(Slot& slot);
     bool emit(Slot& slot, bool final);
 
     Model& model_;

@@ -111,7 +111,8 @@ HttpServer::Prepared HttpServer::prepare(CompletionRequest& req, bool infill) {
     return out;
 }
 
-json HttpServer::complete_batch(const std::vector<std::string>& bodies, const std::string& id, int64_t created) {
+json HttpServer::complete_batch(const std::vector<std::string>& bodies, const ClientWatch& client, const std::string& id,
+                                int64_t created) {
     // Every prompt's generations made (and so checked) before any runs.
     constexpr size_t kMaxGenerations = 256;
     std::vector<CompletionRequest> reqs;
@@ -135,6 +136,7 @@ json HttpServer::complete_batch(const std::vector<std::string>& bodies, const st
             auto done = std::make_shared<std::promise<GenerationResult>>();
             futures[k].push_back(done->get_future());
             g->on_done = [done](const GenerationResult& r) { done->set_value(r); };
+            g->client_gone = client.gone();
         }
     }
     for (Prepared& p : prepared) {

@@ -169,6 +169,8 @@ void HttpServer::routes() {
             metric(name, type, help, std::to_string(value));
         };
         count("lantern_requests_total", "counter", "Requests finished (any outcome).", st.requests_done);
+        count("lantern_requests_cancelled_total", "counter", "Requests ended because their client went away.",
+               st.requests_cancelled);
         count("lantern_prompt_tokens_total", "counter", "Prompt tokens decoded.", st.prompt_tokens);
         count("lantern_prompt_tokens_cached_total", "counter", "Prompt tokens reused from a slot's cache.",
                st.prompt_tokens_cached);
@@ -365,7 +367,8 @@ void HttpServer::routes() {
             if (route == Route::Completions) {
                 const std::vector<std::string> bodies = split_prompt_batch(http_req.body);
                 if (!bodies.empty()) {
-                    send_json(res, 200, complete_batch(bodies, "cmpl-" + std::to_string(++next_id_), unix_time()));
+                    const ClientWatch client(http_req);
+                    send_json(res, 200, complete_batch(bodies, client, "cmpl-" + std::to_string(++next_id_), unix_time()));
                     return;
                 }
             }
@@ -382,11 +385,15 @@ void HttpServer::routes() {
             const int n_ctx = engine_.params().n_ctx;
 
             if (!req->stream) {
+                // A client that gives up (a timeout, a closed tab) frees the
+                // slots: nothing else would tell the engine before the end.
+                const ClientWatch client(http_req);
                 std::vector<std::future<GenerationResult>> results;
                 for (auto& g : gens) {
                     auto done = std::make_shared<std::promise<GenerationResult>>();
                     results.push_back(done->get_future());
                     g->on_done = [done](const GenerationResult& r) { done->set_value(r); };
+                    g->client_gone = client.gone();
                 }
                 for (auto& g : gens) engine_.submit(g);
                 std::vector<GenerationResult> rs;
@@ -416,6 +423,11 @@ void HttpServer::routes() {
                 bool failed = false;
             };
             auto stream = std::make_shared<Stream>();
+            // A failed write (or the response's end) sets `cancelled`; the
+            // socket's own state ends a request whose text is held back
+            // (tool calls, a reasoning block) and so writes nothing for long.
+            const ClientSocket socket = ClientSocket::of(http_req);
+            for (auto& g : gens) g->client_gone = [stream, socket] { return stream->cancelled.load() || socket.gone(); };
             auto sse = [](const json& j) { return "data: " + to_text(j) + "\n\n"; };
             auto choices = std::make_shared<Choices>();
             choices->results.resize(gens.size());

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "lantern/lantern.h"
+#include "server/client_socket.h"
 #include "server/engine.h"
 #include "server/openai.h"
 
@@ -69,7 +70,8 @@ private:
     Prepared prepare(CompletionRequest& req, bool infill);
     // OpenAI's completions with several prompts: `bodies` holds the request
     // once per prompt (split_prompt_batch); one response for all.
-    nlohmann::json complete_batch(const std::vector<std::string>& bodies, const std::string& id, int64_t created);
+    nlohmann::json complete_batch(const std::vector<std::string>& bodies, const ClientWatch& client, const std::string& id,
+                                  int64_t created);
 
     Model& model_;
     Engine& engine_;

@@ -1,7 +1,13 @@
 // `lantern serve` as a black box over HTTP, in-process on a free port.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -82,6 +88,29 @@ protected:
             events.push_back(json::parse(data));
         }
         return events;
+    }
+    // GET /metrics, and one counter's value in it.
+    static std::string metrics() {
+        auto res = client().Get("/metrics");
+        EXPECT_TRUE(res);
+        if (!res) return std::string();
+        EXPECT_EQ(res->status, 200);
+        EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+        return res->body;
+    }
+    static uint64_t metric_value(const std::string& text, const std::string& name) {
+        const size_t at = text.find("\n" + name + " ");
+        EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
+        return at == std::string::npos ? uint64_t{0} : std::stoull(text.substr(at + name.size() + 2));
+    }
+    // Waits (up to two minutes) until no request runs or waits.
+    static void wait_idle() {
+        for (int i = 0; i < 1200; ++i) {
+            const server::EngineStats st = engine_->stats();
+            if (st.active_slots == 0 && st.queued == 0) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        ADD_FAILURE() << "the engine is still busy after two minutes";
     }
     static json chat(const std::string& user, int max_tokens = 24) {
         return post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", user}}}},
@@ -290,19 +319,7 @@ TEST_F(Server, StreamedCompletionLogprobsEqualTheFullOnes) {
 
 // GET /metrics counts what a request did.
 TEST_F(Server, MetricsCountTokensAndRequests) {
-    auto value = [](const std::string& text, const std::string& name) {
-        const size_t at = text.find("\n" + name + " ");
-        EXPECT_NE(at, std::string::npos) << name << " in\n" << text;
-        return at == std::string::npos ? uint64_t{0} : std::stoull(text.substr(at + name.size() + 2));
-    };
-    auto metrics = [] {
-        auto res = client().Get("/metrics");
-        EXPECT_TRUE(res);
-        if (!res) return std::string();
-        EXPECT_EQ(res->status, 200);
-        EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
-        return res->body;
-    };
+    auto value = metric_value;
     const std::string before = metrics();
     const json r = chat("Name a color.", 6);
     const std::string after = metrics();
@@ -329,6 +346,74 @@ TEST_F(Server, MetricsCountTokensAndRequests) {
     EXPECT_NEAR(gen, r["timings"]["predicted_ms"].get<double>() / 1e3, 2e-6);
     const double prompt = seconds(after, "lantern_prompt_seconds_total") - seconds(before, "lantern_prompt_seconds_total");
     EXPECT_NEAR(prompt, r["timings"]["prompt_ms"].get<double>() / 1e3, 2e-6);
+}
+
+// Sends a POST over a socket of its own, reads what comes in `wait_ms`
+// (up to `want` bytes; 0: nothing awaited), and closes the socket: a client
+// that gives up. Returns what it read.
+std::string post_and_leave(int port, const std::string& path, const std::string& body, int wait_ms, size_t want) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_GE(fd, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+    const std::string http = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+                             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    EXPECT_EQ(send(fd, http.data(), http.size(), 0), static_cast<ssize_t>(http.size()));
+    std::string got;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (got.size() < want || want == 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        pollfd p{fd, POLLIN, 0};
+        if (left.count() <= 0 || poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+        char buf[4096];
+        const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        got.append(buf, static_cast<size_t>(n));
+    }
+    close(fd);
+    return got;
+}
+
+// A client that gives up before its answer is done ends its request: it is
+// cancelled and counted, not generated to the end while nobody waits.
+// Without a way to see the socket close, the non-streamed requests (which
+// write nothing until the end) ran to max_tokens.
+TEST_F(Server, ClientThatLeavesCancelsItsRequest) {
+    const int kMaxTokens = 300;  // the slot's context (384) holds them all
+    json one = {{"prompt", "Once upon a time"}, {"max_tokens", kMaxTokens}, {"ignore_eos", true}, {"temperature", 0}};
+    json two = one;
+    two["prompt"] = {"Once upon a time", "The sea was"};
+    json streamed = one;
+    streamed["stream"] = true;
+    struct Case {
+        const char* what;
+        json body;
+        uint64_t requests;  // generations it makes
+        size_t want;        // bytes read before leaving (0: leave after 0.3 s)
+    };
+    for (const Case& c : {Case{"one prompt", one, 1, 0}, Case{"two prompts", two, 2, 0}, Case{"streamed", streamed, 1, 200}}) {
+        SCOPED_TRACE(c.what);
+        wait_idle();
+        const std::string before = metrics();
+        const std::string got = post_and_leave(http_->port(), "/v1/completions", c.body.dump(), c.want > 0 ? 60000 : 300, c.want);
+        if (c.want == 0) {
+            EXPECT_TRUE(got.empty()) << "answered within 0.3 s: " << got.substr(0, 200);
+        } else {
+            EXPECT_NE(got.find("data: "), std::string::npos) << got.substr(0, 200);
+        }
+        wait_idle();
+        const std::string after = metrics();
+        EXPECT_EQ(metric_value(after, "lantern_requests_cancelled_total"),
+                  metric_value(before, "lantern_requests_cancelled_total") + c.requests);
+        EXPECT_EQ(metric_value(after, "lantern_requests_total"), metric_value(before, "lantern_requests_total") + c.requests);
+        EXPECT_LT(metric_value(after, "lantern_generated_tokens_total") - metric_value(before, "lantern_generated_tokens_total"),
+                  c.requests * kMaxTokens);
+    }
+    // The server goes on serving.
+    EXPECT_FALSE(chat("Name a color.", 4)["choices"][0]["message"]["content"].get<std::string>().empty());
 }
 
 // logit_bias: a bias of 100 makes a token the only choice, false bans one.
@@ -1184,6 +1269,61 @@ TEST(ServerEngine, DedentAt) {
     EXPECT_EQ(server::dedent_at("x\n\tz\n", 2), 2u);
     EXPECT_EQ(server::dedent_at("\nreturn", 1), 1u);
     EXPECT_EQ(server::dedent_at("\nreturn", 0), std::string::npos);
+}
+
+// The engine's side of a client that left: a request whose client is gone
+// before it takes a slot never takes one (the slot's cache stays as it
+// was), and one that leaves while generating ends at the next step, its
+// text so far kept; the request beside them runs on.
+TEST_F(Server, EngineCancelsRequestsWhoseClientLeft) {
+    server::EngineParams ep;
+    ep.n_slots = 1;
+    ep.n_ctx = 256;
+    server::Engine engine(*model_, ep);
+    auto request = [&](int max_tokens) {
+        auto r = std::make_shared<server::GenerationRequest>();
+        r->prompt = model_->tokenize("Once upon a time", true, false);
+        r->max_tokens = max_tokens;
+        r->ignore_eos = true;
+        return r;
+    };
+    std::vector<std::future<server::GenerationResult>> results;
+    auto watch = [&](server::GenerationRequest& r) {
+        auto done = std::make_shared<std::promise<server::GenerationResult>>();
+        results.push_back(done->get_future());
+        r.on_done = [done](const server::GenerationResult& g) { done->set_value(g); };
+    };
+    // Holds the one slot while the other two wait behind it.
+    auto first = request(40);
+    watch(*first);
+    auto never_waited = request(40);
+    watch(*never_waited);
+    never_waited->client_gone = [] { return true; };
+    auto leaves = request(200);
+    watch(*leaves);
+    auto asked = std::make_shared<std::atomic<int>>(0);
+    leaves->client_gone = [asked] { return ++*asked > 10; };  // gone after some steps
+    engine.submit(first);
+    engine.submit(never_waited);
+    engine.submit(leaves);
+    const server::GenerationResult a = results[0].get(), b = results[1].get(), c = results[2].get();
+    EXPECT_EQ(a.finish_reason, "length");
+    EXPECT_EQ(a.completion_tokens, 40);
+    EXPECT_EQ(b.finish_reason, "error");
+    EXPECT_NE(b.error.find("cancelled"), std::string::npos) << b.error;
+    EXPECT_EQ(b.completion_tokens, 0);
+    EXPECT_EQ(b.cached_tokens, 0);  // admitted, it would have found its prompt in the slot's cache
+    EXPECT_EQ(c.finish_reason, "error");
+    EXPECT_NE(c.error.find("cancelled"), std::string::npos) << c.error;
+    EXPECT_GT(c.completion_tokens, 0);
+    EXPECT_LT(c.completion_tokens, 200);
+    EXPECT_FALSE(c.text.empty());
+    const server::EngineStats st = engine.stats();
+    EXPECT_EQ(st.requests_done, 3u);
+    EXPECT_EQ(st.requests_cancelled, 2u);
+    EXPECT_EQ(st.generated_tokens, static_cast<uint64_t>(40 + c.completion_tokens));
+    EXPECT_EQ(st.prompt_tokens_cached, static_cast<uint64_t>(a.cached_tokens + c.cached_tokens));
+    EXPECT_GT(c.cached_tokens, 0);
 }
 
 // llama.cpp's /props: the defaults a request gets, the slots, the template.
