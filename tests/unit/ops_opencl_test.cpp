@@ -237,15 +237,29 @@ TEST(OpenclLayerCaches, Q8_0CachesTakeTheLaunchesOfF16Ones) {
 // GPU the launch asks for two groups per compute unit, 128 cells each at
 // least). Tokens of one step sit at different depths, so each deals out its
 // own range: one split only (position 3), a few, all of them, windowed.
+// Four tokens at different depths of two sequences, or with `prompt` two
+// prompts of 20 tokens (sequence 0 at positions 600.., sequence 1 at 100..:
+// the tiled kernel's second tile holds both).
 std::unique_ptr<OpCase> long_attention_case(DType cache, int64_t hd, int64_t n_head, int64_t n_kv, int window,
-                                            uint32_t seed) {
+                                            uint32_t seed, bool prompt = false) {
     auto c = std::make_unique<OpCase>();
-    c->name = std::string("attention_long_") + dtype_name(cache) + "_hd" + std::to_string(hd) + "_h" +
-              std::to_string(n_head) + "_kv" + std::to_string(n_kv) + (window > 0 ? "_window" : "");
+    c->name = std::string("attention_long_") + (prompt ? "prompt_" : "") + dtype_name(cache) + "_hd" +
+              std::to_string(hd) + "_h" + std::to_string(n_head) + "_kv" + std::to_string(n_kv) +
+              (window > 0 ? "_window" : "");
     c->tolerance = 1e-10;  // f16 and q8_0 values are read exactly: only the sums' order differs (~1e-14)
     CaseLeaves L{*c, std::mt19937(seed)};
     const int n_ctx = 700;
-    const std::vector<int32_t> pos = {3, 150, 699, 420}, seq = {0, 1, 0, 1};
+    std::vector<int32_t> pos = {3, 150, 699, 420}, seq = {0, 1, 0, 1};
+    if (prompt) {
+        pos.clear();
+        seq.clear();
+        for (int s = 0; s < 2; ++s) {
+            for (int i = 0; i < 20; ++i) {
+                pos.push_back((s == 0 ? 600 : 100) + i);
+                seq.push_back(s);
+            }
+        }
+    }
     const int64_t T = static_cast<int64_t>(pos.size());
     Tensor* q = L.leaf(DType::F32, {hd, n_head, T}, "q", -2.0f, 2.0f);
     Tensor* kc = L.leaf(cache, {hd * n_kv, 2 * n_ctx}, "k_cache", -1.0f, 1.0f, kTensorCache);
@@ -263,6 +277,18 @@ TEST(OpenclAttention, LongRangesSplitAcrossGroups) {
         for (const auto& [hd, n_head, n_kv, window] :
              {std::tuple{64, 4, 2, 0}, std::tuple{128, 8, 2, 0}, std::tuple{64, 2, 2, 100}, std::tuple{256, 2, 1, 0}}) {
             auto c = long_attention_case(cache, hd, n_head, n_kv, window, ++seed);
+            std::unique_ptr<Backend> gpu = opencl();
+            expect_matches_cpu(*c, *gpu, "split");
+            EXPECT_EQ(gpu->stats().step_launches, 1u) << c->name;
+        }
+    }
+    // Prompts: the tiled kernel's ranges (the union of a tile's queries'
+    // ranges, up to ~800 cells) in splits of whole key tiles.
+    ScopedEnv prompt_groups("LANTERN_OPENCL_PREFILL_GROUPS", "4096");
+    for (DType cache : {DType::F16, DType::Q8_0}) {
+        for (const auto& [hd, n_head, n_kv, window] :
+             {std::tuple{64, 4, 2, 0}, std::tuple{128, 8, 2, 0}, std::tuple{64, 2, 2, 100}}) {
+            auto c = long_attention_case(cache, hd, n_head, n_kv, window, ++seed, true);
             std::unique_ptr<Backend> gpu = opencl();
             expect_matches_cpu(*c, *gpu, "split");
             EXPECT_EQ(gpu->stats().step_launches, 1u) << c->name;

@@ -34,16 +34,32 @@ struct Splits {
     OpenClBackend::Scratch part{nullptr, 0};
 };
 
-Splits decode_splits(Dispatch& d, int64_t hd, int64_t heads, int64_t tokens, int64_t n_ctx_seq) {
+// `items` (head, token) or (head, tile) pairs share out about `target`
+// groups, each item split at most kMaxSplits ways and into no more splits
+// than the cache's cells allow at min_cells each; `floats` of scratch per
+// item and split.
+Splits make_splits(Dispatch& d, size_t target, int64_t items, int64_t n_ctx_seq, int64_t floats) {
     Splits s;
     s.min_cells = static_cast<int>(d.shape().attn_split_min);
-    const int64_t fill = static_cast<int64_t>(d.shape().attn_groups) / std::max<int64_t>(1, heads * tokens);
+    const int64_t fill = static_cast<int64_t>(target) / std::max<int64_t>(1, items);
     const int64_t share = (n_ctx_seq + s.min_cells - 1) / s.min_cells;
     s.n = static_cast<int>(std::clamp<int64_t>(std::min(fill, share), 1, kMaxSplits));
-    if (heads * tokens > static_cast<int64_t>(OpenClBackend::kAttnCounters)) s.n = 1;
-    const size_t bytes = static_cast<size_t>(tokens * heads * s.n * (hd + 2)) * sizeof(float);
+    if (items > static_cast<int64_t>(OpenClBackend::kAttnCounters)) s.n = 1;
+    const size_t bytes = static_cast<size_t>(items * s.n * floats) * sizeof(float);
     s.part = s.n > 1 ? d.scratch(bytes) : OpenClBackend::Scratch{nullptr, 0};
     return s;
+}
+
+Splits decode_splits(Dispatch& d, int64_t hd, int64_t heads, int64_t tokens, int64_t n_ctx_seq) {
+    return make_splits(d, d.shape().attn_groups, heads * tokens, n_ctx_seq, hd + 2);
+}
+
+// Prompt attention's split (attn_prefill): about LaunchShape::prefill_groups
+// groups a launch. At depth a tile's range is thousands of cells, which one
+// group walked alone.
+Splits prefill_splits(Dispatch& d, int64_t heads, int64_t tiles, int64_t n_ctx_seq) {
+    return make_splits(d, d.shape().prefill_groups, heads * tiles, n_ctx_seq,
+                       kPrefillQueries * (kPrefillMaxHeadDim + 2));
 }
 
 void add_split_args(Dispatch& d, Args& args, const Splits& s, const Tensor& fallback) {
@@ -83,13 +99,16 @@ void run_attention(Dispatch& d, const Tensor& node) {
     const Tensor& kc = *node.src[1];
     const Tensor& vc = *node.src[2];
     const int64_t hd = q.ne[0], n_head = q.ne[1], T = q.ne[2];
-    const bool tiled = T >= kPrefillMinTokens && hd <= kPrefillMaxHeadDim;
+    const bool tiled = T >= kPrefillMinTokens && hd <= kPrefillMaxHeadDim && hd % 4 == 0;
 
     const int64_t K = hd * n_head;
     const bool want = hd % 32 == 0 && rows_uniform(node) && d.wanted(act_key(node));
     const Q8Act q8 = want ? d.make_q8(act_key(node), K, T) : Q8Act{};
 
-    cl_kernel k = d.kernel(ProgramId::Attention, tiled ? "attn_prefill" : "attn_decode");
+    // The tiled kernel in two sizes: heads of up to 64 values (half the
+    // local memory) or of up to 128.
+    const char* name = !tiled ? "attn_decode" : hd <= 64 ? "attn_prefill_64" : "attn_prefill";
+    cl_kernel k = d.kernel(ProgramId::Attention, name);
     Args args(k);
     args.tensor(q).u64(q.nb[1]).u64(q.nb[2]).tensor(kc).u64(kc.nb[1]).tensor(vc).u64(vc.nb[1])
         .i32(cache_code(kc)).i32(cache_code(vc)).tensor(*node.src[3]).tensor(*node.src[4]).tensor(node).u64(node.nb[1])
@@ -97,10 +116,13 @@ void run_attention(Dispatch& d, const Tensor& node) {
         .f32(node.param_f(3)).i32(node.param_i(4)).mem(want ? q8.mem : mem_of(node)).u64(q8.q).u64(q8.ds).i32(want);
     if (tiled) {
         args.i32(T);
-        const size_t g[2] = {static_cast<size_t>(n_head) * kPrefillGroup,
-                             static_cast<size_t>((T + kPrefillQueries - 1) / kPrefillQueries)};
-        const size_t l[2] = {kPrefillGroup, 1};
-        d.launch(k, 2, g, l);
+        const int64_t tiles = (T + kPrefillQueries - 1) / kPrefillQueries;
+        const Splits splits = prefill_splits(d, n_head, tiles, node.param_i(1));
+        add_split_args(d, args, splits, node);
+        const size_t g[3] = {static_cast<size_t>(n_head) * kPrefillGroup, static_cast<size_t>(tiles),
+                             static_cast<size_t>(splits.n)};
+        const size_t l[3] = {kPrefillGroup, 1, 1};
+        d.launch(k, 3, g, l);
         return;
     }
     const Splits splits = decode_splits(d, hd, n_head, T, node.param_i(1));

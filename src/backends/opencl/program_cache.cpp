@@ -106,6 +106,8 @@ ProgramCache::ProgramCache(cl_context context, const DeviceCaps& caps, BuildConf
     shape_.mva_rpt = rows_per_slot(knob("LANTERN_OPENCL_MVA_RPT", 1, 32, 1));
     shape_.attn_groups = knob("LANTERN_OPENCL_ATTN_GROUPS", 1, 4096, floor_pow2(std::max(1u, caps_.compute_units) * 2));
     shape_.attn_split_min = knob("LANTERN_OPENCL_ATTN_SPLIT_MIN", 1, 4096, 128);
+    shape_.prefill_groups =
+        knob("LANTERN_OPENCL_PREFILL_GROUPS", 1, 65536, floor_pow2(std::max(1u, caps_.compute_units) * 32));
 }
 
 std::string ProgramCache::options(ProgramId id, bool with_extensions) const {

@@ -34,6 +34,14 @@ inline float cache_load(const global uchar* row, int e, int type) {
     }
     return type == LT_CACHE_F16 ? vload_half(e, (const global half*)row) : ((const global float*)row)[e];
 }
+// Elements e .. e + 3 of a cache row (e a multiple of 4), as floats.
+inline float4 cache_load4(const global uchar* row, int e, int type) {
+    if (type == LT_CACHE_Q8) {
+        const global uchar* blk = row + (e >> 5) * LT_Q8_BLOCK_BYTES;
+        return vload_half(0, (const global half*)blk) * convert_float4(vload4(0, (const global char*)(blk + 2 + (e & 31))));
+    }
+    return type == LT_CACHE_F16 ? vload_half4(e >> 2, (const global half*)row) : vload4(e >> 2, (const global float*)row);
+}
 inline void cache_store(global uchar* row, int e, float v, int type) {
     if (type == LT_CACHE_F16) {
         vstore_half_rte(v, e, (global half*)row);
@@ -433,23 +441,36 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
 #define PHD 128 // largest head_dim of the tiled kernel
 #define PWG 128
 
-kernel __attribute__((reqd_work_group_size(PWG, 1, 1)))
-void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
-                  const global uchar* kb, ulong k_off, ulong k_nb1,
-                  const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
-                  const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
-                  global uchar* d, ulong d_off, ulong d_nb1,
-                  int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
-                  int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8, int T) {
-    local float qs[PQ][PHD + 1];
-    local float ks[PK][PHD + 1];
-    local float vs[PK][PHD];
-    local float ps[PQ][PK + 1];
-    local long q_first[PQ];  // absolute cells [q_first, q_last] each query attends to
-    local long q_last[PQ];
-    local float row_m[PQ], row_l[PQ], row_f[PQ];
-    local long span[2];
+// A query's scores against four cells of a key tile, unscaled: key rows k,
+// k + 8 rows, ... (`stride` float4s apart), n float4s each; the query's
+// values read once for the four.
+inline void prefill_scores(const int n, const local float4* q, const local float4* k, const int stride, float* sc) {
+    for (int r = 0; r < PK / 8; ++r) sc[r] = 0.0f;
+    for (int c = 0; c < n; ++c) {
+        const float4 qv = q[c];
+        for (int r = 0; r < PK / 8; ++r) sc[r] += dot(qv, k[8 * r * stride + c]);
+    }
+}
 
+// One (head, tile of PQ queries, split) of attn_prefill for heads of at
+// most phd values (a multiple of 32, and a constant where the kernels below
+// call it: the loops over a row's phd / 4 float4s unroll), hd a multiple
+// of 4 (its rows are read in float4s). The local arrays
+// are the caller's, in float4s: qs [PQ][phd / 4 + 1], ks [PK][phd / 4 + 1],
+// vs [PK][phd / 4], ps [PQ][PK + 1] floats. Values past hd are staged as 0.
+// Rows of float4s read by 8 work-items side by side: the padded rows of qs
+// and ks put a query's / key's float4 c of the 8 in 8 different bank groups.
+inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks, local float4* vs, local float* ps,
+                              local long* q_first, local long* q_last, local float* red_m, local float* red_l,
+                              local long* span, local int* last_group,
+                              const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
+                              const global uchar* kb, ulong k_off, ulong k_nb1,
+                              const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt,
+                              const global uchar* posb, ulong pos_off, const global uchar* seqb, ulong seq_off,
+                              global uchar* d, ulong d_off, ulong d_nb1,
+                              int hd, int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap,
+                              int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8, int T,
+                              global uchar* part, ulong part_off, global uchar* cnt, ulong cnt_off, int n_split, int split_min) {
     const int h = get_group_id(0);
     const long t0 = (long)get_group_id(1) * PQ;
     const int tid = get_local_id(0);
@@ -467,13 +488,12 @@ void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
             q_first[tid] = 1;  // empty range
             q_last[tid] = 0;
         }
-        row_m[tid] = LT_NEG_BIG;
-        row_l[tid] = 0.0f;
     }
-    for (int e = tid; e < PQ * hd; e += PWG) {
-        const int qi = e / hd, c = e % hd;
+    const int row4 = phd / 4 + 1;  // qs and ks rows, float4s
+    for (int e = tid; e < PQ * phd; e += PWG) {
+        const int qi = e / phd, c = e % phd;
         const long t = t0 + qi;
-        qs[qi][c] = t < T ? LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2)[c] : 0.0f;
+        ((local float*)qs)[qi * 4 * row4 + c] = t < T && c < hd ? LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2)[c] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (tid == 0) {
@@ -488,77 +508,139 @@ void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
         span[1] = last;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    const long first = span[0], last = span[1];
+    // The tile's cells, split s of ns (as attn_split deals a decode range,
+    // in whole key tiles); a split without cells exits. A tile without
+    // cells (past T, outside the cache) is one split, which writes zeros.
+    const int s = get_group_id(2);
+    const long n = span[1] - span[0] + 1;
+    long begin = span[0], last = span[1];
+    int ns = 1;
+    if (n > 0 && n_split > 1) {
+        const long want = clamp((n + split_min - 1) / split_min, 1L, (long)n_split);
+        const long per = ((n + want - 1) / want + PK - 1) / PK * PK;
+        ns = (int)((n + per - 1) / per);
+        begin = span[0] + s * per;
+        last = min(span[1], begin + per - 1);
+    }
+    if (s >= ns) return;  // uniform: span[] and s are the group's
 
-    // Output ownership: query qi = tid / 8, dimensions dg + 8c.
+    // Output ownership: query qi = tid / 8, dimensions 4 dg + 32 c + (0..3);
+    // of each key tile the query's cells dg + 8r. Its running max m and sum l are kept
+    // alike by its 8 work-items, which share a tile's max and sum through
+    // red_m / red_l.
     const int qi = tid / 8, dg = tid % 8;
-    float acc[PHD / 8];
-    for (int c = 0; c < PHD / 8; ++c) acc[c] = 0.0f;
+    const long f0 = q_first[qi], l0 = min(q_last[qi], last);
+    float m = LT_NEG_BIG, l = 0.0f;
+    float4 acc[PHD / 32];
+    for (int c = 0; c < phd / 32; ++c) acc[c] = 0.0f;
 
-    for (long c0 = first; c0 <= last; c0 += PK) {
+    for (long c0 = begin; c0 <= last; c0 += PK) {
         // Stage K and V rows of cells [c0, c0 + PK).
-        for (int e = tid; e < PK * hd; e += PWG) {
-            const int kj = e / hd, c = e % hd;
+        for (int e = tid; e < PK * phd / 4; e += PWG) {
+            const int kj = e / (phd / 4), c4 = e % (phd / 4), c = 4 * c4;
             const long cell = c0 + kj;
-            float kv = 0.0f, vv = 0.0f;
-            if (cell <= last) {
-                kv = cache_load(kb + k_off + cell * k_nb1 + kcol, c, kt);
-                vv = cache_load(vb + v_off + cell * v_nb1 + vcol, c, vt);
+            float4 kv = 0.0f, vv = 0.0f;
+            if (cell <= last && c < hd) {  // hd is a multiple of 4
+                kv = cache_load4(kb + k_off + cell * k_nb1 + kcol, c, kt);
+                vv = cache_load4(vb + v_off + cell * v_nb1 + vcol, c, vt);
             }
-            ks[kj][c] = kv;
-            vs[kj][c] = vv;
+            ks[kj * row4 + c4] = kv;
+            vs[kj * (phd / 4) + c4] = vv;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        // Scores: query qi against cells dg + 8r.
+        float sc[PK / 8];
+        prefill_scores(phd / 4, qs + qi * row4, ks + dg * row4, row4, sc);
+        float mx = LT_NEG_BIG;
         for (int r = 0; r < PK / 8; ++r) {
-            const int kj = dg + 8 * r;
-            float dot = 0.0f;
-            for (int c = 0; c < hd; ++c) dot += qs[qi][c] * ks[kj][c];
-            ps[qi][kj] = softcap_score(dot * scale, softcap);
+            const long cell = c0 + dg + 8 * r;
+            sc[r] = cell >= f0 && cell <= l0 ? softcap_score(sc[r] * scale, softcap) : LT_NEG_BIG;
+            mx = fmax(mx, sc[r]);
         }
+        red_m[tid] = mx;
         barrier(CLK_LOCAL_MEM_FENCE);
-        // Online softmax per query row.
-        if (tid < PQ) {
-            const long f0 = q_first[tid], l0 = q_last[tid];
-            float mx = LT_NEG_BIG;
-            for (int kj = 0; kj < PK; ++kj) {
-                const long cell = c0 + kj;
-                if (cell >= f0 && cell <= l0) mx = fmax(mx, ps[tid][kj]);
-            }
-            const float m_new = fmax(row_m[tid], mx);
-            float sum = 0.0f;
-            for (int kj = 0; kj < PK; ++kj) {
-                const long cell = c0 + kj;
-                const float e = (cell >= f0 && cell <= l0) ? exp(ps[tid][kj] - m_new) : 0.0f;
-                ps[tid][kj] = e;
-                sum += e;
-            }
-            const float f = exp(row_m[tid] - m_new);
-            row_f[tid] = f;
-            row_l[tid] = row_l[tid] * f + sum;
-            row_m[tid] = m_new;
+        float m_new = m;
+        for (int k = 0; k < 8; ++k) m_new = fmax(m_new, red_m[qi * 8 + k]);
+        float sum = 0.0f;
+        for (int r = 0; r < PK / 8; ++r) {
+            const long cell = c0 + dg + 8 * r;
+            const float e = cell >= f0 && cell <= l0 ? exp(sc[r] - m_new) : 0.0f;
+            ps[qi * (PK + 1) + dg + 8 * r] = e;
+            sum += e;
         }
+        red_l[tid] = sum;
         barrier(CLK_LOCAL_MEM_FENCE);
-        const float f = row_f[qi];
-        for (int c = 0; c < PHD / 8; ++c) acc[c] *= f;
+        float tile_sum = 0.0f;
+        for (int k = 0; k < 8; ++k) tile_sum += red_l[qi * 8 + k];
+        const float f = exp(m - m_new);
+        l = l * f + tile_sum;
+        m = m_new;
+        for (int c = 0; c < phd / 32; ++c) acc[c] *= f;
         for (int kj = 0; kj < PK; ++kj) {
-            const float pj = ps[qi][kj];
-            for (int c = 0; c < PHD / 8; ++c) {
-                const int col = dg + 8 * c;
-                if (col < hd) acc[c] += pj * vs[kj][col];
+            const float pj = ps[qi * (PK + 1) + kj];
+            const local float4* v = vs + kj * (phd / 4) + dg;
+            for (int c = 0; c < phd / 32; ++c) acc[c] += pj * v[8 * c];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);  // ks, vs, ps and red_m are rewritten by the next tile
+    }
+
+    if (ns > 1) {
+        // This split's partial softmax: per query m, l, then hd unnormalised
+        // sums. The last split of (tile, head) to finish (a counter, set back
+        // to 0 by it) adds them up, as attn_decode_head does.
+        global float* parts = LT_PTR(float, part, part_off) +
+                              ((long)get_group_id(1) * n_head + h) * n_split * PQ * (PHD + 2);
+        global float* mine = parts + s * PQ * (PHD + 2) + qi * (PHD + 2);
+        if (dg == 0) {
+            mine[0] = m;
+            mine[1] = l;
+        }
+        for (int c = 0; c < phd / 32; ++c) vstore4(acc[c], 0, mine + 2 + 4 * dg + 32 * c);
+    }
+    // (The barriers unconditional: PoCL mishandles some under uniform branches.)
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tid == 0) {
+        int done = 1;
+        if (ns > 1) {
+            volatile global int* counter = LT_PTR(int, cnt, cnt_off) + get_group_id(1) * n_head + h;
+            done = atomic_inc(counter) == ns - 1;
+            if (done) atomic_xchg(counter, 0);
+        }
+        *last_group = done;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!*last_group) return;
+    if (ns > 1) {
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        global float* parts = LT_PTR(float, part, part_off) +
+                              ((long)get_group_id(1) * n_head + h) * n_split * PQ * (PHD + 2);
+        const volatile global float* pq = parts + qi * (PHD + 2);  // volatile: written by other groups
+        float mx = LT_NEG_BIG;
+        for (int k = 0; k < ns; ++k) mx = fmax(mx, pq[k * PQ * (PHD + 2)]);
+        float lsum = 0.0f;
+        for (int c = 0; c < phd / 32; ++c) acc[c] = 0.0f;
+        for (int k = 0; k < ns; ++k) {
+            const volatile global float* pk = pq + k * PQ * (PHD + 2);
+            const float w = exp(pk[0] - mx);
+            lsum += w * pk[1];
+            for (int c = 0; c < phd / 32; ++c) {
+                const int col = 4 * dg + 32 * c;
+                acc[c] += w * (float4)(pk[2 + col], pk[3 + col], pk[4 + col], pk[5 + col]);
             }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        l = lsum;
     }
 
     const long t = t0 + qi;
     if (t < T) {
         global float* out = LT_PTR(float, d, d_off + t * d_nb1) + h * hd;
-        const float l = row_l[qi];
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int c = 0; c < PHD / 8; ++c) {
-            const int col = dg + 8 * c;
-            if (col < hd) out[col] = acc[c] * inv;
+        for (int c = 0; c < phd / 32; ++c) {
+            const float a[4] = {acc[c].x, acc[c].y, acc[c].z, acc[c].w};
+            for (int j = 0; j < 4; ++j) {
+                const int col = 4 * dg + 32 * c + j;
+                if (col < hd) out[col] = a[j] * inv;
+            }
         }
     }
     if (want_q8) {
@@ -574,3 +656,32 @@ void attn_prefill(const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
         }
     }
 }
+
+// The tiled kernels, one per largest head width (attn_prefill_tile's phd):
+// attn_prefill up to PHD values, attn_prefill_64 (half the local memory)
+// up to 64. Launch: (n_head * PWG, tiles of PQ tokens, n_split).
+#define LT_ATTN_PREFILL(name, phd)                                                                                     \
+    kernel __attribute__((reqd_work_group_size(PWG, 1, 1))) void name(                                                \
+        const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2, const global uchar* kb, ulong k_off,           \
+        ulong k_nb1, const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt, const global uchar* posb,      \
+        ulong pos_off, const global uchar* seqb, ulong seq_off, global uchar* d, ulong d_off, ulong d_nb1, int hd,     \
+        int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap, int window,                \
+        global uchar* oq, ulong oq_off, ulong ods_off, int want_q8, int T, global uchar* part, ulong part_off,         \
+        global uchar* cnt, ulong cnt_off, int n_split, int split_min) {                                               \
+        local float4 qs[PQ * (phd / 4 + 1)];                                                                          \
+        local float4 ks[PK * (phd / 4 + 1)];                                                                          \
+        local float4 vs[PK * phd / 4];                                                                                \
+        local float ps[PQ * (PK + 1)];                                                                                \
+        local long q_first[PQ]; /* absolute cells [q_first, q_last] each query attends to */                          \
+        local long q_last[PQ];                                                                                        \
+        local float red_m[PWG], red_l[PWG];                                                                           \
+        local long span[2];                                                                                           \
+        local int last_group;                                                                                         \
+        attn_prefill_tile(phd, qs, ks, vs, ps, q_first, q_last, red_m, red_l, span, &last_group, qb, q_off, q_nb1,    \
+                          q_nb2, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, posb, pos_off, seqb, seq_off, d, d_off,  \
+                          d_nb1, hd, n_head, n_head_kv, n_ctx_seq, n_cells, scale, softcap, window, oq, oq_off,       \
+                          ods_off, want_q8, T, part, part_off, cnt, cnt_off, n_split, split_min);                     \
+    }
+
+LT_ATTN_PREFILL(attn_prefill, PHD)
+LT_ATTN_PREFILL(attn_prefill_64, 64)
