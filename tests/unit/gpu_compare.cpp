@@ -147,9 +147,16 @@ void expect_cache_type_agrees(const std::string& backend, const std::string& typ
         // CPU: across a q8_0 rounding step a value moves by its block's
         // scale, 1/127 of the block's largest value (SmolLM2's keys have
         // outliers, so that is large).
+        // The device's cache rounds a value that lies near a rounding step
+        // either way, so its logits sit between the CPU's with that cache
+        // and the CPU's with f16 (the unrounded values): a step is held to
+        // the nearer of the two. (H200, NVIDIA's OpenCL: 0.030 from the
+        // CPU's q8_0 at a step where q8_0 moves the CPU by 0.014.)
         const double sensitivity = nmse(want.logits[i], cpu_f16.logits[i]);
-        EXPECT_LE(e, std::max(3e-2, 2 * sensitivity)) << backend << " " << type << " step " << i << " (the type moves "
-                                                      << "the CPU's logits by " << sensitivity << " here)";
+        const double e_f16 = nmse(got.logits[i], cpu_f16.logits[i]);
+        EXPECT_LE(std::min(e, e_f16), std::max(3e-2, 2 * sensitivity))
+            << backend << " " << type << " step " << i << ": " << e << " from the CPU's logits with that cache, "
+            << e_f16 << " from its f16 ones (the type moves the CPU's logits by " << sensitivity << " here)";
         sum += e;
     }
     EXPECT_LE(sum / static_cast<double>(want.logits.size()), 1e-2) << backend;

@@ -22,8 +22,9 @@ void expect_matches_cpu(OpCase& c, Backend& gpu, const std::string& mode, Comput
 
 // The default model with every layer on `backend` and a KV cache of `type`
 // (keys and values): the logits, teacher-forced over 12 steps, stay within
-// the model tests' bounds of the CPU's with the same cache (per step, or
-// twice what the type itself moves the CPU's logits there, if more). `held`: the
+// the model tests' bounds of the CPU's with the same cache or with f16,
+// whichever is nearer (per step, or twice what the type itself moves the
+// CPU's logits there, if more; on average of the CPU's with the same cache). `held`: the
 // backend holds that type (the cache on the device); otherwise the cache
 // lives in host memory and attention runs on the CPU. An f16 cache is
 // always on the device.
