@@ -159,7 +159,11 @@ TEST(CudaOpBench, MatVecBandwidth) {
     double q4_large = 0;
     for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
                     DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::F16, DType::BF16}) {
-        for (Shape s : {Shape{4096, 4096}, Shape{4096, 11008}, Shape{11008, 4096}, Shape{4096, 32000}}) {
+        // The 7B's matrices, then a 70B's FFN pair (Llama 2/3 70B: D 8192,
+        // F 28672), where a launch's fixed costs (launch, grid wait, the
+        // activation's staging) are a small share of its transfer.
+        for (Shape s : {Shape{4096, 4096}, Shape{4096, 11008}, Shape{11008, 4096}, Shape{4096, 32000}, Shape{8192, 28672},
+                        Shape{28672, 8192}}) {
             if (!bench_selected(std::string(dtype_name(t)) + " " + std::to_string(s.K) + "x" + std::to_string(s.N))) {
                 continue;
             }
