@@ -17,7 +17,9 @@ int cache_code(const Tensor& cache) { return static_cast<int>(cache.type); }
 
 constexpr int64_t kMaxHeadDim = 256;         // ATT_MAX_HD in attention.cl
 constexpr int64_t kPrefillMaxHeadDim = 128;  // PHD
-constexpr int64_t kPrefillQueries = 16;      // PQ
+// Queries per tile of the tiled kernels: attn_prefill_64's (PQ) and
+// attn_prefill's.
+constexpr int64_t kPrefillQueries64 = 32, kPrefillQueries = 16;
 constexpr size_t kPrefillGroup = 128;        // PWG
 // From this many tokens on, a step's attention uses the tiled kernel.
 constexpr int64_t kPrefillMinTokens = 8;
@@ -57,9 +59,8 @@ Splits decode_splits(Dispatch& d, int64_t hd, int64_t heads, int64_t tokens, int
 // Prompt attention's split (attn_prefill): about LaunchShape::prefill_groups
 // groups a launch. At depth a tile's range is thousands of cells, which one
 // group walked alone.
-Splits prefill_splits(Dispatch& d, int64_t heads, int64_t tiles, int64_t n_ctx_seq) {
-    return make_splits(d, d.shape().prefill_groups, heads * tiles, n_ctx_seq,
-                       kPrefillQueries * (kPrefillMaxHeadDim + 2));
+Splits prefill_splits(Dispatch& d, int64_t heads, int64_t tiles, int64_t queries, int64_t n_ctx_seq) {
+    return make_splits(d, d.shape().prefill_groups, heads * tiles, n_ctx_seq, queries * (kPrefillMaxHeadDim + 2));
 }
 
 void add_split_args(Dispatch& d, Args& args, const Splits& s, const Tensor& fallback) {
@@ -105,8 +106,8 @@ void run_attention(Dispatch& d, const Tensor& node) {
     const bool want = hd % 32 == 0 && rows_uniform(node) && d.wanted(act_key(node));
     const Q8Act q8 = want ? d.make_q8(act_key(node), K, T) : Q8Act{};
 
-    // The tiled kernel in two sizes: heads of up to 64 values (half the
-    // local memory) or of up to 128.
+    // The tiled kernel in two sizes: heads of up to 64 values (tiles of 32
+    // queries) or of up to 128 (16).
     const char* name = !tiled ? "attn_decode" : hd <= 64 ? "attn_prefill_64" : "attn_prefill";
     cl_kernel k = d.kernel(ProgramId::Attention, name);
     Args args(k);
@@ -116,8 +117,9 @@ void run_attention(Dispatch& d, const Tensor& node) {
         .f32(node.param_f(3)).i32(node.param_i(4)).mem(want ? q8.mem : mem_of(node)).u64(q8.q).u64(q8.ds).i32(want);
     if (tiled) {
         args.i32(T);
-        const int64_t tiles = (T + kPrefillQueries - 1) / kPrefillQueries;
-        const Splits splits = prefill_splits(d, n_head, tiles, node.param_i(1));
+        const int64_t queries = hd <= 64 ? kPrefillQueries64 : kPrefillQueries;
+        const int64_t tiles = (T + queries - 1) / queries;
+        const Splits splits = prefill_splits(d, n_head, tiles, queries, node.param_i(1));
         add_split_args(d, args, splits, node);
         const size_t g[3] = {static_cast<size_t>(n_head) * kPrefillGroup, static_cast<size_t>(tiles),
                              static_cast<size_t>(splits.n)};

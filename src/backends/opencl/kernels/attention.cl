@@ -11,9 +11,10 @@
 // attn_decode: one work-group per (head, token), LT_RED_WG work-items; the
 //   cells are taken in chunks of LT_RED_WG with an online softmax (running
 //   max and sum), so any context length works.
-// attn_prefill: one work-group of 128 per (head, tile of 16 tokens); key
-//   tiles of 32 cells are staged in local memory and shared by the 16
-//   queries; tiles outside every query's causal range are skipped.
+// attn_prefill (_64): work-groups of 128 per (head, tile of 16 tokens, or
+//   32 for heads of up to 64 values, split of the tile's cells); key tiles
+//   of 32 cells are staged in local memory and shared by the tile's
+//   queries; only cells some query of the tile attends to are walked.
 // Both can write their output rows as 8-bit blocks for the next product.
 
 #define LT_CACHE_F16 1
@@ -436,31 +437,38 @@ kernel void attn_decode_rope(const global uchar* qb, ulong q_off, ulong q_nb1,
                      hd, n_head, n_head_kv, scale, softcap, oq, oq_off, ods_off, want_q8);
 }
 
-#define PQ 16   // queries per work-group
+#define PQ 32   // most queries per work-group (heads of up to 64 values; 16 for wider ones)
+#define PQW (PQ / 16)  // most of them per work-item
 #define PK 32   // cells per key tile
 #define PHD 128 // largest head_dim of the tiled kernel
 #define PWG 128
 
-// A query's scores against four cells of a key tile, unscaled: key rows k,
-// k + 8 rows, ... (`stride` float4s apart), n float4s each; the query's
-// values read once for the four.
-inline void prefill_scores(const int n, const local float4* q, const local float4* k, const int stride, float* sc) {
-    for (int r = 0; r < PK / 8; ++r) sc[r] = 0.0f;
+// pqw queries' scores against four cells of a key tile, unscaled, into
+// sc[u * PK / 8 + r]: query rows q, q + 16 rows, ..., key rows k, k + 8 rows,
+// ... (`stride` float4s apart), n float4s each; each key float4 read once
+// for the queries, each query float4 once for the keys.
+inline void prefill_scores(const int n, const int pqw, const local float4* q, const local float4* k, const int stride,
+                           float* sc) {
+    for (int i = 0; i < pqw * PK / 8; ++i) sc[i] = 0.0f;
     for (int c = 0; c < n; ++c) {
-        const float4 qv = q[c];
-        for (int r = 0; r < PK / 8; ++r) sc[r] += dot(qv, k[8 * r * stride + c]);
+        float4 kv[PK / 8];
+        for (int r = 0; r < PK / 8; ++r) kv[r] = k[8 * r * stride + c];
+        for (int u = 0; u < pqw; ++u) {
+            const float4 qv = q[16 * u * stride + c];
+            for (int r = 0; r < PK / 8; ++r) sc[u * (PK / 8) + r] += dot(qv, kv[r]);
+        }
     }
 }
 
-// One (head, tile of PQ queries, split) of attn_prefill for heads of at
+// One (head, tile of pq queries, split) of attn_prefill for heads of at
 // most phd values (a multiple of 32, and a constant where the kernels below
 // call it: the loops over a row's phd / 4 float4s unroll), hd a multiple
 // of 4 (its rows are read in float4s). The local arrays
-// are the caller's, in float4s: qs [PQ][phd / 4 + 1], ks [PK][phd / 4 + 1],
-// vs [PK][phd / 4], ps [PQ][PK + 1] floats. Values past hd are staged as 0.
+// are the caller's, in float4s: qs [pq][phd / 4 + 1], ks [PK][phd / 4 + 1],
+// vs [PK][phd / 4], ps [pq][PK + 1] floats, red_m / red_l [pq / 16][PWG]. Values past hd are staged as 0.
 // Rows of float4s read by 8 work-items side by side: the padded rows of qs
 // and ks put a query's / key's float4 c of the 8 in 8 different bank groups.
-inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks, local float4* vs, local float* ps,
+inline void attn_prefill_tile(const int phd, const int pq, local float4* qs, local float4* ks, local float4* vs, local float* ps,
                               local long* q_first, local long* q_last, local float* red_m, local float* red_l,
                               local long* span, local int* last_group,
                               const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2,
@@ -472,12 +480,13 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
                               int window, global uchar* oq, ulong oq_off, ulong ods_off, int want_q8, int T,
                               global uchar* part, ulong part_off, global uchar* cnt, ulong cnt_off, int n_split, int split_min) {
     const int h = get_group_id(0);
-    const long t0 = (long)get_group_id(1) * PQ;
+    const int pqw = pq / 16;
+    const long t0 = (long)get_group_id(1) * pq;
     const int tid = get_local_id(0);
     const int kvh = h / (n_head / n_head_kv);
     const ulong kcol = cache_col(kvh, hd, kt), vcol = cache_col(kvh, hd, vt);
 
-    if (tid < PQ) {
+    if (tid < pq) {
         const long t = t0 + tid;
         long base;
         int lo, p;
@@ -490,7 +499,7 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
         }
     }
     const int row4 = phd / 4 + 1;  // qs and ks rows, float4s
-    for (int e = tid; e < PQ * phd; e += PWG) {
+    for (int e = tid; e < pq * phd; e += PWG) {
         const int qi = e / phd, c = e % phd;
         const long t = t0 + qi;
         ((local float*)qs)[qi * 4 * row4 + c] = t < T && c < hd ? LT_CPTR(float, qb, q_off + h * q_nb1 + t * q_nb2)[c] : 0.0f;
@@ -498,7 +507,7 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
     barrier(CLK_LOCAL_MEM_FENCE);
     if (tid == 0) {
         long first = LONG_MAX, last = -1;
-        for (int i = 0; i < PQ; ++i) {
+        for (int i = 0; i < pq; ++i) {
             if (q_first[i] <= q_last[i]) {
                 first = min(first, q_first[i]);
                 last = max(last, q_last[i]);
@@ -524,15 +533,21 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
     }
     if (s >= ns) return;  // uniform: span[] and s are the group's
 
-    // Output ownership: query qi = tid / 8, dimensions 4 dg + 32 c + (0..3);
-    // of each key tile the query's cells dg + 8r. Its running max m and sum l are kept
-    // alike by its 8 work-items, which share a tile's max and sum through
-    // red_m / red_l.
+    // Output ownership: queries qi + 16u (u < pqw), qi = tid / 8, dimensions
+    // 4 dg + 32 c + (0..3); of each key tile their cells dg + 8r. A query's
+    // running max m and sum l are kept alike by its 8 work-items, which
+    // share a tile's max and sum through red_m / red_l.
     const int qi = tid / 8, dg = tid % 8;
-    const long f0 = q_first[qi], l0 = min(q_last[qi], last);
-    float m = LT_NEG_BIG, l = 0.0f;
-    float4 acc[PHD / 32];
-    for (int c = 0; c < phd / 32; ++c) acc[c] = 0.0f;
+    long f0[PQW], l0[PQW];
+    float m[PQW], l[PQW];
+    float4 acc[PQW][PHD / 32];
+    for (int u = 0; u < pqw; ++u) {
+        f0[u] = q_first[qi + 16 * u];
+        l0[u] = min(q_last[qi + 16 * u], last);
+        m[u] = LT_NEG_BIG;
+        l[u] = 0.0f;
+        for (int c = 0; c < phd / 32; ++c) acc[u][c] = 0.0f;
+    }
 
     for (long c0 = begin; c0 <= last; c0 += PK) {
         // Stage K and V rows of cells [c0, c0 + PK).
@@ -548,53 +563,67 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
             vs[kj * (phd / 4) + c4] = vv;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        float sc[PK / 8];
-        prefill_scores(phd / 4, qs + qi * row4, ks + dg * row4, row4, sc);
-        float mx = LT_NEG_BIG;
-        for (int r = 0; r < PK / 8; ++r) {
-            const long cell = c0 + dg + 8 * r;
-            sc[r] = cell >= f0 && cell <= l0 ? softcap_score(sc[r] * scale, softcap) : LT_NEG_BIG;
-            mx = fmax(mx, sc[r]);
+        float sc[PQW * PK / 8];
+        prefill_scores(phd / 4, pqw, qs + qi * row4, ks + dg * row4, row4, sc);
+        for (int u = 0; u < pqw; ++u) {
+            float mx = LT_NEG_BIG;
+            for (int r = 0; r < PK / 8; ++r) {
+                const long cell = c0 + dg + 8 * r;
+                float* x = sc + u * (PK / 8) + r;
+                *x = cell >= f0[u] && cell <= l0[u] ? softcap_score(*x * scale, softcap) : LT_NEG_BIG;
+                mx = fmax(mx, *x);
+            }
+            red_m[u * PWG + tid] = mx;
         }
-        red_m[tid] = mx;
         barrier(CLK_LOCAL_MEM_FENCE);
-        float m_new = m;
-        for (int k = 0; k < 8; ++k) m_new = fmax(m_new, red_m[qi * 8 + k]);
-        float sum = 0.0f;
-        for (int r = 0; r < PK / 8; ++r) {
-            const long cell = c0 + dg + 8 * r;
-            const float e = cell >= f0 && cell <= l0 ? exp(sc[r] - m_new) : 0.0f;
-            ps[qi * (PK + 1) + dg + 8 * r] = e;
-            sum += e;
+        float f[PQW];
+        for (int u = 0; u < pqw; ++u) {
+            float m_new = m[u];
+            for (int k = 0; k < 8; ++k) m_new = fmax(m_new, red_m[u * PWG + qi * 8 + k]);
+            float sum = 0.0f;
+            for (int r = 0; r < PK / 8; ++r) {
+                const long cell = c0 + dg + 8 * r;
+                const float e = cell >= f0[u] && cell <= l0[u] ? exp(sc[u * (PK / 8) + r] - m_new) : 0.0f;
+                ps[(qi + 16 * u) * (PK + 1) + dg + 8 * r] = e;
+                sum += e;
+            }
+            red_l[u * PWG + tid] = sum;
+            f[u] = exp(m[u] - m_new);
+            m[u] = m_new;
         }
-        red_l[tid] = sum;
         barrier(CLK_LOCAL_MEM_FENCE);
-        float tile_sum = 0.0f;
-        for (int k = 0; k < 8; ++k) tile_sum += red_l[qi * 8 + k];
-        const float f = exp(m - m_new);
-        l = l * f + tile_sum;
-        m = m_new;
-        for (int c = 0; c < phd / 32; ++c) acc[c] *= f;
+        for (int u = 0; u < pqw; ++u) {
+            float tile_sum = 0.0f;
+            for (int k = 0; k < 8; ++k) tile_sum += red_l[u * PWG + qi * 8 + k];
+            l[u] = l[u] * f[u] + tile_sum;
+            for (int c = 0; c < phd / 32; ++c) acc[u][c] *= f[u];
+        }
         for (int kj = 0; kj < PK; ++kj) {
-            const float pj = ps[qi * (PK + 1) + kj];
             const local float4* v = vs + kj * (phd / 4) + dg;
-            for (int c = 0; c < phd / 32; ++c) acc[c] += pj * v[8 * c];
+            float4 vv[PHD / 32];
+            for (int c = 0; c < phd / 32; ++c) vv[c] = v[8 * c];
+            for (int u = 0; u < pqw; ++u) {
+                const float pj = ps[(qi + 16 * u) * (PK + 1) + kj];
+                for (int c = 0; c < phd / 32; ++c) acc[u][c] += pj * vv[c];
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);  // ks, vs, ps and red_m are rewritten by the next tile
     }
 
+    // Split: each query's partial softmax (m, l, then hd unnormalised sums).
+    // The last split of (tile, head) to finish (a counter, set back to 0 by
+    // it) adds them up, as attn_decode_head does.
+    global float* parts =
+        LT_PTR(float, part, part_off) + ((long)get_group_id(1) * n_head + h) * n_split * pq * (PHD + 2);
     if (ns > 1) {
-        // This split's partial softmax: per query m, l, then hd unnormalised
-        // sums. The last split of (tile, head) to finish (a counter, set back
-        // to 0 by it) adds them up, as attn_decode_head does.
-        global float* parts = LT_PTR(float, part, part_off) +
-                              ((long)get_group_id(1) * n_head + h) * n_split * PQ * (PHD + 2);
-        global float* mine = parts + s * PQ * (PHD + 2) + qi * (PHD + 2);
-        if (dg == 0) {
-            mine[0] = m;
-            mine[1] = l;
+        for (int u = 0; u < pqw; ++u) {
+            global float* mine = parts + (s * pq + qi + 16 * u) * (PHD + 2);
+            if (dg == 0) {
+                mine[0] = m[u];
+                mine[1] = l[u];
+            }
+            for (int c = 0; c < phd / 32; ++c) vstore4(acc[u][c], 0, mine + 2 + 4 * dg + 32 * c);
         }
-        for (int c = 0; c < phd / 32; ++c) vstore4(acc[c], 0, mine + 2 + 4 * dg + 32 * c);
     }
     // (The barriers unconditional: PoCL mishandles some under uniform branches.)
     mem_fence(CLK_GLOBAL_MEM_FENCE);
@@ -612,31 +641,32 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
     if (!*last_group) return;
     if (ns > 1) {
         mem_fence(CLK_GLOBAL_MEM_FENCE);
-        global float* parts = LT_PTR(float, part, part_off) +
-                              ((long)get_group_id(1) * n_head + h) * n_split * PQ * (PHD + 2);
-        const volatile global float* pq = parts + qi * (PHD + 2);  // volatile: written by other groups
-        float mx = LT_NEG_BIG;
-        for (int k = 0; k < ns; ++k) mx = fmax(mx, pq[k * PQ * (PHD + 2)]);
-        float lsum = 0.0f;
-        for (int c = 0; c < phd / 32; ++c) acc[c] = 0.0f;
-        for (int k = 0; k < ns; ++k) {
-            const volatile global float* pk = pq + k * PQ * (PHD + 2);
-            const float w = exp(pk[0] - mx);
-            lsum += w * pk[1];
-            for (int c = 0; c < phd / 32; ++c) {
-                const int col = 4 * dg + 32 * c;
-                acc[c] += w * (float4)(pk[2 + col], pk[3 + col], pk[4 + col], pk[5 + col]);
+        for (int u = 0; u < pqw; ++u) {
+            const volatile global float* pp = parts + (qi + 16 * u) * (PHD + 2);  // volatile: other groups wrote it
+            float mx = LT_NEG_BIG;
+            for (int k = 0; k < ns; ++k) mx = fmax(mx, pp[k * pq * (PHD + 2)]);
+            float lsum = 0.0f;
+            for (int c = 0; c < phd / 32; ++c) acc[u][c] = 0.0f;
+            for (int k = 0; k < ns; ++k) {
+                const volatile global float* pk = pp + k * pq * (PHD + 2);
+                const float w = exp(pk[0] - mx);
+                lsum += w * pk[1];
+                for (int c = 0; c < phd / 32; ++c) {
+                    const int col = 4 * dg + 32 * c;
+                    acc[u][c] += w * (float4)(pk[2 + col], pk[3 + col], pk[4 + col], pk[5 + col]);
+                }
             }
+            l[u] = lsum;
         }
-        l = lsum;
     }
 
-    const long t = t0 + qi;
-    if (t < T) {
+    for (int u = 0; u < pqw; ++u) {
+        const long t = t0 + qi + 16 * u;
+        if (t >= T) continue;
         global float* out = LT_PTR(float, d, d_off + t * d_nb1) + h * hd;
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const float inv = l[u] > 0.0f ? 1.0f / l[u] : 0.0f;
         for (int c = 0; c < phd / 32; ++c) {
-            const float a[4] = {acc[c].x, acc[c].y, acc[c].z, acc[c].w};
+            const float a[4] = {acc[u][c].x, acc[u][c].y, acc[u][c].z, acc[u][c].w};
             for (int j = 0; j < 4; ++j) {
                 const int col = 4 * dg + 32 * c + j;
                 if (col < hd) out[col] = a[j] * inv;
@@ -646,7 +676,7 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
     if (want_q8) {
         barrier(CLK_GLOBAL_MEM_FENCE);
         const int K = hd * n_head;
-        for (int e = tid; e < PQ * (hd / 32); e += PWG) {
+        for (int e = tid; e < pq * (hd / 32); e += PWG) {
             const int qq = e / (hd / 32), blk = e % (hd / 32);
             const long tt = t0 + qq;
             if (tt >= T) continue;
@@ -658,30 +688,33 @@ inline void attn_prefill_tile(const int phd, local float4* qs, local float4* ks,
 }
 
 // The tiled kernels, one per largest head width (attn_prefill_tile's phd):
-// attn_prefill up to PHD values, attn_prefill_64 (half the local memory)
-// up to 64. Launch: (n_head * PWG, tiles of PQ tokens, n_split).
-#define LT_ATTN_PREFILL(name, phd)                                                                                     \
-    kernel __attribute__((reqd_work_group_size(PWG, 1, 1))) void name(                                                \
-        const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2, const global uchar* kb, ulong k_off,           \
-        ulong k_nb1, const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt, const global uchar* posb,      \
+// attn_prefill up to PHD values in tiles of 16 queries, attn_prefill_64 up
+// to 64 in tiles of PQ (two queries a work-item: each K/V value staged and
+// read from local memory serves twice the queries; at 128 values that many
+// would pass NVIDIA's 48 KB of local memory). Launch: (n_head * PWG, tiles,
+// n_split).
+#define LT_ATTN_PREFILL(name, phd, pq)                                                                                 \
+    kernel __attribute__((reqd_work_group_size(PWG, 1, 1))) void name(                                                 \
+        const global uchar* qb, ulong q_off, ulong q_nb1, ulong q_nb2, const global uchar* kb, ulong k_off,            \
+        ulong k_nb1, const global uchar* vb, ulong v_off, ulong v_nb1, int kt, int vt, const global uchar* posb,       \
         ulong pos_off, const global uchar* seqb, ulong seq_off, global uchar* d, ulong d_off, ulong d_nb1, int hd,     \
-        int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap, int window,                \
+        int n_head, int n_head_kv, int n_ctx_seq, int n_cells, float scale, float softcap, int window,                 \
         global uchar* oq, ulong oq_off, ulong ods_off, int want_q8, int T, global uchar* part, ulong part_off,         \
-        global uchar* cnt, ulong cnt_off, int n_split, int split_min) {                                               \
-        local float4 qs[PQ * (phd / 4 + 1)];                                                                          \
-        local float4 ks[PK * (phd / 4 + 1)];                                                                          \
-        local float4 vs[PK * phd / 4];                                                                                \
-        local float ps[PQ * (PK + 1)];                                                                                \
-        local long q_first[PQ]; /* absolute cells [q_first, q_last] each query attends to */                          \
-        local long q_last[PQ];                                                                                        \
-        local float red_m[PWG], red_l[PWG];                                                                           \
-        local long span[2];                                                                                           \
-        local int last_group;                                                                                         \
-        attn_prefill_tile(phd, qs, ks, vs, ps, q_first, q_last, red_m, red_l, span, &last_group, qb, q_off, q_nb1,    \
-                          q_nb2, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, posb, pos_off, seqb, seq_off, d, d_off,  \
-                          d_nb1, hd, n_head, n_head_kv, n_ctx_seq, n_cells, scale, softcap, window, oq, oq_off,       \
-                          ods_off, want_q8, T, part, part_off, cnt, cnt_off, n_split, split_min);                     \
+        global uchar* cnt, ulong cnt_off, int n_split, int split_min) {                                                \
+        local float4 qs[pq * (phd / 4 + 1)];                                                                           \
+        local float4 ks[PK * (phd / 4 + 1)];                                                                           \
+        local float4 vs[PK * phd / 4];                                                                                 \
+        local float ps[pq * (PK + 1)];                                                                                 \
+        local long q_first[pq]; /* absolute cells [q_first, q_last] each query attends to */                           \
+        local long q_last[pq];                                                                                         \
+        local float red_m[pq / 16 * PWG], red_l[pq / 16 * PWG];                                                        \
+        local long span[2];                                                                                            \
+        local int last_group;                                                                                          \
+        attn_prefill_tile(phd, pq, qs, ks, vs, ps, q_first, q_last, red_m, red_l, span, &last_group, qb, q_off, q_nb1, \
+                          q_nb2, kb, k_off, k_nb1, vb, v_off, v_nb1, kt, vt, posb, pos_off, seqb, seq_off, d, d_off,   \
+                          d_nb1, hd, n_head, n_head_kv, n_ctx_seq, n_cells, scale, softcap, window, oq, oq_off,        \
+                          ods_off, want_q8, T, part, part_off, cnt, cnt_off, n_split, split_min);                      \
     }
 
-LT_ATTN_PREFILL(attn_prefill, PHD)
-LT_ATTN_PREFILL(attn_prefill_64, 64)
+LT_ATTN_PREFILL(attn_prefill, PHD, 16)
+LT_ATTN_PREFILL(attn_prefill_64, 64, PQ)
