@@ -121,17 +121,18 @@ inline void attn_out_q8(global float* out, int h, long t, int hd, int n_head, gl
 // n_split groups per (head, token), fixed when the step is recorded; the
 // positions are read at run time, so each token's range [lo, p] is dealt out
 // here: split_min cells a split at least, the splits without cells exit.
+// Splits are whole multiples of `align` cells (prompts: key tiles).
 // Returns how many splits have cells; split s takes [*c0, *c1]. With one,
 // split 0 writes the output; with more, each writes its partial softmax (its
 // max, its sum and its unnormalised output row) to `part`, and the last of
 // them to finish (a counter per (token, head)) adds them up and writes it.
-inline int attn_split(int lo, int p, int s, int n_split, int split_min, int* c0, int* c1) {
+inline int attn_split(int lo, int p, int s, int n_split, int split_min, int align, int* c0, int* c1) {
     const int n = p - lo + 1;
-    const int ns = clamp((n + split_min - 1) / split_min, 1, n_split);
-    const int per = (n + ns - 1) / ns;
+    const int want = clamp((n + split_min - 1) / split_min, 1, n_split);
+    const int per = ((n + want - 1) / want + align - 1) / align * align;
     *c0 = lo + s * per;
     *c1 = min(p, *c0 + per - 1);
-    return ns;
+    return (n + per - 1) / per;
 }
 
 // The partials of (t, h): n_split of m, l, then hd floats.
@@ -293,7 +294,7 @@ inline int attn_decode_plan(const global uchar* posb, ulong pos_off, const globa
         if (want_q8) attn_out_q8(out, h, t, hd, n_head, oq, oq_off, ods_off);
         return 0;
     }
-    *ns = attn_split(lo, p, s, n_split, split_min, c0, c1);
+    *ns = attn_split(lo, p, s, n_split, split_min, 1, c0, c1);
     return s < *ns;
 }
 
@@ -517,19 +518,17 @@ inline void attn_prefill_tile(const int phd, const int pq, local float4* qs, loc
         span[1] = last;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    // The tile's cells, split s of ns (as attn_split deals a decode range,
-    // in whole key tiles); a split without cells exits. A tile without
-    // cells (past T, outside the cache) is one split, which writes zeros.
+    // The tile's cells, split s of ns (attn_split, in whole key tiles); a
+    // split without cells exits. A tile without cells (past T, outside the
+    // cache) is one split, which writes zeros.
     const int s = get_group_id(2);
-    const long n = span[1] - span[0] + 1;
     long begin = span[0], last = span[1];
     int ns = 1;
-    if (n > 0 && n_split > 1) {
-        const long want = clamp((n + split_min - 1) / split_min, 1L, (long)n_split);
-        const long per = ((n + want - 1) / want + PK - 1) / PK * PK;
-        ns = (int)((n + per - 1) / per);
-        begin = span[0] + s * per;
-        last = min(span[1], begin + per - 1);
+    if (last >= begin && n_split > 1) {
+        int c0, c1;  // relative to span[0]: a tile's range lies within the cache
+        ns = attn_split(0, (int)(span[1] - span[0]), s, n_split, split_min, PK, &c0, &c1);
+        begin = span[0] + c0;
+        last = span[0] + c1;
     }
     if (s >= ns) return;  // uniform: span[] and s are the group's
 
